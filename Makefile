@@ -1,0 +1,42 @@
+# bisector: `make help` lists the targets.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_HOME ?= $(CURDIR)/.bisector-demo
+
+.DEFAULT_GOAL := help
+
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## Make .venv with bisector and the dev tools
+
+demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no Docker)
+	BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo
+
+test: $(STAMP) ## Run lint, types and every test that this machine can run
+	$(BIN)/ruff check bisector tests migrations bench
+	$(BIN)/mypy
+	$(BIN)/pytest -m "not gpu"
+
+test-unit: $(STAMP) ## Only the fast, pure tests
+	$(BIN)/pytest -m unit
+
+lint: $(STAMP) ## ruff and mypy --strict
+	$(BIN)/ruff check bisector tests migrations bench
+	$(BIN)/mypy
+
+bench: $(STAMP) ## Benchmarks, printed as ratios against baselines measured in the same run
+	$(BIN)/python -m bench.run
+
+clean: ## Remove the virtualenv, caches and the demo store
+	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+.PHONY: help install demo test test-unit lint bench clean

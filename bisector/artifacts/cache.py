@@ -1,0 +1,55 @@
+"""The content-addressed wheel cache.
+
+A key is the sha256 of what determines the build (profile, commit, build command, Python), so
+two bisections that need the same commit built the same way share one wheel, and a change of
+build settings can never serve a stale one. Wheels land by atomic rename, so a crash mid-build
+leaves no half-written artifact behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from bisector.settings import cache_dir
+
+
+def artifact_key(kind: str, commit: str, settings: dict[str, Any]) -> str:
+    blob = json.dumps({"kind": kind, "commit": commit, "settings": settings}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def wheel_dir(key: str) -> Path:
+    return cache_dir() / "wheels" / key[:2] / key
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def publish(tmp_dir: Path, key: str) -> Path:
+    """Move a finished build directory into place; the first writer wins a race."""
+    final = wheel_dir(key)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        tmp_dir.rename(final)
+    except OSError:
+        if not final.exists():
+            raise
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    return final
+
+
+def scratch_dir(prefix: str) -> Path:
+    import tempfile
+
+    root = cache_dir() / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))

@@ -1,0 +1,1 @@
+"""Executors turn (artifact, oracle) into a classified run."""

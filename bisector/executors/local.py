@@ -1,0 +1,145 @@
+"""The local executor: one uv-made virtualenv per (artifact, oracle dependencies, Python).
+
+Environments are built once and reused whenever the same artifact is probed again (by this or any
+later bisection). uv installs from its cache by hardlinking, so even a torch-sized wheel set costs
+seconds, not a re-extraction. Environments appear by atomic rename, so an interrupted install
+never leaves a half-made environment that a later run would trust.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bisector.artifacts.build import _uv, python_tag
+from bisector.artifacts.cache import scratch_dir
+from bisector.executors.base import RunResult, classify
+from bisector.oracle import Oracle, Outcome
+from bisector.proc import run_logged, tail
+from bisector.settings import cache_dir
+
+FACTS_SCRIPT = Path(__file__).resolve().parent.parent / "facts_probe.py"
+# Variables that would let the host's environment leak into the probed one.
+SCRUB = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "CONDA_PREFIX")
+
+
+class InstallFailed(Exception):
+    pass
+
+
+class LocalExecutor:
+    name = "local"
+
+    def __init__(self, python: str, import_name: str | None, offline: bool = False) -> None:
+        self.python = python
+        self.import_name = import_name
+        self.offline = offline
+
+    def fingerprint_facts(self) -> dict[str, Any]:
+        return {
+            "executor": self.name,
+            "python": python_tag(self.python),
+            "machine": platform.machine(),
+            "system": platform.system(),
+        }
+
+    def _uv_env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+        env["UV_CACHE_DIR"] = str(cache_dir() / "uv")
+        env.setdefault("UV_LINK_MODE", "hardlink")
+        if self.offline:
+            env["UV_OFFLINE"] = "1"
+        return env
+
+    def env_dir(self, artifact_key: str, deps: tuple[str, ...]) -> Path:
+        blob = json.dumps([artifact_key, sorted(deps), python_tag(self.python)])
+        return cache_dir() / "envs" / hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def ensure_env(self, wheel: Path, artifact_key: str, deps: tuple[str, ...]) -> Path:
+        final = self.env_dir(artifact_key, deps)
+        if (final / ".bisector-ready").exists():
+            return final
+        tmp = scratch_dir("env-")
+        log = tmp / "install.log"
+        uv, env = _uv(), self._uv_env()
+        try:
+            cmds = [
+                [uv, "venv", "-q", "--python", self.python, str(tmp / "venv")],
+                [uv, "pip", "install", "-q", "--python", str(tmp / "venv" / "bin" / "python"),
+                 str(wheel), *deps],
+            ]
+            for cmd in cmds:
+                with log.open("a") as f:
+                    f.write(f"$ {' '.join(cmd)}\n")
+                    f.flush()
+                    r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
+                                       check=False)
+                if r.returncode != 0:
+                    raise InstallFailed(tail(log, 6))
+            venv = tmp / "venv"
+            facts = self._collect_facts(venv)
+            (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
+            (venv / ".bisector-ready").write_text("ok\n")
+            final.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                venv.rename(final)
+            except OSError:
+                if not (final / ".bisector-ready").exists():
+                    raise
+            return final
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _collect_facts(self, venv: Path) -> dict[str, Any]:
+        r = subprocess.run(
+            [str(venv / "bin" / "python"), str(FACTS_SCRIPT), self.import_name or ""],
+            capture_output=True, text=True, timeout=300, env=self._uv_env(), check=False,
+        )
+        try:
+            facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError):
+            facts = {"facts_error": (r.stderr or r.stdout)[-500:]}
+        facts["obtained"] = "source build"
+        return facts
+
+    def run(
+        self, *, wheel: Path, artifact_key: str, oracle: Oracle, commit: str, run_dir: Path
+    ) -> RunResult:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            venv = self.ensure_env(wheel, artifact_key, oracle.meta.dependencies)
+        except (InstallFailed, OSError, subprocess.SubprocessError) as e:
+            return RunResult(Outcome.SKIP, f"environment install failed: {e}".strip(), None,
+                             0.0, reusable=False)
+        facts = json.loads((venv / "bisector-facts.json").read_text())
+        script = run_dir / oracle.path.name
+        script.write_bytes(oracle.content)
+        env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+        env.update(oracle.meta.env)
+        env.update({
+            "BISECTOR_COMMIT": commit,
+            "BISECTOR_RUN_DIR": str(run_dir),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        })
+        out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
+        work = run_dir / "work"
+        work.mkdir(exist_ok=True)
+        res = run_logged(
+            [str(venv / "bin" / "python"), str(script)],
+            cwd=work, env=env, stdout_path=out, stderr_path=err,
+            timeout_s=oracle.meta.timeout,
+        )
+        outcome, reason, reusable = classify(
+            res.returncode, timed_out=res.timed_out,
+            timeout_outcome=oracle.meta.on_timeout, timeout_s=oracle.meta.timeout,
+        )
+        output_tail = "\n".join(x for x in (tail(out, 10), tail(err, 10)) if x)
+        return RunResult(outcome, reason, res.returncode, res.duration_s, reusable,
+                         out, err, output_tail, facts)

@@ -1,0 +1,210 @@
+"""Walk a repository's history with GitPython: resolve refs and list the candidate commits.
+
+Release tags of PyTorch sit on release branches, not on main. When good is not an ancestor of
+bad we do what ``git bisect`` does: test their merge-base as the good endpoint and tell the user,
+listing the commits only the good side has (cherry-picks among them are marked), because a fix
+that reached the release branch only as a cherry-pick is invisible to the main-line search.
+
+The user's working tree is never touched: everything here reads the object database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from bisector.errors import RepoError
+
+PR_TRAILER = re.compile(r"^Pull Request resolved: (\S+/pull/(\d+))\s*$", re.MULTILINE)
+PR_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    subject: str
+    author: str
+    author_email: str
+    date: str
+    pr_number: int | None
+    pr_url: str | None
+
+
+@dataclass(frozen=True)
+class RangePlan:
+    """The search space: ``candidates[0]`` is the good endpoint, ``candidates[-1]`` the bad one."""
+
+    good_ref: str
+    bad_ref: str
+    good_sha: str
+    bad_sha: str
+    candidates: tuple[str, ...]
+    merge_base_used: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def effective_good(self) -> str:
+        return self.candidates[0]
+
+
+def open_repo(path: str | Path) -> git.Repo:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise RepoError(f"{p} does not exist: pass --repo with the path of a git clone")
+    try:
+        return git.Repo(p, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise RepoError(
+            f"{p} is not a git repository: pass --repo with the path of a git clone"
+        ) from None
+
+
+def resolve(repo: git.Repo, ref: str, role: str) -> str:
+    """Full sha of a tag, branch, or (abbreviated) sha; peels annotated tags to the commit."""
+    if not ref or ref.startswith("-"):
+        raise RepoError(f"--{role} {ref!r} is not a ref: give a tag, branch or commit sha")
+    try:
+        return str(repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")).strip()
+    except git.GitCommandError:
+        raise RepoError(
+            f"unknown {role} ref {ref!r} in {repo.working_dir}: "
+            f"check the name (git tag -l, git branch -a) or fetch it first"
+        ) from None
+
+
+def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", a, b)
+        return True
+    except git.GitCommandError as e:
+        if e.status == 1:
+            return False
+        raise
+
+
+def _rev_list(repo: git.Repo, *args: str) -> list[str]:
+    out = str(repo.git.rev_list(*args))
+    return out.split() if out else []
+
+
+def plan_range(
+    repo: git.Repo, good_ref: str, bad_ref: str, *, first_parent: bool = True
+) -> RangePlan:
+    """Resolve both refs and list the candidates oldest to newest.
+
+    First-parent by default because that is how artifacts are produced on PyTorch's main: every
+    first-parent commit is a landed PR with its own CI build and nightly lineage; commits inside
+    merged side branches were never built as such. ``first_parent=False`` gives
+    ``--ancestry-path`` in topological order.
+    """
+    good = resolve(repo, good_ref, "good")
+    bad = resolve(repo, bad_ref, "bad")
+    if good == bad:
+        raise RepoError(
+            f"good and bad are the same commit ({good[:12]}): "
+            f"give a good ref older than the bad one"
+        )
+    if _is_ancestor(repo, bad, good):
+        raise RepoError(
+            f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
+            f"if the newer commit is the good one you are looking for a fix; "
+            f"swap the refs and pass --find-fix"
+        )
+    bases = _safe_merge_bases(repo, good, bad)
+    if not bases:
+        raise RepoError(
+            f"{good_ref} and {bad_ref} share no history (unrelated histories): "
+            f"pick two refs of the same project"
+        )
+    notes: list[str] = []
+    merge_base_used = False
+    lower = good
+    if not _is_ancestor(repo, good, bad):
+        base = bases[0]
+        merge_base_used = True
+        lower = base
+        only_good = _rev_list(repo, f"{base}..{good}")
+        picks = _cherry_picked(repo, bad, good)
+        notes.append(
+            f"good {good_ref} ({good[:12]}) is not an ancestor of bad {bad_ref} ({bad[:12]}), "
+            f"as with release tags on release branches; testing their merge-base "
+            f"{base[:12]} as the good endpoint, as git bisect does"
+        )
+        if only_good:
+            notes.append(
+                f"{len(only_good)} commit(s) exist only on the good side "
+                f"({len(picks)} of them cherry-picked onto the bad side too); "
+                f"a fix that exists only there is not searched"
+            )
+    args = ["--reverse"]
+    if first_parent:
+        args.append("--first-parent")
+    else:
+        args += ["--ancestry-path", "--topo-order"]
+    chain = _rev_list(repo, *args, bad, f"^{lower}")
+    if not chain or chain[-1] != bad:
+        raise RepoError(
+            f"no commits between {good_ref} and {bad_ref} on the chosen path: "
+            f"try without --first-parent or check the refs"
+        )
+    return RangePlan(
+        good_ref=good_ref,
+        bad_ref=bad_ref,
+        good_sha=good,
+        bad_sha=bad,
+        candidates=(lower, *chain),
+        merge_base_used=merge_base_used,
+        notes=tuple(notes),
+    )
+
+
+def _safe_merge_bases(repo: git.Repo, a: str, b: str) -> list[str]:
+    try:
+        return str(repo.git.merge_base("--all", a, b)).split()
+    except git.GitCommandError as e:
+        if e.status == 1:
+            return []
+        raise
+
+
+def _cherry_picked(repo: git.Repo, upstream: str, head: str) -> list[str]:
+    """Commits of ``head`` whose patch already exists on ``upstream`` (git cherry's '-')."""
+    out = str(repo.git.cherry(upstream, head))
+    return [line[2:] for line in out.splitlines() if line.startswith("- ")]
+
+
+def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
+    c = repo.commit(sha)
+    message = str(c.message)
+    subject = message.splitlines()[0] if message else ""
+    pr_number: int | None = None
+    pr_url: str | None = None
+    m = PR_TRAILER.search(message)
+    if m:
+        pr_url, pr_number = m.group(1), int(m.group(2))
+    else:
+        s = PR_SUBJECT.search(subject)
+        if s:
+            pr_number = int(s.group(1))
+    return CommitInfo(
+        sha=c.hexsha,
+        subject=subject,
+        author=str(c.author.name),
+        author_email=str(c.author.email),
+        date=c.authored_datetime.isoformat(),
+        pr_number=pr_number,
+        pr_url=pr_url,
+    )
+
+
+def github_slug(repo: git.Repo) -> str | None:
+    """owner/name of the ``origin`` remote when it points at GitHub, for links in reports."""
+    try:
+        url = repo.remotes.origin.url
+    except (AttributeError, ValueError):
+        return None
+    m = re.search(r"github\.com[:/]([^/]+/[^/]+?)(?:\.git)?$", url)
+    return m.group(1) if m else None

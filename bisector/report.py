@@ -1,0 +1,195 @@
+"""Read-side views of stored bisections: list, show (paste-ready Markdown), log (git-style).
+
+Each view is built as plain data first (what ``--json`` prints) and rendered second, so the
+Markdown and the JSON can never disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import git
+from sqlalchemy import select
+
+from bisector import history
+from bisector.errors import NotFoundError
+from bisector.oracle import Polarity
+from bisector.store import models as m
+from bisector.store.db import Store
+
+
+def _terms(b: m.Bisection) -> tuple[str, str]:
+    return ("broken", "fixed") if b.settings.get("find_fix") else ("good", "bad")
+
+
+def list_data(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+    with store.session() as s:
+        rows = s.scalars(select(m.Bisection).order_by(m.Bisection.id.desc()).limit(limit))
+        return [
+            {
+                "id": b.id,
+                "repo": b.repo_path,
+                "range": f"{b.good_ref}..{b.bad_ref}",
+                "oracle": b.oracle_name,
+                "state": b.state,
+                "culprit": b.culprit_sha,
+                "created": b.created_at.isoformat(timespec="seconds"),
+            }
+            for b in rows
+        ]
+
+
+def _get(s: Any, bisection_id: int) -> m.Bisection:
+    b = s.get(m.Bisection, bisection_id)
+    if b is None:
+        raise NotFoundError(f"no bisection with id {bisection_id}: see `bisect list`")
+    assert isinstance(b, m.Bisection)
+    return b
+
+
+def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
+    info: dict[str, Any] = {"sha": sha}
+    if repo is None:
+        return info
+    try:
+        c = history.commit_info(repo, sha)
+    except (ValueError, git.BadName, git.GitCommandError):
+        return info
+    pr_url = c.pr_url or (
+        f"https://github.com/{slug}/pull/{c.pr_number}" if slug and c.pr_number else None
+    )
+    info.update(subject=c.subject, author=c.author, author_email=c.author_email, date=c.date,
+                pr=c.pr_number, pr_url=pr_url)
+    return info
+
+
+def show_data(store: Store, bisection_id: int) -> dict[str, Any]:
+    with store.session() as s:
+        b = _get(s, bisection_id)
+        probes = s.execute(
+            select(m.Probe, m.VerdictRow, m.Artifact)
+            .join(m.VerdictRow, m.Probe.verdict_id == m.VerdictRow.id)
+            .outerjoin(m.Artifact, m.VerdictRow.artifact_id == m.Artifact.id)
+            .where(m.Probe.bisection_id == bisection_id)
+            .order_by(m.Probe.seq)
+        ).all()
+        try:
+            repo: git.Repo | None = history.open_repo(b.repo_path)
+        except Exception:  # noqa: BLE001 - the report works without the clone
+            repo = None
+        slug = history.github_slug(repo) if repo else None
+        old, new = _terms(b)
+        data: dict[str, Any] = {
+            "id": b.id,
+            "state": b.state,
+            "repo": b.repo_path,
+            "good": {"ref": b.good_ref, "sha": b.good_sha},
+            "bad": {"ref": b.bad_ref, "sha": b.bad_sha},
+            "terms": {"old": old, "new": new},
+            "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256},
+            "polarity": b.polarity,
+            "candidates": b.n_candidates,
+            "environment": b.environment,
+            "env_fingerprint": b.env_fingerprint,
+            "notes": b.notes,
+            "message": b.message,
+            "result": b.result,
+            "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
+            "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
+            "reproduce": b.settings.get("reproduce"),
+            "probes": [],
+            "oracle_runs": 0,
+        }
+        for p, v, a in probes:
+            entry: dict[str, Any] = {
+                "seq": p.seq,
+                "position": p.position,
+                "sha": p.commit_sha,
+                "verdict": p.verdict,
+                "reused": p.reused,
+                "outcome": v.outcome,
+                "exit_code": v.exit_code,
+                "reason": v.reason,
+                "duration_s": round(v.duration_s, 3),
+                "stdout": v.stdout_path,
+                "stderr": v.stderr_path,
+                "facts": v.facts,
+            }
+            if a is not None and a.status == "failed":
+                entry["build_log"] = a.log_path
+                entry["build_log_tail"] = a.log_tail
+            if repo is not None:
+                entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
+            data["probes"].append(entry)
+            data["oracle_runs"] += 0 if p.reused or v.exit_code is None else 1
+        return data
+
+
+def show_markdown(d: dict[str, Any]) -> str:
+    old, new = d["terms"]["old"], d["terms"]["new"]
+    lines = [f"## bisector #{d['id']}: {d['state']}", ""]
+    c = d["culprit"]
+    if c:
+        title = f"First {new} commit: `{c['sha']}`"
+        lines += [title, ""]
+        if c.get("subject"):
+            lines.append(f"- **{c['subject']}**")
+            lines.append(f"- Author: {c.get('author')} <{c.get('author_email')}>, {c.get('date')}")
+        if c.get("pr"):
+            link = f" ({c['pr_url']})" if c.get("pr_url") else ""
+            lines.append(f"- Pull request: #{c['pr']}{link}")
+        lines.append("")
+    elif d["suspects"]:
+        lines += [f"The first {new} commit is one of these (skipped commits hide which):", ""]
+        for x in d["suspects"]:
+            lines.append(f"- `{x['sha'][:12]}` {x.get('subject', '')}")
+        lines.append("")
+    if d["message"]:
+        lines += [f"> {d['message']}", ""]
+    lines += [
+        f"- Range: {d['good']['ref']} (`{d['good']['sha'][:12]}`) .. "
+        f"{d['bad']['ref']} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
+        f"(first-parent)",
+        f"- Oracle: `{d['oracle']['name']}` (sha256 {d['oracle']['sha256'][:12]}), "
+        f"regression = oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}",
+        f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
+        f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)",
+    ]
+    for note in d["notes"]:
+        lines.append(f"- Note: {note}")
+    lines += ["", "| # | commit | verdict | time | reason | subject |", "|---|---|---|---|---|---|"]
+    for p in d["probes"]:
+        verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
+        t = "reused" if p["reused"] else f"{p['duration_s']:.2f}s"
+        subject = (p.get("subject") or "").replace("|", "\\|")[:60]
+        reason = p["reason"].replace("|", "\\|")[:80]
+        lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {reason} | {subject} |")
+    failed = [p for p in d["probes"] if p.get("build_log")]
+    for p in failed:
+        lines += ["", f"Build log of `{p['sha'][:12]}` ({p['build_log']}), last lines:", "```",
+                  p.get("build_log_tail") or "", "```"]
+    if d["reproduce"]:
+        lines += ["", "Reproduce with:", "```", d["reproduce"], "```"]
+    return "\n".join(lines)
+
+
+def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
+    d = show_data(store, bisection_id)
+    return [{"seq": p["seq"], "sha": p["sha"], "verdict": p["verdict"], "reused": p["reused"],
+             "subject": p.get("subject", "")} for p in d["probes"]]
+
+
+def log_text(store: Store, bisection_id: int) -> str:
+    """The ``git bisect log`` format, so it can be replayed with ``git bisect replay``."""
+    d = show_data(store, bisection_id)
+    old, new = d["terms"]["old"], d["terms"]["new"]
+    out = [f"git bisect start '--term-old={old}' '--term-new={new}'"
+           if old != "good" else "git bisect start"]
+    names = {"good": old, "bad": new, "skip": "skip"}
+    for p in d["probes"]:
+        out.append(f"# {names[p['verdict']]}: [{p['sha']}] {p.get('subject', '')}")
+        out.append(f"git bisect {names[p['verdict']]} {p['sha']}")
+    if d["culprit"]:
+        c = d["culprit"]
+        out.append(f"# first {new} commit: [{c['sha']}] {c.get('subject', '')}")
+    return "\n".join(out)

@@ -1,0 +1,1 @@
+"""The verdict store: SQLAlchemy models, migrations, and the queries the service needs."""

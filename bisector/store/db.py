@@ -1,0 +1,172 @@
+"""Open the store: engine, pragmas, and migrations to head.
+
+SQLite gets WAL and a busy timeout so two bisections (or a worker and a `bisect list`) can share
+one file; every verdict is committed in its own short transaction. The schema comes only from the
+Alembic migrations; a database written by a newer bisector, or a file that is not a bisector
+database at all, is refused with a message instead of being "fixed".
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from bisector.errors import StoreError
+
+
+def migrations_dir() -> Path:
+    here = Path(__file__).resolve().parent.parent
+    for cand in (here.parent / "migrations", here / "_migrations"):
+        if (cand / "env.py").is_file():
+            return cand
+    raise StoreError("bisector's migrations are missing from the installation: reinstall it")
+
+
+def alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    return cfg
+
+
+def url_from(db: str) -> str:
+    """Accept a SQLAlchemy URL or a plain file path (the common case for SQLite)."""
+    if "://" in db:
+        return db
+    return f"sqlite:///{Path(db).expanduser().resolve()}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.close()
+
+
+class Store:
+    """A migrated database and a session factory."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """One short unit of work, committed at the end: a crash loses nothing committed."""
+        s = self._sessions()
+        try:
+            yield s
+            s.commit()
+        except BaseException:
+            s.rollback()
+            raise
+        finally:
+            s.close()
+
+    @property
+    def url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+
+def open_store(db: str, *, create: bool = True) -> Store:
+    url = url_from(db)
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        if not path.exists() and not create:
+            raise StoreError(f"no bisector database at {path}: run a bisection first or fix --db")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _check_sqlite_file(path)
+    try:
+        engine = create_engine(url, pool_pre_ping=True)
+    except (SQLAlchemyError, ImportError) as e:
+        raise StoreError(f"cannot use database URL {url!r} ({e}): fix --db / BISECTOR_DB") from None
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+    migrate(engine)
+    return Store(engine)
+
+
+def _check_sqlite_file(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as f:
+        header = f.read(16)
+    if header != b"SQLite format 3\x00":
+        raise StoreError(
+            f"{path} is not a SQLite database (corrupt or another kind of file): "
+            f"move it aside or point --db elsewhere"
+        )
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            con.execute("PRAGMA schema_version").fetchone()
+            ok = con.execute("PRAGMA quick_check").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(
+            f"{path} is a damaged SQLite database ({e}): move it aside or point --db elsewhere"
+        ) from None
+    if ok is None or ok[0] != "ok":
+        raise StoreError(
+            f"{path} failed SQLite's integrity check: move it aside or point --db elsewhere"
+        )
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to head, refusing foreign or newer databases without writing to them."""
+    cfg = alembic_config()
+    script = ScriptDirectory.from_config(cfg)
+    known = {rev.revision for rev in script.walk_revisions()}
+    try:
+        with engine.connect() as conn:
+            current = MigrationContext.configure(conn).get_current_heads()
+            tables = set(inspect(conn).get_table_names())
+    except (OperationalError, DatabaseError) as e:
+        raise StoreError(
+            f"cannot open the database {engine.url.render_as_string(hide_password=True)} "
+            f"({e.orig}): check --db / BISECTOR_DB and that the server is running"
+        ) from None
+    if not current and tables - {"alembic_version"}:
+        raise StoreError(
+            f"the database holds tables of another application ({', '.join(sorted(tables)[:3])}"
+            f"...): point --db at a bisector database or an empty one"
+        )
+    unknown = [r for r in current if r not in known]
+    if unknown:
+        raise StoreError(
+            f"the database is at schema revision {unknown[0]}, newer than this bisector knows: "
+            f"upgrade bisector (pip install -U bisector)"
+        )
+    if set(current) == {script.get_current_head()}:
+        return
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except (OperationalError, DatabaseError):
+        # Two processes creating one fresh database race; the loser finds it migrated.
+        with engine.connect() as conn:
+            if set(MigrationContext.configure(conn).get_current_heads()) != {
+                script.get_current_head()
+            }:
+                raise
+
+
+def default_db() -> str:
+    from bisector.settings import data_dir
+
+    return os.environ.get("BISECTOR_DB") or str(data_dir() / "bisector.db")

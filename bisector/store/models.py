@@ -1,0 +1,158 @@
+"""SQLAlchemy 2.0 typed models. The Alembic migrations are the only source of schema; a test
+compares these models with the migrated database and fails when they drift.
+
+A verdict is a fact about (commit, oracle hash, environment fingerprint), shared by every
+bisection; a probe is one bisection's use of a verdict, in order, which is what ``bisect log``
+replays. Outcomes are stored raw (pass/fail/skip) so bisections with opposite polarity
+(find-fix) can share them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class OracleRow(Base):
+    """The exact bytes of every oracle ever used, so any verdict can be reproduced."""
+
+    __tablename__ = "oracle"
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    content: Mapped[str] = mapped_column(Text)
+    meta: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Bisection(Base):
+    __tablename__ = "bisection"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    repo_path: Mapped[str] = mapped_column(Text)
+    good_ref: Mapped[str] = mapped_column(String(250))
+    bad_ref: Mapped[str] = mapped_column(String(250))
+    good_sha: Mapped[str] = mapped_column(String(40))
+    bad_sha: Mapped[str] = mapped_column(String(40))
+    oracle_name: Mapped[str] = mapped_column(String(200))
+    oracle_sha256: Mapped[str] = mapped_column(ForeignKey("oracle.sha256"))
+    polarity: Mapped[str] = mapped_column(String(10))
+    env_fingerprint: Mapped[str] = mapped_column(String(64))
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    notes: Mapped[list[Any]] = mapped_column(JSON)
+    n_candidates: Mapped[int] = mapped_column(Integer)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    culprit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Candidate(Base):
+    """The frozen candidate list, so a resume searches the same commits even if refs moved."""
+
+    __tablename__ = "candidate"
+    bisection_id: Mapped[int] = mapped_column(
+        ForeignKey("bisection.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sha: Mapped[str] = mapped_column(String(40))
+
+
+class Artifact(Base):
+    """An installable build of a commit (or the record that building it failed)."""
+
+    __tablename__ = "artifact"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key: Mapped[str] = mapped_column(String(64), unique=True)
+    commit_sha: Mapped[str] = mapped_column(String(40), index=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    status: Mapped[str] = mapped_column(String(10))
+    path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    size: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)
+    log_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    log_tail: Mapped[str | None] = mapped_column(Text, nullable=True)
+    duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class VerdictRow(Base):
+    """One oracle run: a fact about (commit, oracle, environment), reusable by any bisection."""
+
+    __tablename__ = "verdict"
+    __table_args__ = (
+        Index("ix_verdict_key", "commit_sha", "oracle_sha256", "env_fingerprint"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    commit_sha: Mapped[str] = mapped_column(String(40))
+    oracle_sha256: Mapped[str] = mapped_column(ForeignKey("oracle.sha256"))
+    env_fingerprint: Mapped[str] = mapped_column(String(64))
+    outcome: Mapped[str] = mapped_column(String(10))
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    reusable: Mapped[bool] = mapped_column(Boolean, default=True)
+    duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    artifact_id: Mapped[int | None] = mapped_column(ForeignKey("artifact.id"), nullable=True)
+    stdout_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    stderr_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    output_tail: Mapped[str] = mapped_column(Text, default="")
+    facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class Probe(Base):
+    """One step of one bisection: which commit, which verdict, paid for now or reused."""
+
+    __tablename__ = "probe"
+    __table_args__ = (UniqueConstraint("bisection_id", "seq"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(
+        ForeignKey("bisection.id", ondelete="CASCADE"), index=True
+    )
+    seq: Mapped[int] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)
+    commit_sha: Mapped[str] = mapped_column(String(40))
+    verdict_id: Mapped[int] = mapped_column(ForeignKey("verdict.id"))
+    verdict: Mapped[str] = mapped_column(String(10))
+    reused: Mapped[bool] = mapped_column(Boolean, default=False)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,0 +1,149 @@
+"""The oracle kit: metadata, name resolution, polarity, and the run classification table."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+
+from bisector.errors import OracleError
+from bisector.executors.base import classify
+from bisector.oracle import (
+    Outcome,
+    Polarity,
+    load_oracle,
+    parse_metadata,
+    resolve_oracle,
+    to_verdict,
+)
+from bisector.search import Verdict
+
+META = """\
+# /// script
+# dependencies = ["numpy>=1.26"]
+# requires-python = ">=3.10"
+# [tool.bisector]
+# description = "checks a thing"
+# timeout = 30
+# on-timeout = "bad"
+# needs-gpu = true
+# env = { TORCHINDUCTOR_FORCE_DISABLE_CACHES = "1" }
+# ///
+print("hi")
+"""
+
+
+def test_full_metadata_parses() -> None:
+    meta = parse_metadata(META)
+    assert meta.dependencies == ("numpy>=1.26",)
+    assert meta.requires_python == ">=3.10"
+    assert meta.description == "checks a thing"
+    assert meta.timeout == 30.0
+    assert meta.on_timeout is Outcome.FAIL  # "bad" under failure polarity
+    assert meta.needs_gpu is True
+    assert meta.env == {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+
+
+def test_docstring_is_the_default_description() -> None:
+    assert parse_metadata('"""First line.\n\nMore."""\n').description == "First line."
+
+
+def test_on_timeout_bad_under_success_polarity_is_a_pass() -> None:
+    text = META.replace('# timeout = 30', '# timeout = 30\n# polarity = "success"')
+    assert parse_metadata(text).on_timeout is Outcome.PASS
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ("# timeout = -1", "timeout must be positive"),
+        ('# timeout = "soon"', "timeout has the wrong type"),
+        ('# on-timeout = "maybe"', "on-timeout must be"),
+        ('# polarity = "up"', "polarity must be"),
+        ("# colour = 1", "unknown key(s) colour"),
+        ("# repeats = 0", "repeats must be at least 1"),
+        ("# timeout = = 3", "not valid TOML"),
+        ("# env = { A = 1 }", "env values must be strings"),
+    ],
+)
+def test_malformed_metadata_is_named(line: str, needle: str) -> None:
+    text = f"# /// script\n# [tool.bisector]\n{line}\n# ///\n"
+    with pytest.raises(OracleError, match=None) as e:
+        parse_metadata(text, "x.py")
+    assert needle in e.value.message and e.value.message.startswith("x.py:")
+
+
+def test_two_blocks_are_refused() -> None:
+    block = "# /// script\n# dependencies = []\n# ///\n"
+    with pytest.raises(OracleError, match="more than one"):
+        parse_metadata(block + block)
+
+
+def test_name_resolves_inside_the_oracles_dir_only(tmp_path: Path) -> None:
+    d = tmp_path / "oracles"
+    d.mkdir()
+    (d / "ok.py").write_text("print(1)\n")
+    (tmp_path / "secret.py").write_text("print(2)\n")
+    assert resolve_oracle("ok", d) == (d / "ok.py").resolve()
+    for bad in ("../secret", "..", "a/../../secret"):
+        with pytest.raises(OracleError):
+            resolve_oracle(bad, d)
+    (d / "link.py").symlink_to(tmp_path / "secret.py")
+    with pytest.raises(OracleError, match="no oracle named"):
+        resolve_oracle("link", d)
+
+
+def test_explicit_path_and_missing_file(tmp_path: Path) -> None:
+    f = tmp_path / "mine.py"
+    f.write_text("print(1)\n")
+    o = load_oracle(str(f))
+    assert o.name == "mine" and len(o.sha256) == 64
+    with pytest.raises(OracleError, match="does not exist"):
+        resolve_oracle(str(tmp_path / "nope.py"))
+
+
+def test_content_hash_changes_with_content(tmp_path: Path) -> None:
+    f = tmp_path / "o.py"
+    f.write_text("print(1)\n")
+    a = load_oracle(str(f)).sha256
+    f.write_text("print(2)\n")
+    assert load_oracle(str(f)).sha256 != a
+
+
+@pytest.mark.parametrize(
+    ("outcome", "polarity", "verdict"),
+    [
+        (Outcome.PASS, Polarity.FAILURE, Verdict.GOOD),
+        (Outcome.FAIL, Polarity.FAILURE, Verdict.BAD),
+        (Outcome.PASS, Polarity.SUCCESS, Verdict.BAD),
+        (Outcome.FAIL, Polarity.SUCCESS, Verdict.GOOD),
+        (Outcome.SKIP, Polarity.SUCCESS, Verdict.SKIP),
+    ],
+)
+def test_polarity(outcome: Outcome, polarity: Polarity, verdict: Verdict) -> None:
+    assert to_verdict(outcome, polarity) is verdict
+
+
+@pytest.mark.parametrize(
+    ("rc", "timed_out", "oom", "expected", "reusable"),
+    [
+        (0, False, False, Outcome.PASS, True),
+        (1, False, False, Outcome.FAIL, True),
+        (127, False, False, Outcome.FAIL, True),
+        (125, False, False, Outcome.SKIP, True),
+        (128, False, False, Outcome.SKIP, False),
+        (-signal.SIGKILL, False, False, Outcome.SKIP, False),
+        (None, True, False, Outcome.SKIP, False),
+        (137, False, True, Outcome.SKIP, False),
+    ],
+)
+def test_classify(rc: int | None, timed_out: bool, oom: bool, expected: Outcome,
+                  reusable: bool) -> None:
+    outcome, reason, re = classify(rc, timed_out=timed_out, oom_killed=oom)
+    assert outcome is expected and re is reusable and reason
+
+
+def test_timeout_can_count_as_bad_when_the_oracle_says_so() -> None:
+    outcome, reason, _ = classify(None, timed_out=True, timeout_outcome=Outcome.FAIL, timeout_s=9)
+    assert outcome is Outcome.FAIL and "9s" in reason
