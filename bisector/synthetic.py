@@ -156,6 +156,7 @@ class SyntheticHistory:
     path: Path
     main: list[str]  # first-parent chain of main, oldest first
     culprit: str
+    fix: str | None = None
     broken: set[str] = field(default_factory=set)
     side: list[str] = field(default_factory=list)  # commits of the merged side branch
     tags: dict[str, str] = field(default_factory=dict)  # tag -> commit it points at
@@ -243,6 +244,7 @@ def generate(
     regression_in: str = "python",
     release_at: tuple[int, int] | None = (20, 230),
     side_branch_at: int | None = 100,
+    fixed_at: int | None = None,
     seed: int = 170398,
 ) -> SyntheticHistory:
     """Write a history of ``commits`` first-parent commits on main into ``path``.
@@ -288,7 +290,15 @@ def generate(
                 changed["torchlet/ops.py"] = OPS_PY.replace("@NORM@", OPS_BAD)
             else:
                 changed["csrc/_C.c"] = files["csrc/_C.c"].replace(C_GOOD_LOOP, C_BAD_LOOP)
+            if BROKEN_MARK in files["csrc/_C.c"]:  # the culprit must build
+                changed["csrc/_C.c"] = changed.get("csrc/_C.c", files["csrc/_C.c"]).replace(
+                    BROKEN_MARK, ""
+                )
             msg = _message(rng, "Simplify the norm computation", pr)
+        elif fixed_at is not None and i == fixed_at:
+            changed["torchlet/ops.py"] = OPS_PY.replace("@NORM@", OPS_GOOD)
+            changed["csrc/_C.c"] = files["csrc/_C.c"].replace(C_BAD_LOOP, C_GOOD_LOOP)
+            msg = _message(rng, "Fix the norm regression", pr)
         elif i in broken_set:
             c = files["csrc/_C.c"]
             if BROKEN_MARK not in c:
@@ -375,6 +385,7 @@ def generate(
         path=path,
         main=main,
         culprit=sha_of[culprit_mark],
+        fix=main[fixed_at] if fixed_at is not None else None,
         broken={main[i] for i in broken},
         side=[sha_of[m] for m in side_marks],
         tags={name: sha_of[m] for name, m in tags.items()},

@@ -1,0 +1,227 @@
+"""End to end through the real CLI: real git history, real builds, real uv environments, SQLite.
+
+Each test knows the right answer because the generator planted it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bisector.search import max_probes
+from bisector.synthetic import SyntheticHistory, generate
+from tests.conftest import BISECT, ROOT, run_cli
+
+ORACLES = ROOT / "tests" / "oracles"
+
+
+@pytest.fixture(scope="module")
+def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    # 90 commits on main: release/0.1 forks at 5, release/0.2 at 85; regression at 57;
+    # a broken build at 45 (the first midpoint) and a merged side branch at 40.
+    return generate(tmp_path_factory.mktemp("hist") / "torchlet", commits=90, culprit=57,
+                    broken=(45,), release_at=(5, 85), side_branch_at=40, fixed_at=None)
+
+
+def start(db: Path, repo: Path, good: str, bad: str, oracle: str = "torchlet_norm",
+          *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("--db", str(db), "start", "--repo", str(repo), "--good", good, "--bad", bad,
+                   "--oracle", oracle, "--json", *extra)
+
+
+def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHistory) -> None:
+    db = home / "b.db"
+    r = start(db, hist.path, "v0.1.0", "v0.2.0")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["state"] == "done"
+    assert d["culprit"]["sha"] == hist.culprit
+    assert d["culprit"]["pr"] and d["culprit"]["pr_url"].endswith(str(d["culprit"]["pr"]))
+    assert d["culprit"]["author"]
+    assert "merge-base" in d["notes"][0]
+    n = d["candidates"]
+    skips = [p for p in d["probes"] if p["verdict"] == "skip"]
+    assert len(d["probes"]) <= max_probes(n) + len(skips)
+    # The broken build was met, skipped with a reason, and its log is kept and shown.
+    assert [p["sha"] for p in skips] == [hist.main[45]]
+    assert skips[0]["reason"].startswith("build failed")
+    assert Path(skips[0]["build_log"]).exists()
+    assert "this commit does not build" in skips[0]["build_log_tail"]
+    # Environment facts of the run came from inside the probed environment.
+    good = next(p for p in d["probes"] if p["verdict"] == "good")
+    assert good["facts"]["git_version"] == good["sha"]
+    assert "probe" in r.stderr  # live progress went to stderr
+    md = run_cli("--db", str(db), "show", str(d["id"]), check=True).stdout
+    assert hist.culprit in md and "Reproduce with" in md and "Build log of" in md
+    log = run_cli("--db", str(db), "log", str(d["id"]), check=True).stdout
+    assert f"git bisect skip {hist.main[45]}" in log
+    assert f"# first bad commit: [{hist.culprit}]" in log
+    rows = json.loads(run_cli("--db", str(db), "list", "--json", check=True).stdout)
+    assert rows[0]["culprit"] == hist.culprit and rows[0]["state"] == "done"
+
+
+def test_a_second_bisection_reuses_every_verdict(home: Path, hist: SyntheticHistory) -> None:
+    db = home / "b.db"
+    first = json.loads(start(db, hist.path, hist.main[2], hist.main[88]).stdout)
+    judged = {p["sha"] for p in first["probes"]}
+    same = json.loads(start(db, hist.path, hist.main[2], hist.main[88]).stdout)
+    assert same["culprit"]["sha"] == hist.culprit
+    assert same["oracle_runs"] == 0 and all(p["reused"] for p in same["probes"])
+    overlap = json.loads(start(db, hist.path, hist.main[20], hist.main[70]).stdout)
+    assert overlap["culprit"]["sha"] == hist.culprit
+    ran = {p["sha"] for p in overlap["probes"] if not p["reused"]}
+    assert not ran & judged, "an already judged commit was run again"
+
+
+def test_regress_success_for_seed_style_repro(home: Path, hist: SyntheticHistory) -> None:
+    r = start(home / "b.db", hist.path, hist.main[2], hist.main[88],
+              str(ORACLES / "repro_norm.py"), "--regress", "success")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+
+
+def test_find_fix(home: Path, tmp_path: Path) -> None:
+    h = generate(tmp_path / "fix", commits=40, culprit=10, broken=(), release_at=None,
+                 side_branch_at=None, fixed_at=27)
+    r = start(home / "b.db", h.path, h.main[12], h.main[39], "torchlet_norm", "--find-fix")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == h.fix
+    assert d["terms"] == {"old": "broken", "new": "fixed"}
+    md = run_cli("--db", str(home / "b.db"), "show", str(d["id"]), check=True).stdout
+    assert "First fixed commit" in md
+
+
+def test_skip_next_to_the_culprit_gives_a_window(home: Path, tmp_path: Path) -> None:
+    h = generate(tmp_path / "w", commits=30, culprit=20, broken=(19,), release_at=None,
+                 side_branch_at=None)
+    r = start(home / "b.db", h.path, h.main[0], h.main[29])
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["state"] == "ambiguous"
+    assert [s["sha"] for s in d["suspects"]] == [h.main[19], h.main[20]]
+
+
+def test_good_endpoint_already_bad_stops_with_message(home: Path, hist: SyntheticHistory) -> None:
+    r = start(home / "b.db", hist.path, hist.main[60], hist.main[80])
+    assert r.returncode == 7
+    assert "already bad" in r.stderr and hist.main[60][:12] in r.stderr
+
+
+def test_bad_endpoint_that_is_good_stops(home: Path, hist: SyntheticHistory) -> None:
+    r = start(home / "b.db", hist.path, hist.main[2], hist.main[30])
+    assert r.returncode == 7 and "is good with this oracle" in r.stderr
+
+
+def test_oracle_timeout_kills_the_process_group_and_skips(home: Path,
+                                                          hist: SyntheticHistory) -> None:
+    r = start(home / "b.db", hist.path, hist.main[2], hist.main[4], str(ORACLES / "hang.py"))
+    assert r.returncode == 7 and "could not be tested" in r.stderr
+    d = json.loads(run_cli("--db", str(home / "b.db"), "show", "1", "--json").stdout)
+    p = d["probes"][0]
+    assert p["verdict"] == "skip" and "timed out after 2s" in p["reason"]
+    pid = int((Path(p["stdout"]).parent / "grandchild.pid").read_text())
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def _probes(db: Path, bisection: int) -> list[str]:
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT commit_sha FROM probe WHERE bisection_id=? ORDER BY seq",
+                       (bisection,)).fetchall()
+    con.close()
+    return [r[0] for r in rows]
+
+
+def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path,
+                                                          hist: SyntheticHistory) -> None:
+    slow = str(ORACLES / "slow_norm.py")
+    ref_db = home / "ref.db"
+    ref = json.loads(start(ref_db, hist.path, hist.main[2], hist.main[88], slow).stdout)
+    db = home / "b.db"
+    proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
+                             "--good", hist.main[2], "--bad", hist.main[88], "--oracle", slow],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 3):
+        time.sleep(0.2)
+    time.sleep(0.7)  # well inside the next 1.5 s oracle run
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _probes(db, 1)
+    assert 3 <= len(before) < len(ref["probes"])
+    r = run_cli("--db", str(db), "resume", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == hist.culprit == ref["culprit"]["sha"]
+    # Same probes as an uninterrupted run: nothing measured was lost or re-run twice.
+    assert [p["sha"] for p in d["probes"]] == [p["sha"] for p in ref["probes"]]
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT COUNT(*) FROM verdict").fetchone()[0]
+    con.close()
+    assert runs == len(ref["probes"])
+
+
+def test_ctrl_c_prints_the_resume_command(home: Path, hist: SyntheticHistory) -> None:
+    db = home / "b.db"
+    proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
+                             "--good", hist.main[2], "--bad", hist.main[88], "--oracle",
+                             str(ORACLES / "slow_norm.py")],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 2):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert f"bisect --db {db} resume 1" in stderr
+    con = sqlite3.connect(db)
+    state = con.execute("SELECT state FROM bisection WHERE id=1").fetchone()[0]
+    con.close()
+    assert state == "interrupted"
+    r = run_cli("--db", str(db), "resume", "1", "--json")
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+
+
+def test_resume_refuses_while_the_owner_is_alive(home: Path, hist: SyntheticHistory) -> None:
+    db = home / "b.db"
+    proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
+                             "--good", hist.main[2], "--bad", hist.main[88], "--oracle",
+                             str(ORACLES / "slow_norm.py")],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 1):
+            time.sleep(0.2)
+        r = run_cli("--db", str(db), "resume", "1")
+        assert r.returncode == 8 and "is being run by" in r.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_two_bisections_at_once_on_one_sqlite_file(home: Path, hist: SyntheticHistory) -> None:
+    db = home / "b.db"
+    slow = str(ORACLES / "slow_norm.py")
+    procs = [
+        subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
+                          "--good", good, "--bad", bad, "--oracle", oracle, "--json"],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for good, bad, oracle in [(hist.main[2], hist.main[88], slow),
+                                  (hist.main[10], hist.main[80], "torchlet_norm")]
+    ]
+    results = [p.communicate(timeout=300) for p in procs]
+    for p, (stdout, stderr) in zip(procs, results, strict=True):
+        assert p.returncode == 0, stderr
+        assert json.loads(stdout)["culprit"]["sha"] == hist.culprit
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    con.close()

@@ -1,0 +1,5 @@
+# /// script
+# [tool.bisector]
+# timeout = "a while"
+# ///
+print("never runs")
