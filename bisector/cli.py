@@ -17,7 +17,6 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.table import Table
 
 from bisector import report
@@ -256,8 +255,8 @@ def demo(c: Ctx, directory: Path | None, json_out: bool) -> None:
     _run_and_report(c, bisection_id, json_out, resume=False)
     data = report.show_data(c.store(), bisection_id)
     found = (data["culprit"] or {}).get("sha")
-    err.print(("[green]found the planted regression[/]" if found == hist.culprit
-               else "[red]did not find the planted regression[/]"))
+    err.print("[green]found the planted regression[/]" if found == hist.culprit
+               else "[red]did not find the planted regression[/]")
     if found != hist.culprit:
         sys.exit(1)
 

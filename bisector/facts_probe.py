@@ -5,6 +5,7 @@ has torch (or the profile's package) installed but not bisector. Every lookup is
 that cannot be read is left out, never an error.
 """
 
+import importlib
 import json
 import os
 import platform
@@ -12,7 +13,7 @@ import sys
 
 
 def main() -> None:
-    facts = {
+    facts: dict[str, object] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "machine": platform.machine(),
@@ -27,10 +28,10 @@ def main() -> None:
             facts["git_version"] = str(
                 getattr(ver, "git_version", getattr(mod, "git_version", ""))
             )
-        except Exception as e:  # noqa: BLE001 - a broken import is itself a fact
+        except Exception as e:
             facts["package_error"] = f"{type(e).__name__}: {e}"[:500]
     try:
-        import torch
+        torch = importlib.import_module("torch")
 
         facts["torch"] = torch.__version__
         facts["torch_git_version"] = torch.version.git_version
@@ -39,13 +40,13 @@ def main() -> None:
             facts["gpu"] = torch.cuda.get_device_name()
             facts["gpu_capability"] = ".".join(map(str, torch.cuda.get_device_capability()))
             facts["cudnn"] = torch.backends.cudnn.version()
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     try:
-        import triton
+        triton = importlib.import_module("triton")
 
         facts["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
+    except Exception:
         pass
     facts["env"] = {
         k: v for k, v in os.environ.items()

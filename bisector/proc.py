@@ -7,6 +7,7 @@ killed even when the controller is interrupted while waiting).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -77,10 +78,8 @@ def run_logged(
                 raise
             else:
                 # The leader exited; reap anything it left behind in its group.
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
         finally:
             if err_f:
                 err_f.close()

@@ -75,7 +75,7 @@ def show_data(store: Store, bisection_id: int) -> dict[str, Any]:
         ).all()
         try:
             repo: git.Repo | None = history.open_repo(b.repo_path)
-        except Exception:  # noqa: BLE001 - the report works without the clone
+        except Exception:
             repo = None
         slug = history.github_slug(repo) if repo else None
         old, new = _terms(b)

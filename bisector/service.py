@@ -215,7 +215,10 @@ def start_bisection(store: Store, opts: StartOptions) -> int:
 
 def _meta_json(oracle: Oracle) -> dict[str, Any]:
     meta = asdict(oracle.meta)
-    return json.loads(json.dumps(meta, default=lambda o: getattr(o, "value", str(o))))
+    plain: dict[str, Any] = json.loads(
+        json.dumps(meta, default=lambda o: getattr(o, "value", str(o)))
+    )
+    return plain
 
 
 def _pick_profile(repo: git.Repo, bad_sha: str, name: str | None) -> Profile:
@@ -354,7 +357,8 @@ class Runner:
         key, settings = build_key(self.profile, sha, self.settings.python)
         with self.store.session() as s:
             art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
-            if art is not None and (art.status == "failed" or (art.path and Path(art.path).exists())):
+            usable = art is not None and art.path and Path(art.path).exists()
+            if art is not None and (art.status == "failed" or usable):
                 return art, None
         res = cached_build(key, sha, settings)
         if res is None:
@@ -370,7 +374,8 @@ class Runner:
             art.path = str(res.wheel) if res.wheel else None
             if res.wheel:
                 art.sha256, art.size = wheel_digest(res.wheel)
-            art.log_path, art.log_tail, art.duration_s = str(res.log_path), res.log_tail, res.duration_s
+            art.log_path, art.log_tail = str(res.log_path), res.log_tail
+            art.duration_s = res.duration_s
             s.flush()
             return art, res
 
@@ -438,7 +443,7 @@ class Runner:
     def _subject(self, sha: str) -> str:
         try:
             return history.commit_info(self.repo, sha).subject
-        except Exception:  # noqa: BLE001 - a subject is decoration, never a failure
+        except Exception:
             return ""
 
     def _finish(self, step: Culprit | Window | Stop) -> m.Bisection:

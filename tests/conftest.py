@@ -44,7 +44,9 @@ def home(tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) ->
     return h
 
 
-def run_cli(*args: str, check: bool = False, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, check: bool = False, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     r = subprocess.run([*BISECT, *args], capture_output=True, text=True, timeout=timeout,
                        cwd=ROOT, env=os.environ.copy())
     if check and r.returncode != 0:

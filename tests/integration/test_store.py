@@ -56,7 +56,7 @@ def test_damaged_sqlite_is_refused(tmp_path: Path) -> None:
     raw = bytearray(f.read_bytes())
     raw[100:] = b"\xff" * (len(raw) - 100)  # keep the header, smash every b-tree page
     f.write_bytes(bytes(raw))
-    with pytest.raises(StoreError, match="damaged|integrity"):
+    with pytest.raises(StoreError, match=r"damaged|integrity"):
         open_store(str(f))
 
 
