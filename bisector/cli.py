@@ -104,13 +104,14 @@ def _run_and_report(c: Ctx, bisection_id: int, json_out: bool, resume: bool) -> 
     from bisector.service import Runner, resume_bisection
 
     events = RichEvents(err)
+    runner = Runner(c.store(), bisection_id, events)  # raises for an unknown id
     err.print(f"bisection [bold]{bisection_id}[/] (store: {c.store().url})")
     old = signal.signal(signal.SIGTERM, _sigterm)
     try:
         if resume:
-            resume_bisection(c.store(), bisection_id, events)
+            resume_bisection(runner)
         else:
-            Runner(c.store(), bisection_id, events).run()
+            runner.run()
     except KeyboardInterrupt:
         events.close()
         raise InterruptedBisection(
@@ -155,14 +156,15 @@ def start(c: Ctx, repo: Path, good: str, bad: str, oracle: str, find_fix: bool,
           regress: str | None, ancestry_path: bool, profile: str | None, python: str,
           offline: bool, build_timeout: float, json_out: bool) -> None:
     """Start a bisection and run it to the end."""
-    from bisector.service import StartOptions, start_bisection
+    from bisector.service import StartOptions, prepare, record
 
     opts = StartOptions(
         repo=repo, good=good, bad=bad, oracle=oracle, find_fix=find_fix,
         regress=Polarity(regress) if regress else None, first_parent=not ancestry_path,
         profile=profile, python=python, offline=offline, build_timeout=build_timeout,
     )
-    bisection_id = start_bisection(c.store(), opts)
+    prepared = prepare(opts)  # every input is checked before the store is even opened
+    bisection_id = record(c.store(), prepared)
     _run_and_report(c, bisection_id, json_out, resume=False)
 
 
@@ -172,6 +174,7 @@ def start(c: Ctx, repo: Path, good: str, bad: str, oracle: str, find_fix: bool,
 @click.pass_obj
 def resume(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Finish an interrupted bisection (after Ctrl-C, kill -9, a crash)."""
+    c.store(create=False)
     _run_and_report(c, bisection_id, json_out, resume=True)
 
 
@@ -198,6 +201,7 @@ def list_cmd(c: Ctx, json_out: bool, limit: int) -> None:
 @click.pass_obj
 def show(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Show a bisection: culprit, PR, every probe, build logs of skips, reproduce command."""
+    c.store(create=False)
     _print_show(c, bisection_id, json_out)
 
 

@@ -100,8 +100,9 @@ def default_oracles_dir() -> Path:
 
 def resolve_oracle(spec: str, oracles_dir: Path | None = None) -> Path:
     base = (oracles_dir or default_oracles_dir()).resolve()
-    looks_like_path = "/" in spec or spec.startswith(".") or spec.endswith(".py")
-    if looks_like_path and (spec.startswith((".", "/", "~")) or Path(spec).exists()):
+    # A path is explicit (./x.py, ../x.py, /abs/x.py, ~/x.py, or any *.py); anything else is a
+    # name, and a name never leaves the oracles directory.
+    if spec.startswith(("./", "../", "/", "~")) or spec.endswith(".py"):
         p = Path(spec).expanduser()
         if not p.is_file():
             raise OracleError(f"oracle file {spec} does not exist: check the path")

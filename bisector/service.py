@@ -167,15 +167,27 @@ def _polarity(opts: StartOptions, oracle: Oracle) -> Polarity:
     return pol
 
 
-def start_bisection(store: Store, opts: StartOptions) -> int:
-    """Validate everything, then store the bisection. Bad input never writes to the store."""
+@dataclass(frozen=True)
+class Prepared:
+    """A validated start request: everything checked, nothing written yet."""
+
+    plan: history.RangePlan
+    oracle: Oracle
+    polarity: Polarity
+    fingerprint: str
+    environment: dict[str, Any]
+    settings: RunSettings
+
+
+def prepare(opts: StartOptions) -> Prepared:
+    """Check every input (repo, refs, range, oracle, profile) without touching the store."""
     repo = history.open_repo(opts.repo)
     plan = history.plan_range(repo, opts.good, opts.bad, first_parent=opts.first_parent)
     oracle = load_oracle(opts.oracle, opts.oracles_dir)
     profile = _pick_profile(repo, plan.bad_sha, opts.profile)
     executor = LocalExecutor(opts.python, profile.import_name, opts.offline)
     build = build_settings(profile, opts.python)
-    fingerprint = env_fingerprint(executor.fingerprint_facts(), build)
+    environment = {"executor": executor.fingerprint_facts(), "build": build}
     settings = RunSettings(
         repo=str(Path(repo.working_dir).resolve()),
         profile=profile.name,
@@ -186,6 +198,13 @@ def start_bisection(store: Store, opts: StartOptions) -> int:
         find_fix=opts.find_fix,
         reproduce=reproduce_command(opts, oracle),
     )
+    return Prepared(plan, oracle, _polarity(opts, oracle),
+                    env_fingerprint(environment["executor"], build), environment, settings)
+
+
+def record(store: Store, p: Prepared) -> int:
+    """Store the bisection and its frozen candidate list in one transaction."""
+    oracle, plan = p.oracle, p.plan
     with store.session() as s:
         if s.get(m.OracleRow, oracle.sha256) is None:
             s.add(m.OracleRow(
@@ -195,12 +214,11 @@ def start_bisection(store: Store, opts: StartOptions) -> int:
             ))
             s.flush()
         b = m.Bisection(
-            state="running", repo_path=settings.repo, good_ref=opts.good, bad_ref=opts.bad,
-            good_sha=plan.good_sha, bad_sha=plan.bad_sha, oracle_name=oracle.name,
-            oracle_sha256=oracle.sha256, polarity=_polarity(opts, oracle).value,
-            env_fingerprint=fingerprint,
-            environment={"executor": executor.fingerprint_facts(), "build": build},
-            settings=asdict(settings), notes=list(plan.notes),
+            state="running", repo_path=p.settings.repo, good_ref=plan.good_ref,
+            bad_ref=plan.bad_ref, good_sha=plan.good_sha, bad_sha=plan.bad_sha,
+            oracle_name=oracle.name, oracle_sha256=oracle.sha256, polarity=p.polarity.value,
+            env_fingerprint=p.fingerprint, environment=p.environment,
+            settings=asdict(p.settings), notes=list(plan.notes),
             n_candidates=len(plan.candidates), owner=_owner(),
             heartbeat_at=datetime.now(UTC), result={},
         )
@@ -211,6 +229,10 @@ def start_bisection(store: Store, opts: StartOptions) -> int:
             for i, sha in enumerate(plan.candidates)
         )
         return b.id
+
+
+def start_bisection(store: Store, opts: StartOptions) -> int:
+    return record(store, prepare(opts))
 
 
 def _meta_json(oracle: Oracle) -> dict[str, Any]:
@@ -496,12 +518,12 @@ class Runner:
                 f"behaviour comes and goes; make the oracle deterministic or add repeats")
 
 
-def resume_bisection(store: Store, bisection_id: int, events: Events | None = None) -> m.Bisection:
-    runner = Runner(store, bisection_id, events)
+def resume_bisection(runner: Runner) -> m.Bisection:
+    """Finish a stored bisection; a finished one is only reported again."""
     if runner.b.state in ("done", "ambiguous"):
         return runner.b
     if runner.b.state == "failed":
         raise UsageError(
-            f"bisection {bisection_id} stopped: {runner.b.message} (start a new one instead)"
+            f"bisection {runner.id} stopped: {runner.b.message} (start a new one instead)"
         )
     return runner.run()

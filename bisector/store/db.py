@@ -51,7 +51,6 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
 
@@ -96,6 +95,10 @@ def open_store(db: str, *, create: bool = True) -> Store:
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
     migrate(engine)
+    if engine.dialect.name == "sqlite":
+        # Persistent in the file; set only once the file is known to be ours.
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")
     return Store(engine)
 
 

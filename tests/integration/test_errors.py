@@ -1,0 +1,162 @@
+"""Every bad input: a one-line error that names the fix, a non-zero exit, the store untouched."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bisector.synthetic import SyntheticHistory, generate
+from tests.conftest import ROOT, run_cli
+
+ORACLES = ROOT / "tests" / "oracles"
+
+
+@pytest.fixture(scope="module")
+def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return generate(tmp_path_factory.mktemp("e") / "repo", commits=20, culprit=12, broken=(),
+                    release_at=(3, 15), side_branch_at=None)
+
+
+@pytest.fixture
+def db(home: Path, hist: SyntheticHistory) -> Path:
+    """A store that already holds one finished bisection."""
+    path = home / "b.db"
+    run_cli("--db", str(path), "start", "--repo", str(hist.path), "--good", hist.main[8],
+            "--bad", hist.main[15], "--oracle", "torchlet_norm", check=True)
+    return path
+
+
+def snapshot(path: Path) -> bytes | list[str]:
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return list(con.iterdump())
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return path.read_bytes()
+
+
+def assert_refused(r: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == code, r.stderr
+    assert len(lines) == 1, f"expected one line, got:\n{r.stderr}"
+    assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
+
+
+def _unrelated(tmp: Path) -> Path:
+    r = tmp / "unrelated"
+    r.mkdir()
+    git = ["git", "-C", str(r), "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "a"], check=True)
+    subprocess.run([*git, "checkout", "-q", "--orphan", "other"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "b"], check=True)
+    return r
+
+
+CASES = [
+    # (name, good, bad, oracle, extra, exit code, message fragment)
+    ("unknown ref", "v9.9.9", "main", "torchlet_norm", [], 3, "unknown good ref 'v9.9.9'"),
+    ("good == bad", "main", "main", "torchlet_norm", [], 3, "same commit"),
+    ("bad before good", "main", "main~5", "torchlet_norm", [], 3, "--find-fix"),
+    ("missing oracle file", "main~5", "main", "./no/such/oracle.py", [], 4, "does not exist"),
+    ("unknown oracle name", "main~5", "main", "no_such_oracle", [], 4, "bisect oracles"),
+    ("oracle escape", "main~5", "main", "..", [], 4, "not a plain name"),
+    ("malformed metadata", "main~5", "main", str(ORACLES / "bad_meta.py"), [], 4,
+     "timeout has the wrong type"),
+    ("unknown profile", "main~5", "main", "torchlet_norm", ["--profile", "nope"], 2,
+     "unknown profile 'nope'"),
+]
+
+
+@pytest.mark.parametrize(("name", "good", "bad", "oracle", "extra", "code", "needle"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_bad_start_input(db: Path, hist: SyntheticHistory, name: str, good: str, bad: str,
+                         oracle: str, extra: list[str], code: int, needle: str) -> None:
+    before = snapshot(db)
+    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", good, "--bad", bad,
+                "--oracle", oracle, *extra)
+    assert_refused(r, code, needle)
+    assert snapshot(db) == before
+
+
+def test_not_a_repository(db: Path, tmp_path: Path) -> None:
+    before = snapshot(db)
+    (tmp_path / "plain").mkdir()
+    r = run_cli("--db", str(db), "start", "--repo", str(tmp_path / "plain"), "--good", "a",
+                "--bad", "b", "--oracle", "torchlet_norm")
+    assert_refused(r, 3, "not a git repository")
+    assert snapshot(db) == before
+
+
+def test_unrelated_histories(db: Path, tmp_path: Path) -> None:
+    before = snapshot(db)
+    r = run_cli("--db", str(db), "start", "--repo", str(_unrelated(tmp_path)), "--good", "main",
+                "--bad", "other", "--oracle", "torchlet_norm")
+    assert_refused(r, 3, "unrelated histories")
+    assert snapshot(db) == before
+
+
+def test_bad_start_does_not_create_a_database(home: Path, hist: SyntheticHistory) -> None:
+    path = home / "new.db"
+    r = run_cli("--db", str(path), "start", "--repo", str(hist.path), "--good", "nope",
+                "--bad", "main", "--oracle", "torchlet_norm")
+    assert_refused(r, 3, "unknown good ref")
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("cmd", ["show", "resume", "log"])
+def test_unknown_bisection_id(db: Path, cmd: str) -> None:
+    before = snapshot(db)
+    assert_refused(run_cli("--db", str(db), cmd, "999"), 6, "no bisection with id 999")
+    assert snapshot(db) == before
+
+
+def test_missing_database_for_queries(home: Path) -> None:
+    r = run_cli("--db", str(home / "absent.db"), "list")
+    assert_refused(r, 5, "no bisector database")
+    assert not (home / "absent.db").exists()
+
+
+def _corrupt(p: Path) -> None:
+    p.write_bytes(b"not sqlite at all\n" * 100)
+
+
+def _foreign(p: Path) -> None:
+    con = sqlite3.connect(p)
+    con.execute("CREATE TABLE songs (id INTEGER PRIMARY KEY, title TEXT)")
+    con.commit()
+    con.close()
+
+
+def _newer(p: Path) -> None:
+    from bisector.store.db import open_store
+
+    open_store(str(p)).engine.dispose()
+    con = sqlite3.connect(p)
+    con.execute("UPDATE alembic_version SET version_num='zz_future'")
+    con.commit()
+    con.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "needle"),
+    [(_corrupt, "not a SQLite database"), (_foreign, "another application"),
+     (_newer, "newer than this bisector knows")],
+    ids=["corrupt", "foreign", "newer"],
+)
+def test_unusable_database(home: Path, hist: SyntheticHistory, make: object,
+                           needle: str) -> None:
+    p = home / "weird.db"
+    home.mkdir(parents=True, exist_ok=True)
+    make(p)  # type: ignore[operator]
+    before = p.read_bytes()
+    r = run_cli("--db", str(p), "start", "--repo", str(hist.path), "--good", "main~5",
+                "--bad", "main", "--oracle", "torchlet_norm")
+    assert_refused(r, 5, needle)
+    assert p.read_bytes() == before
+    assert_refused(run_cli("--db", str(p), "list"), 5, needle)
