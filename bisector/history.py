@@ -107,22 +107,23 @@ def plan_range(
             f"good and bad are the same commit ({good[:12]}): "
             f"give a good ref older than the bad one"
         )
-    if _is_ancestor(repo, bad, good):
-        raise RepoError(
-            f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
-            f"if the newer commit is the good one you are looking for a fix; "
-            f"swap the refs and pass --find-fix"
-        )
-    bases = _safe_merge_bases(repo, good, bad)
-    if not bases:
-        raise RepoError(
-            f"{good_ref} and {bad_ref} share no history (unrelated histories): "
-            f"pick two refs of the same project"
-        )
     notes: list[str] = []
     merge_base_used = False
     lower = good
+    # The common case costs one ancestry walk; the release-branch case pays for the rest.
     if not _is_ancestor(repo, good, bad):
+        if _is_ancestor(repo, bad, good):
+            raise RepoError(
+                f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
+                f"if the newer commit is the good one you are looking for a fix; "
+                f"swap the refs and pass --find-fix"
+            )
+        bases = _safe_merge_bases(repo, good, bad)
+        if not bases:
+            raise RepoError(
+                f"{good_ref} and {bad_ref} share no history (unrelated histories): "
+                f"pick two refs of the same project"
+            )
         base = bases[0]
         merge_base_used = True
         lower = base

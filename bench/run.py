@@ -1,0 +1,170 @@
+"""``make bench``: every figure is a ratio against a baseline measured in the same run.
+
+1. Oracle runs used by the search vs the ideal ceil(log2 n), over random culprits.
+2. Planning a 100k-commit range (bisector's history walk) vs ``git rev-list --count``.
+3. From a cached ~1 GB wheel set to the oracle's first line: bisector's uv environments (a
+   fresh environment from uv's warm cache, and a reused one) vs ``python -m venv`` +
+   ``pip install`` of the same wheels.
+
+Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from base64 import urlsafe_b64encode
+from pathlib import Path
+
+import git
+
+from bisector import history
+from bisector.artifacts.build import _uv
+from bisector.search import Culprit, Probe, Verdict, next_step
+from bisector.synthetic import generate_linear
+
+
+def line(name: str, value: str) -> None:
+    print(f"  {name:<58} {value}")
+
+
+def bench_probes() -> None:
+    print("1. oracle runs vs ceil(log2 n) (random culprits, no skips)")
+    rng = random.Random(1)
+    for n in (10, 100, 1_000, 10_000, 100_000):
+        counts = []
+        for _ in range(200):
+            culprit = rng.randint(1, n - 1)
+            known: dict[int, Verdict] = {}
+            while True:
+                step = next_step(n, known)
+                if not isinstance(step, Probe):
+                    break
+                for p in step.positions:
+                    known[p] = Verdict.BAD if p >= culprit else Verdict.GOOD
+            assert step == Culprit(culprit)
+            counts.append(len(known))
+        ideal = math.ceil(math.log2(n))
+        line(f"n={n:>7}: runs mean {statistics.mean(counts):5.2f}, max {max(counts):3d}",
+             f"ceil(log2 n)={ideal:3d} -> max/(ceil(log2 n)+2) = "
+             f"{max(counts) / (ideal + 2):.2f}, mean/ceil(log2 n) = "
+             f"{statistics.mean(counts) / ideal:.2f}")
+
+
+def bench_planning(tmp: Path) -> None:
+    commits = int(os.environ.get("BENCH_COMMITS", "100000"))
+    print(f"2. planning a {commits}-commit range vs git rev-list --count")
+    path = tmp / "linear"
+    t = time.perf_counter()
+    generate_linear(path, commits)
+    line("generate the history (git fast-import)", f"{time.perf_counter() - t:.2f}s")
+    repo = git.Repo(path)
+    root = repo.git.rev_list("--max-parents=0", "HEAD").strip()
+
+    def best(fn: object, k: int = 3) -> float:
+        times = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            fn()  # type: ignore[operator]
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    base = best(lambda: subprocess.run(["git", "-C", str(path), "rev-list", "--count",
+                                        f"{root}..main"], check=True, capture_output=True))
+    ours = best(lambda: history.plan_range(repo, root, "main"))
+    plan = history.plan_range(repo, root, "main")
+    line(f"git rev-list --count ({len(plan.candidates) - 1} commits)", f"{base * 1000:.0f} ms")
+    line("bisector plan_range (resolve, merge-base, first-parent list)",
+         f"{ours * 1000:.0f} ms -> ratio {ours / base:.2f}x")
+
+
+def _make_wheel(path: Path, name: str, mb: int) -> Path:
+    """A valid, installable wheel of ``mb`` MiB of incompressible data (stored, not deflated)."""
+    whl = path / f"{name}-1.0-py3-none-any.whl"
+    records = []
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_STORED) as z:
+        def add(arc: str, data: bytes) -> None:
+            z.writestr(arc, data)
+            digest = urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            records.append(f"{arc},sha256={digest},{len(data)}")
+        add(f"{name}/__init__.py", b"LOADED = True\n")
+        chunk = 16
+        for i in range(max(1, mb // chunk)):
+            add(f"{name}/lib/part{i:03d}.so", os.urandom(chunk << 20))
+        di = f"{name}-1.0.dist-info"
+        add(f"{di}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n".encode())
+        add(f"{di}/WHEEL", b"Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\n"
+                           b"Tag: py3-none-any\n")
+        records.append(f"{di}/RECORD,,")
+        z.writestr(f"{di}/RECORD", "\n".join(records) + "\n")
+    return whl
+
+
+def bench_env(tmp: Path) -> None:
+    mb = int(os.environ.get("BENCH_WHEEL_MB", "1024"))
+    print(f"3. cached {mb} MiB wheel set -> oracle start")
+    wheels_dir = tmp / "wheels"
+    wheels_dir.mkdir()
+    t = time.perf_counter()
+    wheels = [_make_wheel(wheels_dir, f"heavy{i}", mb // 4) for i in range(4)]
+    line("make 4 wheels of incompressible data", f"{time.perf_counter() - t:.1f}s")
+    oracle = tmp / "oracle.py"
+    oracle.write_text("import heavy0, heavy3\nprint('oracle started', heavy0.LOADED)\n")
+    uv = _uv()
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    env["UV_CACHE_DIR"] = str(tmp / "uv-cache")
+    env["UV_LINK_MODE"] = "hardlink"
+
+    def run(cmd: list[str]) -> None:
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+    def uv_env(dest: Path) -> float:
+        t0 = time.perf_counter()
+        run([uv, "venv", "-q", "--python", sys.executable, str(dest)])
+        run([uv, "pip", "install", "-q", "--python", str(dest / "bin" / "python"),
+             *map(str, wheels)])
+        run([str(dest / "bin" / "python"), str(oracle)])
+        return time.perf_counter() - t0
+
+    cold = uv_env(tmp / "uv-cold")  # fills uv's cache: what the first probe of a wheel pays
+    warm = uv_env(tmp / "uv-warm")  # another environment from the warm cache (hardlinks)
+    t0 = time.perf_counter()
+    run([str(tmp / "uv-warm" / "bin" / "python"), str(oracle)])
+    reuse = time.perf_counter() - t0  # the environment already exists: bisector's usual case
+
+    t0 = time.perf_counter()
+    run([sys.executable, "-m", "venv", str(tmp / "pip-env")])
+    run([str(tmp / "pip-env" / "bin" / "python"), "-m", "pip", "install", "-q",
+         "--no-index", "--disable-pip-version-check", *map(str, wheels)])
+    run([str(tmp / "pip-env" / "bin" / "python"), str(oracle)])
+    baseline = time.perf_counter() - t0
+    line("baseline: python -m venv + pip install + oracle start", f"{baseline:.2f}s")
+    line("uv, first environment (cold cache)", f"{cold:.2f}s -> ratio {cold / baseline:.3f}x")
+    line("uv, new environment from warm cache (hardlinks)",
+         f"{warm:.2f}s -> ratio {warm / baseline:.3f}x")
+    line("bisector's reused per-artifact environment", f"{reuse:.2f}s -> ratio "
+         f"{reuse / baseline:.3f}x")
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
+    try:
+        bench_probes()
+        bench_planning(tmp)
+        bench_env(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
