@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from bisector import report
@@ -49,19 +50,19 @@ class RichEvents:
         self.status: Any = None
 
     def note(self, text: str) -> None:
-        self.console.print(f"[yellow]note:[/] {text}")
+        self.console.print(f"[yellow]note:[/] {escape(text)}")
 
     def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int) -> None:
         self.console.print(
-            f"[bold]probe {seq}[/] (about {left} left): [cyan]{sha[:12]}[/] {subject[:70]}"
+            f"[bold]probe {seq}[/] (about {left} left): [cyan]{sha[:12]}[/] {escape(subject[:70])}"
         )
 
     def phase(self, text: str) -> None:
         if self.status is None:
-            self.status = self.console.status(text)
+            self.status = self.console.status(escape(text))
             self.status.start()
         else:
-            self.status.update(text)
+            self.status.update(escape(text))
 
     def probe_done(
         self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float, reused: bool
@@ -72,7 +73,7 @@ class RichEvents:
         colour = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow"}[verdict]
         how = "reused verdict" if reused else f"{seconds:.1f}s"
         self.console.print(
-            f"  [{colour}]{verdict.value}[/] [cyan]{sha[:12]}[/] ({how}; {reason})"
+            f"  [{colour}]{verdict.value}[/] [cyan]{sha[:12]}[/] ({how}; {escape(reason)})"
         )
 
     def close(self) -> None:
@@ -278,7 +279,7 @@ def main() -> None:
     except BisectorError as e:
         if debug:
             err.print_exception()
-        err.print(f"[red]error:[/] {e.message}", soft_wrap=True)
+        err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("error: interrupted")

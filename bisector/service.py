@@ -35,6 +35,7 @@ from bisector.artifacts.build import (
     build_settings,
     build_wheel,
     cached_build,
+    failure_summary,
     wheel_digest,
 )
 from bisector.errors import BusyError, EndpointError, NotFoundError, UsageError
@@ -406,12 +407,9 @@ class Runner:
         started = datetime.now(UTC)
         art, _ = self.artifact_for(sha)
         if art.status != "ok" or not art.path:
-            last = (art.log_tail or "").strip().splitlines()
-            result = RunResult(
-                Outcome.SKIP,
-                f"build failed: {last[-1] if last else 'see the build log'} (log: {art.log_path})",
-                None, art.duration_s, reusable=True,
-            )
+            summary = failure_summary(Path(art.log_path)) if art.log_path else "no log"
+            result = RunResult(Outcome.SKIP, f"build failed: {summary}", None, art.duration_s,
+                               reusable=True)
         else:
             self.events.phase(f"running {self.oracle.name} on {sha[:12]}")
             run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
@@ -435,7 +433,8 @@ class Runner:
             b = s.get(m.Bisection, self.id)
             assert b is not None
             b.heartbeat_at = datetime.now(UTC)
-        self.events.probe_done(position, sha, verdict, result.reason, result.duration_s, False)
+        wall = (datetime.now(UTC) - started).total_seconds()
+        self.events.probe_done(position, sha, verdict, result.reason, wall, False)
         return verdict
 
     # -- the loop --------------------------------------------------------------------------

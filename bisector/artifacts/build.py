@@ -142,3 +142,17 @@ def cached_build(key: str, commit: str, settings: dict[str, Any]) -> BuildResult
         return None
     return BuildResult(key, commit, True, wheels[0], logs_dir() / "builds" / f"{key}.log",
                        "", 0.0, settings)
+
+
+GENERIC_ERRORS = ("error: failed to build", "error: command", "error: subprocess-exited")
+
+
+def failure_summary(log_path: Path) -> str:
+    """The line of a build log that says what broke: the first specific ``error:`` line."""
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        low = ln.lower()
+        if "error" in low and not low.startswith(GENERIC_ERRORS):
+            return ln[:200]
+    return lines[-1][:200] if lines else "no output"
