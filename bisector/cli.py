@@ -107,7 +107,10 @@ def _run_and_report(c: Ctx, bisection_id: int, json_out: bool, resume: bool) -> 
     events = RichEvents(err)
     runner = Runner(c.store(), bisection_id, events)  # raises for an unknown id
     err.print(f"bisection [bold]{bisection_id}[/] (store: {c.store().url})")
+    # SIGINT may start out ignored (a background job of a non-interactive shell); a bisection
+    # must always stop cleanly and say how to resume, so both signals are handled explicitly.
     old = signal.signal(signal.SIGTERM, _sigterm)
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if resume:
             resume_bisection(runner)
@@ -122,6 +125,7 @@ def _run_and_report(c: Ctx, bisection_id: int, json_out: bool, resume: bool) -> 
     finally:
         events.close()
         signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
     _print_show(c, bisection_id, json_out)
 
 
@@ -233,6 +237,44 @@ def oracles(json_out: bool) -> None:
     for o in found:
         t.add_row(o.name, o.meta.description, "yes" if o.meta.needs_gpu else "")
     out.print(t)
+
+
+@cli.command()
+@click.option("--oracle", required=True, help="Oracle name from `bisect oracles`, or a path.")
+@click.option("--env", "env_kind", type=click.Choice(["system"]), default=None,
+              help="Use the Python and torch already installed here (the default).")
+@click.option("--wheel", type=click.Path(path_type=Path), default=None,
+              help="Install this wheel into a fresh uv environment and run there.")
+@click.option("--commit", default=None, help="Build this commit of --repo and run there.")
+@click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path))
+@click.option("--profile", default="pytorch", show_default=True)
+@click.option("--python", "python", default=sys.executable, show_default=True)
+@click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None)
+@click.option("--json", "json_out", is_flag=True)
+def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | None, repo: Path,
+          profile: str, python: str, regress: str | None, json_out: bool) -> None:
+    """Run one oracle once and print its verdict with the environment facts it ran under."""
+    from bisector.check import check as run_check
+
+    system = env_kind == "system" or (wheel is None and commit is None)
+    res = run_check(oracle, python=python, system=system, wheel=wheel, commit=commit, repo=repo,
+                    profile_name=profile, regress=Polarity(regress) if regress else None)
+    data = res.as_dict()
+    if json_out:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        colour = {"good": "green", "bad": "red", "skip": "yellow"}[data["verdict"]]
+        out.print(f"[bold]{escape(res.oracle.name)}[/]: [{colour}]{data['verdict']}[/] "
+                  f"({escape(data['reason'])}, {data['duration_s']:.1f}s) "
+                  f"on {escape(res.environment)}")
+        t = Table("fact", "value")
+        for k, v in sorted(data["facts"].items()):
+            t.add_row(k, escape(json.dumps(v) if isinstance(v, dict) else str(v)))
+        out.print(t)
+        if data["output_tail"]:
+            out.print("[bold]output (tail):[/]")
+            out.print(escape(data["output_tail"]))
+    sys.exit({"good": 0, "bad": 1, "skip": 125}[data["verdict"]])
 
 
 @cli.command()

@@ -83,7 +83,8 @@ class LocalExecutor:
                 if r.returncode != 0:
                     raise InstallFailed(tail(log, 6))
             venv = tmp / "venv"
-            facts = self._collect_facts(venv)
+            facts = collect_facts(str(venv / "bin" / "python"), self.import_name,
+                                  "source build")
             (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
             (venv / ".bisector-ready").write_text("ok\n")
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -96,18 +97,6 @@ class LocalExecutor:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _collect_facts(self, venv: Path) -> dict[str, Any]:
-        r = subprocess.run(
-            [str(venv / "bin" / "python"), str(FACTS_SCRIPT), self.import_name or ""],
-            capture_output=True, text=True, timeout=300, env=self._uv_env(), check=False,
-        )
-        try:
-            facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-        except (json.JSONDecodeError, IndexError):
-            facts = {"facts_error": (r.stderr or r.stdout)[-500:]}
-        facts["obtained"] = "source build"
-        return facts
-
     def run(
         self, *, wheel: Path, artifact_key: str, oracle: Oracle, commit: str, run_dir: Path
     ) -> RunResult:
@@ -118,28 +107,46 @@ class LocalExecutor:
             return RunResult(Outcome.SKIP, f"environment install failed: {e}".strip(), None,
                              0.0, reusable=False)
         facts = json.loads((venv / "bisector-facts.json").read_text())
-        script = run_dir / oracle.path.name
-        script.write_bytes(oracle.content)
-        env = {k: v for k, v in os.environ.items() if k not in SCRUB}
-        env.update(oracle.meta.env)
-        env.update({
-            "BISECTOR_COMMIT": commit,
-            "BISECTOR_RUN_DIR": str(run_dir),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        })
-        out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
-        work = run_dir / "work"
-        work.mkdir(exist_ok=True)
-        res = run_logged(
-            [str(venv / "bin" / "python"), str(script)],
-            cwd=work, env=env, stdout_path=out, stderr_path=err,
-            timeout_s=oracle.meta.timeout,
-        )
-        outcome, reason, reusable = classify(
-            res.returncode, timed_out=res.timed_out,
-            timeout_outcome=oracle.meta.on_timeout, timeout_s=oracle.meta.timeout,
-        )
-        output_tail = "\n".join(x for x in (tail(out, 10), tail(err, 10)) if x)
-        return RunResult(outcome, reason, res.returncode, res.duration_s, reusable,
-                         out, err, output_tail, facts)
+        return run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts)
+
+
+def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[str, Any]:
+    """Ask the environment's own Python what it has (see facts_probe.py)."""
+    env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+    r = subprocess.run([python, str(FACTS_SCRIPT), import_name or ""], capture_output=True,
+                       text=True, timeout=300, env=env, check=False)
+    try:
+        facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        facts = {"facts_error": (r.stderr or r.stdout)[-500:]}
+    facts["obtained"] = obtained
+    return facts
+
+
+def run_oracle(
+    python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any]
+) -> RunResult:
+    """Run the oracle's stored bytes with ``python`` in a scratch directory and classify it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    script = run_dir / oracle.path.name
+    script.write_bytes(oracle.content)
+    env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+    env.update(oracle.meta.env)
+    env.update({
+        "BISECTOR_COMMIT": commit,
+        "BISECTOR_RUN_DIR": str(run_dir),
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
+    work = run_dir / "work"
+    work.mkdir(exist_ok=True)
+    res = run_logged([python, str(script)], cwd=work, env=env, stdout_path=out,
+                     stderr_path=err, timeout_s=oracle.meta.timeout)
+    outcome, reason, reusable = classify(
+        res.returncode, timed_out=res.timed_out,
+        timeout_outcome=oracle.meta.on_timeout, timeout_s=oracle.meta.timeout,
+    )
+    output_tail = "\n".join(x for x in (tail(out, 10), tail(err, 10)) if x)
+    return RunResult(outcome, reason, res.returncode, res.duration_s, reusable,
+                     out, err, output_tail, facts)

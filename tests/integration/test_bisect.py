@@ -134,10 +134,15 @@ def test_oracle_timeout_kills_the_process_group_and_skips(home: Path,
 
 
 def _probes(db: Path, bisection: int) -> list[str]:
+    """Probes stored so far; none while the controller is still creating the database."""
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT commit_sha FROM probe WHERE bisection_id=? ORDER BY seq",
-                       (bisection,)).fetchall()
-    con.close()
+    try:
+        rows = con.execute("SELECT commit_sha FROM probe WHERE bisection_id=? ORDER BY seq",
+                           (bisection,)).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
     return [r[0] for r in rows]
 
 
@@ -181,7 +186,7 @@ def test_ctrl_c_prints_the_resume_command(home: Path, hist: SyntheticHistory) ->
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, stderr
     assert f"bisect --db {db} resume 1" in stderr
     con = sqlite3.connect(db)
     state = con.execute("SELECT state FROM bisection WHERE id=1").fetchone()[0]
