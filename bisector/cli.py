@@ -277,6 +277,39 @@ def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | N
     sys.exit({"good": 0, "bad": 1, "skip": 125}[data["verdict"]])
 
 
+@cli.group()
+def oracle() -> None:
+    """Write new oracles."""
+
+
+@oracle.command(name="new")
+@click.argument("name")
+@click.option("--from-repro", "repro", required=True, type=click.Path(path_type=Path),
+              help="The reproduction script from the bug report.")
+@click.option("--match", default=None, metavar="REGEX", help="The bug reproduced when the "
+              "script's output matches REGEX (default: when it exits non-zero).")
+@click.option("--description", default=None, help="One line for `bisect oracles`.")
+@click.option("--gpu/--no-gpu", "needs_gpu", default=None,
+              help="Whether it needs CUDA (default: detected from the script).")
+@click.option("--timeout", default=900.0, show_default=True)
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
+              help="Where to write it (default: the oracles directory).")
+@click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
+def oracle_new(name: str, repro: Path, match: str | None, description: str | None,
+               needs_gpu: bool | None, timeout: float, directory: Path | None,
+               force: bool) -> None:
+    """Turn a seed-style repro script into an oracle with the right polarity and metadata."""
+    from bisector.oracle import default_oracles_dir
+    from bisector.oracle_new import create
+
+    made = create(name, repro, directory=directory or default_oracles_dir(), match=match,
+                  description=description, needs_gpu=needs_gpu, timeout=timeout, force=force)
+    out.print(f"wrote {made.path}: bad when the repro {escape(made.rule)}; skips when "
+              f"{', '.join(made.requires) or 'nothing'} cannot be imported"
+              f"{' or CUDA is missing' if made.needs_gpu else ''}")
+    out.print(f"try it: bisect check --oracle {made.path}")
+
+
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
               help="Where to write the demo history (default: the data directory).")

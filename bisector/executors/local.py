@@ -148,5 +148,27 @@ def run_oracle(
         timeout_outcome=oracle.meta.on_timeout, timeout_s=oracle.meta.timeout,
     )
     output_tail = "\n".join(x for x in (tail(out, 10), tail(err, 10)) if x)
+    result = structured_result(out)
+    if result is not None:
+        facts = {**facts, "result": result}
     return RunResult(outcome, reason, res.returncode, res.duration_s, reusable,
                      out, err, output_tail, facts)
+
+
+RESULT_PREFIX = "BISECTOR_RESULT "
+
+
+def structured_result(stdout: Path) -> dict[str, Any] | None:
+    """The oracle's last ``BISECTOR_RESULT {json}`` line (metrics, samples), if it printed one."""
+    found: dict[str, Any] | None = None
+    if not stdout.exists():
+        return None
+    with stdout.open(errors="replace") as f:
+        for line in f:
+            if line.startswith(RESULT_PREFIX):
+                try:
+                    value = json.loads(line[len(RESULT_PREFIX):])
+                except json.JSONDecodeError:
+                    value = {"unparsed": line[len(RESULT_PREFIX):].strip()[:2000]}
+                found = value if isinstance(value, dict) else {"value": value}
+    return found

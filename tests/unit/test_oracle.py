@@ -147,3 +147,16 @@ def test_classify(rc: int | None, timed_out: bool, oom: bool, expected: Outcome,
 def test_timeout_can_count_as_bad_when_the_oracle_says_so() -> None:
     outcome, reason, _ = classify(None, timed_out=True, timeout_outcome=Outcome.FAIL, timeout_s=9)
     assert outcome is Outcome.FAIL and "9s" in reason
+
+
+def test_structured_result_is_the_last_result_line(tmp_path: Path) -> None:
+    from bisector.executors.local import structured_result
+
+    out = tmp_path / "stdout.txt"
+    out.write_text('noise\nBISECTOR_RESULT {"median": 1.0}\nBISECTOR_RESULT {"median": 2.5, '
+                   '"samples": [2, 3]}\nbye\n')
+    assert structured_result(out) == {"median": 2.5, "samples": [2, 3]}
+    out.write_text("BISECTOR_RESULT not json\n")
+    assert structured_result(out) == {"unparsed": "not json"}
+    out.write_text("nothing structured\n")
+    assert structured_result(out) is None

@@ -1,0 +1,133 @@
+"""The oracle kit on CPU: `bisect oracle new --from-repro` and `bisect check`, on real builds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bisector.oracle import load_oracle
+from bisector.synthetic import SyntheticHistory, generate
+from tests.conftest import run_cli
+
+CRASH_REPRO = '''\
+"""norm([3, 4]) must be 5 (reported in issue #1)."""
+import torchlet
+
+assert abs(torchlet.norm([3.0, 4.0]) - 5.0) < 1e-9, "norm is wrong"
+'''
+
+PRINT_REPRO = '''\
+import torchlet
+
+if abs(torchlet.norm([3.0, 4.0]) - 5.0) > 1e-9:
+    print("BUG REPRODUCED: norm is wrong")
+else:
+    print("all fine")
+'''
+
+
+@pytest.fixture(scope="module")
+def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return generate(tmp_path_factory.mktemp("kit") / "repo", commits=24, culprit=15,
+                    broken=(), release_at=None, side_branch_at=None)
+
+
+def test_crash_style_repro_becomes_an_oracle_that_bisects(home: Path, tmp_path: Path,
+                                                          hist: SyntheticHistory) -> None:
+    (tmp_path / "repro.py").write_text(CRASH_REPRO)
+    r = run_cli("oracle", "new", "norm_issue", "--from-repro", str(tmp_path / "repro.py"),
+                "--dir", str(tmp_path / "oracles"), check=True)
+    assert "bad when the repro exits non-zero" in r.stdout
+    made = tmp_path / "oracles" / "norm_issue.py"
+    o = load_oracle(str(made))
+    assert o.meta.description == "norm([3, 4]) must be 5 (reported in issue #1)."
+    assert o.meta.needs_gpu is False
+    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
+                hist.main[0], "--bad", hist.main[-1], "--oracle", str(made), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+
+
+def test_print_style_repro_with_match(home: Path, tmp_path: Path,
+                                      hist: SyntheticHistory) -> None:
+    (tmp_path / "repro.py").write_text(PRINT_REPRO)
+    run_cli("oracle", "new", "printed", "--from-repro", str(tmp_path / "repro.py"), "--match",
+            "BUG REPRODUCED", "--dir", str(tmp_path), check=True)
+    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
+                hist.main[0], "--bad", hist.main[-1], "--oracle", str(tmp_path / "printed.py"),
+                "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+
+
+def test_without_match_a_print_style_repro_never_says_bad(home: Path, tmp_path: Path,
+                                                          hist: SyntheticHistory) -> None:
+    (tmp_path / "repro.py").write_text(PRINT_REPRO)
+    run_cli("oracle", "new", "printed", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+            str(tmp_path), check=True)
+    r = run_cli("check", "--oracle", str(tmp_path / "printed.py"), "--commit", hist.main[-1],
+                "--repo", str(hist.path), "--profile", "torchlet", "--json")
+    assert json.loads(r.stdout)["verdict"] == "good"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["../evil"], "must be a plain name"),
+        (["ok", "--match", "("], "not a valid regular expression"),
+    ],
+)
+def test_oracle_new_refuses_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
+    (tmp_path / "repro.py").write_text(CRASH_REPRO)
+    r = run_cli("oracle", "new", args[0], "--from-repro", str(tmp_path / "repro.py"),
+                "--dir", str(tmp_path / "o"), *args[1:])
+    assert r.returncode == 2 and needle in r.stderr and not (tmp_path / "o").exists()
+
+
+def test_oracle_new_refuses_missing_repro_and_overwrite(tmp_path: Path) -> None:
+    r = run_cli("oracle", "new", "x", "--from-repro", str(tmp_path / "nope.py"), "--dir",
+                str(tmp_path))
+    assert r.returncode == 2 and "does not exist" in r.stderr
+    (tmp_path / "repro.py").write_text(CRASH_REPRO)
+    (tmp_path / "x.py").write_text("keep me\n")
+    r = run_cli("oracle", "new", "x", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+                str(tmp_path))
+    assert r.returncode == 2 and "already exists" in r.stderr
+    assert (tmp_path / "x.py").read_text() == "keep me\n"
+
+
+def test_gpu_need_is_detected(tmp_path: Path) -> None:
+    (tmp_path / "repro.py").write_text("import torch\nx = torch.ones(2, device='cuda')\n")
+    run_cli("oracle", "new", "g", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+            str(tmp_path), check=True)
+    assert load_oracle(str(tmp_path / "g.py")).meta.needs_gpu is True
+
+
+def test_check_commit_good_and_bad_with_facts(home: Path, hist: SyntheticHistory) -> None:
+    def check(sha: str) -> dict[str, object]:
+        r = run_cli("check", "--oracle", "torchlet_norm", "--commit", sha, "--repo",
+                    str(hist.path), "--profile", "torchlet", "--json")
+        assert r.returncode in (0, 1), r.stderr
+        data: dict[str, object] = json.loads(r.stdout)
+        return data
+
+    good, bad = check(hist.main[14]), check(hist.main[15])
+    assert (good["verdict"], bad["verdict"]) == ("good", "bad")
+    facts = good["facts"]
+    assert isinstance(facts, dict) and facts["git_version"] == hist.main[14]
+    assert facts["obtained"] == "source build" and facts["python"]
+
+
+def test_check_wheel_and_system(home: Path, hist: SyntheticHistory, shared_cache: Path) -> None:
+    wheels = sorted(shared_cache.glob("wheels/*/*/torchlet-*.whl"))
+    assert wheels, "earlier tests built wheels into the shared cache"
+    r = run_cli("check", "--oracle", "torchlet_norm", "--wheel", str(wheels[0]), "--profile",
+                "torchlet", "--json")
+    assert json.loads(r.stdout)["verdict"] in ("good", "bad")
+    # The controller's own Python has no torchlet: the oracle cannot answer, so it skips.
+    r = run_cli("check", "--oracle", "torchlet_norm", "--env", "system", "--json")
+    assert r.returncode == 125 and json.loads(r.stdout)["verdict"] == "skip"
+    r = run_cli("check", "--oracle", "torchlet_norm", "--wheel", "/nope.whl")
+    assert r.returncode == 2 and "does not exist" in r.stderr
