@@ -28,7 +28,7 @@ from pathlib import Path
 import git
 
 from bisector import history
-from bisector.artifacts.build import _uv
+from bisector.artifacts.build import uv_binary
 from bisector.search import Culprit, Probe, Verdict, next_step
 from bisector.synthetic import generate_linear
 
@@ -119,7 +119,7 @@ def bench_env(tmp: Path) -> None:
     line("make 4 wheels of incompressible data", f"{time.perf_counter() - t:.1f}s")
     oracle = tmp / "oracle.py"
     oracle.write_text("import heavy0, heavy3\nprint('oracle started', heavy0.LOADED)\n")
-    uv = _uv()
+    uv = uv_binary()
     env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     env["UV_CACHE_DIR"] = str(tmp / "uv-cache")
     env["UV_LINK_MODE"] = "hardlink"

@@ -95,7 +95,7 @@ def build_wheel(
         subst = {"out": str(out), "src": str(src), "python": python, "version": version}
         cmd = [part.format(**subst) for part in profile.build_command]
         if cmd[:2] == ["uv", "build"]:
-            cmd = [_uv(), "build", "--python", python, *cmd[2:]]
+            cmd = [uv_binary(), "build", "--python", python, *cmd[2:]]
         env = {**os.environ, **{k: v.format(**subst) for k, v in profile.build_env.items()}}
         env.pop("VIRTUAL_ENV", None)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def build_wheel(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _uv() -> str:
+def uv_binary() -> str:
     """The uv binary that came with bisector (the ``uv`` package), else one on PATH."""
     try:
         from uv import find_uv_bin

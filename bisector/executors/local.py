@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bisector.artifacts.build import _uv, python_tag
+from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import scratch_dir
 from bisector.executors.base import RunResult, classify
 from bisector.oracle import Oracle, Outcome
@@ -67,7 +67,7 @@ class LocalExecutor:
             return final
         tmp = scratch_dir("env-")
         log = tmp / "install.log"
-        uv, env = _uv(), self._uv_env()
+        uv, env = uv_binary(), self._uv_env()
         try:
             cmds = [
                 [uv, "venv", "-q", "--python", self.python, str(tmp / "venv")],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,32 +35,34 @@ def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
                     broken=(), release_at=None, side_branch_at=None)
 
 
-def test_crash_style_repro_becomes_an_oracle_that_bisects(home: Path, tmp_path: Path,
-                                                          hist: SyntheticHistory) -> None:
-    (tmp_path / "repro.py").write_text(CRASH_REPRO)
+@pytest.mark.parametrize(
+    ("repro", "extra", "rule"),
+    [(CRASH_REPRO, [], "exits non-zero"),
+     (PRINT_REPRO, ["--match", "BUG REPRODUCED"], "output matches 'BUG REPRODUCED'")],
+    ids=["crash-style", "print-style"],
+)
+def test_repro_becomes_an_oracle_that_bisects(home: Path, tmp_path: Path, hist: SyntheticHistory,
+                                              repro: str, extra: list[str], rule: str) -> None:
+    (tmp_path / "repro.py").write_text(repro)
     r = run_cli("oracle", "new", "norm_issue", "--from-repro", str(tmp_path / "repro.py"),
-                "--dir", str(tmp_path / "oracles"), check=True)
-    assert "bad when the repro exits non-zero" in r.stdout
+                "--dir", str(tmp_path / "oracles"), *extra, check=True)
+    assert f"bad when the repro {rule}" in r.stdout
     made = tmp_path / "oracles" / "norm_issue.py"
     o = load_oracle(str(made))
-    assert o.meta.description == "norm([3, 4]) must be 5 (reported in issue #1)."
-    assert o.meta.needs_gpu is False
+    assert o.meta.needs_gpu is False and o.meta.description
     r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
                 hist.main[0], "--bad", hist.main[-1], "--oracle", str(made), "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
 
 
-def test_print_style_repro_with_match(home: Path, tmp_path: Path,
-                                      hist: SyntheticHistory) -> None:
-    (tmp_path / "repro.py").write_text(PRINT_REPRO)
-    run_cli("oracle", "new", "printed", "--from-repro", str(tmp_path / "repro.py"), "--match",
-            "BUG REPRODUCED", "--dir", str(tmp_path), check=True)
-    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
-                hist.main[0], "--bad", hist.main[-1], "--oracle", str(tmp_path / "printed.py"),
-                "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+def test_docstring_becomes_the_description(tmp_path: Path) -> None:
+    (tmp_path / "repro.py").write_text(CRASH_REPRO)
+    run_cli("oracle", "new", "d", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+            str(tmp_path), check=True)
+    assert load_oracle(str(tmp_path / "d.py")).meta.description == (
+        "norm([3, 4]) must be 5 (reported in issue #1)."
+    )
 
 
 def test_without_match_a_print_style_repro_never_says_bad(home: Path, tmp_path: Path,
@@ -131,3 +134,47 @@ def test_check_wheel_and_system(home: Path, hist: SyntheticHistory, shared_cache
     assert r.returncode == 125 and json.loads(r.stdout)["verdict"] == "skip"
     r = run_cli("check", "--oracle", "torchlet_norm", "--wheel", "/nope.whl")
     assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def _helper_wheel(where: Path) -> Path:
+    """A real wheel of a tiny package, built here, to serve as an oracle dependency."""
+    src = where / "helper_src"
+    (src / "norm_helper").mkdir(parents=True)
+    (src / "norm_helper" / "__init__.py").write_text("EXPECTED = 5.0\n")
+    (src / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "norm-helper"\nversion = "1.0"\n'
+    )
+    from bisector.artifacts.build import uv_binary
+
+    subprocess.run([uv_binary(), "build", "--wheel", "-q", "-o", str(where / "dist"), str(src)],
+                   check=True)
+    return next((where / "dist").glob("*.whl"))
+
+
+def test_oracle_dependencies_are_installed_into_the_probe_env(home: Path, tmp_path: Path,
+                                                               hist: SyntheticHistory) -> None:
+    wheel = _helper_wheel(tmp_path)
+    oracle = tmp_path / "with_dep.py"
+    oracle.write_text(
+        f'# /// script\n# dependencies = ["norm-helper @ {wheel.as_uri()}"]\n# ///\n'
+        "import sys\nimport norm_helper\nimport torchlet\n"
+        "sys.exit(0 if torchlet.norm([3.0, 4.0]) == norm_helper.EXPECTED else 1)\n"
+    )
+    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
+                hist.main[0], "--bad", hist.main[-1], "--oracle", str(oracle), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+
+
+def test_dependency_that_cannot_install_is_a_skip(home: Path, tmp_path: Path,
+                                                  hist: SyntheticHistory) -> None:
+    oracle = tmp_path / "broken_dep.py"
+    missing = (tmp_path / "absent-1.0-py3-none-any.whl").as_uri()
+    oracle.write_text(f'# /// script\n# dependencies = ["absent @ {missing}"]\n# ///\n'
+                      "raise SystemExit(1)\n")
+    r = run_cli("check", "--oracle", str(oracle), "--commit", hist.main[3], "--repo",
+                str(hist.path), "--profile", "torchlet", "--json")
+    data = json.loads(r.stdout)
+    assert r.returncode == 125 and data["verdict"] == "skip"
+    assert data["reason"].startswith("environment install failed")
