@@ -8,6 +8,7 @@ database at all, is refused with a message instead of being "fixed".
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -130,43 +131,76 @@ def _check_sqlite_file(path: Path) -> None:
 
 
 def migrate(engine: Engine) -> None:
-    """Bring the schema to head, refusing foreign or newer databases without writing to them."""
+    """Bring the schema to head, refusing foreign or newer databases without writing to them.
+
+    The usual case (already at head) takes no lock. Anything else is decided under a lock
+    that serialises migrations between processes, because a migration in progress elsewhere
+    looks, from outside, like a foreign database.
+    """
     cfg = alembic_config()
     script = ScriptDirectory.from_config(cfg)
-    known = {rev.revision for rev in script.walk_revisions()}
+    head = script.get_current_head()
+    if _heads_and_tables(engine)[0] == {head}:
+        return
+    with _migration_lock(engine):
+        current, tables = _heads_and_tables(engine)
+        if current == {head}:
+            return
+        if not current and tables - {"alembic_version"}:
+            raise StoreError(
+                f"the database holds tables of another application "
+                f"({', '.join(sorted(tables)[:3])}...): point --db at a bisector database "
+                f"or an empty one"
+            )
+        known = {rev.revision for rev in script.walk_revisions()}
+        unknown = sorted(r for r in current if r not in known)
+        if unknown:
+            raise StoreError(
+                f"the database is at schema revision {unknown[0]}, newer than this bisector "
+                f"knows: upgrade bisector (pip install -U bisector)"
+            )
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+
+def _heads_and_tables(engine: Engine) -> tuple[set[str], set[str]]:
     try:
         with engine.connect() as conn:
-            current = MigrationContext.configure(conn).get_current_heads()
+            current = set(MigrationContext.configure(conn).get_current_heads())
             tables = set(inspect(conn).get_table_names())
     except (OperationalError, DatabaseError) as e:
         raise StoreError(
             f"cannot open the database {engine.url.render_as_string(hide_password=True)} "
             f"({e.orig}): check --db / BISECTOR_DB and that the server is running"
         ) from None
-    if not current and tables - {"alembic_version"}:
-        raise StoreError(
-            f"the database holds tables of another application ({', '.join(sorted(tables)[:3])}"
-            f"...): point --db at a bisector database or an empty one"
-        )
-    unknown = [r for r in current if r not in known]
-    if unknown:
-        raise StoreError(
-            f"the database is at schema revision {unknown[0]}, newer than this bisector knows: "
-            f"upgrade bisector (pip install -U bisector)"
-        )
-    if set(current) == {script.get_current_head()}:
-        return
-    try:
-        with engine.begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-    except (OperationalError, DatabaseError):
-        # Two processes creating one fresh database race; the loser finds it migrated.
+    return current, tables
+
+
+MIGRATION_LOCK_KEY = 0x6269736563  # "bisec": one advisory lock id for bisector's migrations
+
+
+@contextmanager
+def _migration_lock(engine: Engine) -> Iterator[None]:
+    """Serialise migrations between processes: a file lock for SQLite, an advisory lock for
+    PostgreSQL. Two bisections started at once on a fresh store must not both create tables."""
+    if engine.dialect.name == "sqlite" and engine.url.database:
+        lock = Path(engine.url.database + ".migrate-lock")
+        with lock.open("a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+    elif engine.dialect.name == "postgresql":
         with engine.connect() as conn:
-            if set(MigrationContext.configure(conn).get_current_heads()) != {
-                script.get_current_head()
-            }:
-                raise
+            conn.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")
+            try:
+                yield
+            finally:
+                conn.exec_driver_sql(f"SELECT pg_advisory_unlock({MIGRATION_LOCK_KEY})")
+    else:
+        yield
 
 
 def default_db() -> str:

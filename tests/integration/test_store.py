@@ -88,3 +88,21 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
 def test_unreachable_postgres_is_a_store_error() -> None:
     with pytest.raises(StoreError, match="cannot open the database"):
         open_store("postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def _open(url: str) -> str:
+    from bisector.store.db import open_store as _o
+
+    _o(url).engine.dispose()
+    return "ok"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_many_processes_opening_a_fresh_store_at_once(tmp_path: Path, backend: str,
+                                                      request: pytest.FixtureRequest) -> None:
+    import multiprocessing
+
+    url = str(tmp_path / "fresh.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
+    with multiprocessing.get_context("spawn").Pool(6) as pool:
+        assert pool.map(_open, [url] * 6) == ["ok"] * 6
+    assert _drift(url) == []
