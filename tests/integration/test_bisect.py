@@ -63,6 +63,13 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     log = run_cli("--db", str(db), "log", str(d["id"]), check=True).stdout
     assert f"git bisect skip {hist.main[45]}" in log
     assert f"# first bad commit: [{hist.culprit}]" in log
+    # git itself, replaying our log in a clone, names the same first bad commit.
+    clone = home / "replay"
+    subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
+    (home / "bisect.log").write_text(log)
+    replay = subprocess.run(["git", "-C", str(clone), "bisect", "replay", str(home / "bisect.log")],
+                            capture_output=True, text=True, check=True)
+    assert f"{hist.culprit} is the first bad commit" in replay.stdout
     rows = json.loads(run_cli("--db", str(db), "list", "--json", check=True).stdout)
     assert rows[0]["culprit"] == hist.culprit and rows[0]["state"] == "done"
 
