@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector import history
-from bisector.artifacts.build import build_key, build_wheel, cached_build, failure_summary
+from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
 from bisector.errors import BuildError, UsageError
 from bisector.executors.base import RunResult
@@ -83,8 +83,8 @@ def check(
             assert commit is not None
             r = history.open_repo(repo)
             sha = history.resolve(r, commit, "commit")
-            key, settings = build_key(profile, sha, python)
-            built = cached_build(key, sha, settings) or build_wheel(r, sha, profile, python=python)
+            key, _ = build_key(profile, sha, python)
+            built = obtain_wheel(r, sha, profile, python=python)
             if not built.ok or built.wheel is None:
                 raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
                                  f"(log: {built.log_path})")

@@ -101,7 +101,7 @@ def _db_flag(c: Ctx) -> str:
     return "" if c.db == default_db() else f" --db {c.db}"
 
 
-def _run_and_report(c: Ctx, bisection_id: int, json_out: bool, resume: bool) -> None:
+def _run_and_report(c: Ctx, bisection_id: int, json_out: bool, resume: bool) -> dict[str, Any]:
     from bisector.service import Runner, resume_bisection
 
     events = RichEvents(err)
@@ -126,15 +126,16 @@ def _run_and_report(c: Ctx, bisection_id: int, json_out: bool, resume: bool) -> 
         events.close()
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGINT, old_int)
-    _print_show(c, bisection_id, json_out)
+    return _print_show(c, bisection_id, json_out)
 
 
-def _print_show(c: Ctx, bisection_id: int, json_out: bool) -> None:
+def _print_show(c: Ctx, bisection_id: int, json_out: bool) -> dict[str, Any]:
     data = report.show_data(c.store(), bisection_id)
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))
     else:
         click.echo(report.show_markdown(data))
+    return data
 
 
 @cli.command()
@@ -332,8 +333,7 @@ def demo(c: Ctx, directory: Path | None, json_out: bool) -> None:
               f"is {hist.culprit[:12]} (the bisection does not know that)")
     opts = StartOptions(repo=path, good="v0.1.0", bad="v0.2.0", oracle="torchlet_norm")
     bisection_id = start_bisection(c.store(), opts)
-    _run_and_report(c, bisection_id, json_out, resume=False)
-    data = report.show_data(c.store(), bisection_id)
+    data = _run_and_report(c, bisection_id, json_out, resume=False)
     found = (data["culprit"] or {}).get("sha")
     err.print("[green]found the planted regression[/]" if found == hist.culprit
                else "[red]did not find the planted regression[/]")

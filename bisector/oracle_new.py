@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,15 +108,9 @@ def _imports(source: str, where: str) -> tuple[str, ...]:
             mods = [node.module]
         for mod in mods:
             top = mod.split(".")[0]
-            if top not in names and top not in STDLIB:
+            if top not in names and top not in sys.stdlib_module_names:
                 names.append(top)
     return tuple(names)
-
-
-STDLIB = {"os", "sys", "re", "math", "time", "json", "random", "subprocess", "tempfile",
-          "functools", "itertools", "collections", "typing", "dataclasses", "pathlib", "io",
-          "traceback", "contextlib", "copy", "gc", "logging", "warnings", "argparse", "unittest",
-          "__future__", "abc", "enum", "statistics", "threading", "signal", "inspect"}
 
 
 def create(

@@ -30,18 +30,24 @@ from sqlalchemy.orm import Session
 
 from bisector import history
 from bisector.artifacts.build import (
-    BuildResult,
     build_key,
     build_settings,
-    build_wheel,
-    cached_build,
     failure_summary,
+    obtain_wheel,
     wheel_digest,
 )
 from bisector.errors import BusyError, EndpointError, NotFoundError, UsageError
 from bisector.executors.base import RunResult
 from bisector.executors.local import LocalExecutor
-from bisector.oracle import Oracle, Outcome, Polarity, load_oracle, parse_metadata, to_verdict
+from bisector.oracle import (
+    Oracle,
+    Outcome,
+    Polarity,
+    default_oracles_dir,
+    load_oracle,
+    parse_metadata,
+    to_verdict,
+)
 from bisector.profiles import Profile, detect_profile, get_profile
 from bisector.search import (
     Culprit,
@@ -145,10 +151,11 @@ def env_fingerprint(executor_facts: dict[str, Any], build: dict[str, Any]) -> st
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def reproduce_command(opts: StartOptions, oracle: Oracle) -> str:
-    parts = ["bisect", "start", "--repo", str(opts.repo), "--good", opts.good, "--bad", opts.bad,
-             "--oracle", str(oracle.path) if opts.oracles_dir is None and "/" in opts.oracle
-             else opts.oracle]
+def reproduce_command(opts: StartOptions, oracle: Oracle, repo: str) -> str:
+    """A command line that repeats this bisection from any directory."""
+    bundled = oracle.path.parent == (opts.oracles_dir or default_oracles_dir()).resolve()
+    parts = ["bisect", "start", "--repo", repo, "--good", opts.good, "--bad", opts.bad,
+             "--oracle", oracle.name if bundled else str(oracle.path)]
     if opts.find_fix:
         parts.append("--find-fix")
     if opts.regress is not None:
@@ -189,15 +196,16 @@ def prepare(opts: StartOptions) -> Prepared:
     executor = LocalExecutor(opts.python, profile.import_name, opts.offline)
     build = build_settings(profile, opts.python)
     environment = {"executor": executor.fingerprint_facts(), "build": build}
+    repo_path = str(Path(repo.working_dir).resolve())
     settings = RunSettings(
-        repo=str(Path(repo.working_dir).resolve()),
+        repo=repo_path,
         profile=profile.name,
         python=opts.python,
         offline=opts.offline,
         build_timeout=opts.build_timeout,
         first_parent=opts.first_parent,
         find_fix=opts.find_fix,
-        reproduce=reproduce_command(opts, oracle),
+        reproduce=reproduce_command(opts, oracle, repo_path),
     )
     return Prepared(plan, oracle, _polarity(opts, oracle),
                     env_fingerprint(environment["executor"], build), environment, settings)
@@ -376,18 +384,19 @@ class Runner:
 
     # -- one probe -------------------------------------------------------------------------
 
-    def artifact_for(self, sha: str) -> tuple[m.Artifact, BuildResult | None]:
+    def artifact_for(self, sha: str) -> m.Artifact:
+        """The commit's artifact row: known (built, or known not to build), or made now."""
         key, settings = build_key(self.profile, sha, self.settings.python)
         with self.store.session() as s:
             art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
             usable = art is not None and art.path and Path(art.path).exists()
             if art is not None and (art.status == "failed" or usable):
-                return art, None
-        res = cached_build(key, sha, settings)
-        if res is None:
-            self.events.phase(f"building {sha[:12]} from source")
-            res = build_wheel(self.repo, sha, self.profile, python=self.settings.python,
-                              timeout_s=self.settings.build_timeout)
+                return art
+        res = obtain_wheel(
+            self.repo, sha, self.profile, python=self.settings.python,
+            timeout_s=self.settings.build_timeout,
+            on_build=lambda: self.events.phase(f"building {sha[:12]} from source"),
+        )
         with self.store.session() as s:
             art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
             if art is None:
@@ -400,12 +409,12 @@ class Runner:
             art.log_path, art.log_tail = str(res.log_path), res.log_tail
             art.duration_s = res.duration_s
             s.flush()
-            return art, res
+            return art
 
     def probe(self, position: int) -> Verdict:
         sha = self.candidates[position]
         started = datetime.now(UTC)
-        art, _ = self.artifact_for(sha)
+        art = self.artifact_for(sha)
         if art.status != "ok" or not art.path:
             summary = failure_summary(Path(art.log_path)) if art.log_path else "no log"
             result = RunResult(Outcome.SKIP, f"build failed: {summary}", None, art.duration_s,
@@ -500,7 +509,8 @@ class Runner:
     def _stop_message(self, step: Stop) -> str:
         sha = self.candidates[step.position][:12]
         old, new = ("broken", "fixed") if self.settings.find_fix else ("good", "bad")
-        good_desc = "the merge-base of your refs" if self.b.notes else f"{old} {self.b.good_ref}"
+        merge_base = self.candidates[0] != self.b.good_sha
+        good_desc = "the merge-base of your refs" if merge_base else f"{old} {self.b.good_ref}"
         if step.problem is Problem.GOOD_IS_BAD:
             return (f"{good_desc} ({sha}) is already {new}: the change is older; "
                     f"pick an older --good")

@@ -104,3 +104,14 @@ def pg_url(pg_server: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as con:
         con.execute(f"CREATE DATABASE {name}")
     return f"{pg_server}/{name}"
+
+
+def make_unrelated_repo(path: Path) -> Path:
+    """A repository whose branches ``main`` and ``other`` share no history."""
+    path.mkdir(parents=True)
+    git = ["git", "-C", str(path), "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "a"], check=True)
+    subprocess.run([*git, "checkout", "-q", "--orphan", "other"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "b"], check=True)
+    return path

@@ -12,7 +12,9 @@ import os
 import shutil
 import sys
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ def build_settings(profile: Profile, python: str) -> dict[str, Any]:
     }
 
 
+@cache
 def python_tag(python: str) -> str:
     """The interpreter's version, e.g. ``cp311``: a wheel is only good for that Python."""
     if python == sys.executable:
@@ -156,3 +159,17 @@ def failure_summary(log_path: Path) -> str:
         if "error" in low and not low.startswith(GENERIC_ERRORS):
             return ln[:200]
     return lines[-1][:200] if lines else "no output"
+
+
+def obtain_wheel(
+    repo: git.Repo, commit: str, profile: Profile, *, python: str, timeout_s: float = 3600.0,
+    on_build: Callable[[], None] | None = None,
+) -> BuildResult:
+    """The commit's wheel from the content-addressed cache, or built now (``on_build`` is told)."""
+    key, settings = build_key(profile, commit, python)
+    cached = cached_build(key, commit, settings)
+    if cached is not None:
+        return cached
+    if on_build is not None:
+        on_build()
+    return build_wheel(repo, commit, profile, python=python, timeout_s=timeout_s)

@@ -29,6 +29,11 @@ FACTS_SCRIPT = Path(__file__).resolve().parent.parent / "facts_probe.py"
 SCRUB = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "CONDA_PREFIX")
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment minus what would leak the host's Python into a probe."""
+    return {k: v for k, v in os.environ.items() if k not in SCRUB}
+
+
 class InstallFailed(Exception):
     pass
 
@@ -50,7 +55,7 @@ class LocalExecutor:
         }
 
     def _uv_env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+        env = clean_env()
         env["UV_CACHE_DIR"] = str(cache_dir() / "uv")
         env.setdefault("UV_LINK_MODE", "hardlink")
         if self.offline:
@@ -112,7 +117,7 @@ class LocalExecutor:
 
 def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[str, Any]:
     """Ask the environment's own Python what it has (see facts_probe.py)."""
-    env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+    env = clean_env()
     r = subprocess.run([python, str(FACTS_SCRIPT), import_name or ""], capture_output=True,
                        text=True, timeout=300, env=env, check=False)
     try:
@@ -130,7 +135,7 @@ def run_oracle(
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / oracle.path.name
     script.write_bytes(oracle.content)
-    env = {k: v for k, v in os.environ.items() if k not in SCRUB}
+    env = clean_env()
     env.update(oracle.meta.env)
     env.update({
         "BISECTOR_COMMIT": commit,

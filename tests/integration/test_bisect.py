@@ -60,6 +60,7 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     assert "probe" in r.stderr  # live progress went to stderr
     md = run_cli("--db", str(db), "show", str(d["id"]), check=True).stdout
     assert hist.culprit in md and "Reproduce with" in md and "Build log of" in md
+    assert d["reproduce"].endswith("--oracle torchlet_norm")  # a bundled oracle, by name
     log = run_cli("--db", str(db), "log", str(d["id"]), check=True).stdout
     assert f"git bisect skip {hist.main[45]}" in log
     assert f"# first bad commit: [{hist.culprit}]" in log
@@ -91,7 +92,11 @@ def test_regress_success_for_seed_style_repro(home: Path, hist: SyntheticHistory
     r = start(home / "b.db", hist.path, hist.main[2], hist.main[88],
               str(ORACLES / "repro_norm.py"), "--regress", "success")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == hist.culprit
+    # The reproduce line names the oracle by absolute path and keeps the polarity flag.
+    assert f"--oracle {ORACLES / 'repro_norm.py'}" in d["reproduce"]
+    assert "--regress success" in d["reproduce"] and f"--repo {hist.path}" in d["reproduce"]
 
 
 def test_find_fix(home: Path, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bisector.synthetic import SyntheticHistory, generate
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, make_unrelated_repo, run_cli
 
 ORACLES = ROOT / "tests" / "oracles"
 
@@ -45,17 +45,6 @@ def assert_refused(r: subprocess.CompletedProcess[str], code: int, needle: str) 
     assert r.returncode == code, r.stderr
     assert len(lines) == 1, f"expected one line, got:\n{r.stderr}"
     assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
-
-
-def _unrelated(tmp: Path) -> Path:
-    r = tmp / "unrelated"
-    r.mkdir()
-    git = ["git", "-C", str(r), "-c", "user.name=a", "-c", "user.email=a@b"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "a"], check=True)
-    subprocess.run([*git, "checkout", "-q", "--orphan", "other"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "b"], check=True)
-    return r
 
 
 CASES = [
@@ -95,7 +84,8 @@ def test_not_a_repository(db: Path, tmp_path: Path) -> None:
 
 def test_unrelated_histories(db: Path, tmp_path: Path) -> None:
     before = snapshot(db)
-    r = run_cli("--db", str(db), "start", "--repo", str(_unrelated(tmp_path)), "--good", "main",
+    repo = make_unrelated_repo(tmp_path / "unrelated")
+    r = run_cli("--db", str(db), "start", "--repo", str(repo), "--good", "main",
                 "--bad", "other", "--oracle", "torchlet_norm")
     assert_refused(r, 3, "unrelated histories")
     assert snapshot(db) == before

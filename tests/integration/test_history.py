@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import git
@@ -11,6 +10,7 @@ import pytest
 from bisector import history
 from bisector.errors import RepoError
 from bisector.synthetic import SyntheticHistory, generate
+from tests.conftest import make_unrelated_repo
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +66,7 @@ def test_bad_ranges_are_refused(hist: SyntheticHistory, good: str, bad: str, nee
 
 
 def test_unrelated_histories_are_refused(tmp_path: Path) -> None:
-    r = tmp_path / "r"
-    run = lambda *a: subprocess.run(["git", "-C", str(r), *a], check=True,  # noqa: E731
-                                    capture_output=True)
-    r.mkdir()
-    run("init", "-q", "-b", "main")
-    run("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "a")
-    run("checkout", "-q", "--orphan", "other")
-    run("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "--allow-empty", "-m", "b")
+    r = make_unrelated_repo(tmp_path / "r")
     with pytest.raises(RepoError, match="unrelated"):
         history.plan_range(git.Repo(r), "main", "other")
 
