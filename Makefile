@@ -33,6 +33,13 @@ lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff check bisector tests migrations bench
 	$(BIN)/mypy
 
+BASE_IMAGE ?=
+images: $(STAMP) ## Build the runtime and builder images (BASE_IMAGE=bisector/base:bookworm here)
+	$(BIN)/bisect images --build runtime --build builder $(if $(BASE_IMAGE),--base $(BASE_IMAGE))
+
+base-image: ## Make the local Debian base image from this machine's apt sources (no registry)
+	docker/make-base.sh
+
 bench: $(STAMP) ## Benchmarks, printed as ratios against baselines measured in the same run
 	$(BIN)/python -m bench.run
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import git
 
 from bisector import history
+from bisector.artifacts.installable import Installable
 from bisector.executors.local import LocalExecutor
 from bisector.search import Culprit, Probe, Verdict, next_step
 from bisector.synthetic import generate_linear
@@ -133,7 +134,7 @@ def bench_env(tmp: Path) -> None:
 
     def ours(key: str) -> float:
         t0 = time.perf_counter()
-        venv = executor.ensure_env(wheels[0], key, deps)
+        venv = executor.ensure_env(Installable(key, "bench", wheel=wheels[0]), deps)
         run([str(venv / "bin" / "python"), str(oracle)])
         return time.perf_counter() - t0
 
@@ -154,6 +155,60 @@ def bench_env(tmp: Path) -> None:
          f"{warm:.2f}s -> ratio {warm / baseline:.3f}x")
     line("bisector's reused per-artifact environment", f"{reuse:.2f}s -> ratio "
          f"{reuse / baseline:.3f}x")
+    bench_docker_env(tmp, wheels, oracle)
+
+
+def bench_docker_env(tmp: Path, wheels: list[Path], oracle_path: Path) -> None:
+    """The same wheel set into a container of the runtime image: DockerExecutor's environment
+    volume (uv, hardlinks) against pip install inside the same image, oracle start included."""
+    from bisector.executors.container import DEFAULT_IMAGE, DockerExecutor, client
+    from bisector.oracle import load_oracle
+
+    print(f"4. cached wheel set -> oracle start inside a container of {DEFAULT_IMAGE}")
+    try:
+        c = client()
+        c.images.get(DEFAULT_IMAGE)
+    except Exception as e:
+        line("skipped", f"no engine or image ({str(e)[:60]}): run `make images`")
+        return
+    ex = DockerExecutor("heavy0", memory="4g")
+    oracle = load_oracle(str(oracle_path))
+    deps = tuple(str(w) for w in wheels[1:])
+
+    # The extra wheels reach the container through /data (the executor's bind mount).
+    (ex.data / "bench-wheels").mkdir(parents=True, exist_ok=True)
+    extra = []
+    for w in deps:
+        shutil.copy(w, ex.data / "bench-wheels" / Path(w).name)
+        extra.append(f"/data/bench-wheels/{Path(w).name}")
+
+    def ours(key: str) -> float:
+        inst = Installable(key, "bench", wheel=wheels[0], extra=tuple(extra))
+        t0 = time.perf_counter()
+        res = ex.run(inst=inst, oracle=oracle, commit="bench", run_dir=tmp / f"run-{key}-"
+                     f"{time.monotonic_ns()}")
+        assert res.exit_code == 0, res
+        return time.perf_counter() - t0
+
+    cold = ours("docker-a")
+    warm = ours("docker-b")
+    reuse = ours("docker-b")
+    os.chmod(oracle_path.parent, 0o755)  # the image runs as a non-root user
+    vols = {str(wheels[0].parent): {"bind": "/w", "mode": "ro"},
+            str(oracle_path.parent): {"bind": "/o", "mode": "ro"}}
+    t0 = time.perf_counter()
+    c.containers.run(DEFAULT_IMAGE, ["sh", "-c", "python3 -m venv /tmp/v && /tmp/v/bin/pip "
+                                     "install -q --no-index --disable-pip-version-check "
+                                     "/w/*.whl && /tmp/v/bin/python /o/" + oracle_path.name],
+                     volumes=vols, remove=True, network_mode="none")
+    baseline = time.perf_counter() - t0
+    line("baseline: container with python -m venv + pip install + oracle", f"{baseline:.2f}s")
+    line("bisector docker env, first one (cold uv cache)", f"{cold:.2f}s -> ratio "
+         f"{cold / baseline:.3f}x")
+    line("bisector docker env, new one from warm uv cache (hardlinks)",
+         f"{warm:.2f}s -> ratio {warm / baseline:.3f}x")
+    line("bisector docker, reused environment (one container start)",
+         f"{reuse:.2f}s -> ratio {reuse / baseline:.3f}x")
 
 
 def main() -> None:

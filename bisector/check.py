@@ -16,6 +16,7 @@ from typing import Any
 from bisector import history
 from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
+from bisector.artifacts.installable import Installable
 from bisector.errors import BuildError, UsageError
 from bisector.executors.base import RunResult
 from bisector.executors.local import LocalExecutor, collect_facts, run_oracle
@@ -90,6 +91,6 @@ def check(
                                  f"(log: {built.log_path})")
             wheel, env = built.wheel, f"source build of {sha[:12]}"
         executor = LocalExecutor(python, profile.import_name)
-        result = executor.run(wheel=wheel, artifact_key=key, oracle=oracle, commit=sha,
-                              run_dir=run_dir)
+        inst = Installable(key, env, wheel=wheel)
+        result = executor.run(inst=inst, oracle=oracle, commit=sha, run_dir=run_dir)
     return CheckResult(oracle, to_verdict(result.outcome, polarity), polarity, result, env)

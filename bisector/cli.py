@@ -138,40 +138,145 @@ def _print_show(c: Ctx, bisection_id: int, json_out: bool) -> dict[str, Any]:
     return data
 
 
+RANGE_OPTIONS = [
+    click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
+                 help="Path of the git clone."),
+    click.option("--good", required=True,
+                 help="A ref where the oracle passes (tag, branch, sha)."),
+    click.option("--bad", required=True, help="A ref where the oracle fails."),
+    click.option("--oracle", required=True,
+                 help="Oracle name from `bisect oracles`, or a path."),
+    click.option("--find-fix", is_flag=True, help="Look for the first commit that fixed it: "
+                 "--good is the older broken ref, --bad the newer fixed one."),
+    click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None,
+                 help="What counts as regressed: the oracle failing (default) or succeeding "
+                 "(seed-style repro scripts that exit 0 when the bug reproduces)."),
+    click.option("--ancestry-path", is_flag=True, help="Walk every commit on the ancestry "
+                 "path instead of first-parent."),
+    click.option("--profile", default=None, help="Project profile (default: detected)."),
+    click.option("--python", "python", default=sys.executable, show_default=True,
+                 help="Interpreter for builds and probe environments."),
+    click.option("--offline", is_flag=True,
+                 help="No index at all: uv uses its cache, no prebuilt wheels are listed."),
+    click.option("--build-timeout", default=3600.0, show_default=True,
+                 help="Seconds per build."),
+    click.option("--no-prebuilt", is_flag=True,
+                 help="Do not use prebuilt wheels or overlays: build every probe."),
+    click.option("--nightly-index", default=None, metavar="URL",
+                 help="Simple index of nightly wheels (default: the profile's, e.g. "
+                 "PyTorch's whl/nightly/<variant>); '' turns nightlies off."),
+    click.option("--release-index", default=None, metavar="URL",
+                 help="Simple index of release wheels (default for PyTorch: the index pip/uv "
+                 "are configured with)."),
+    click.option("--variant", default=None, help="Wheel variant: cu128, cu126, cpu ... "
+                 "(default: the profile's)."),
+    click.option("--executor", type=click.Choice(["local", "docker"]), default="local",
+                 show_default=True, help="Where oracles run: a local uv virtualenv, or one "
+                 "container per probe of the runtime image."),
+    click.option("--image", default=None, help="Runtime image for --executor docker "
+                 "(default bisector/runtime:latest, from `make images`)."),
+    click.option("--gpus", default=None, help="GPUs for the container: all, or 0,1 "
+                 "(NVIDIA container toolkit)."),
+    click.option("--memory", default="16g", show_default=True,
+                 help="Memory limit of each oracle container."),
+    click.option("--pids", default=4096, show_default=True,
+                 help="Process limit of each oracle container."),
+    click.option("--build-in", type=click.Choice(["host", "docker"]), default=None,
+                 help="Where source builds run: this machine, or the builder image with a "
+                 "ccache volume per repository (default: docker with --executor docker)."),
+    click.option("--builder-image", default=None, help="Builder image for --build-in docker "
+                 "(default bisector/builder:latest, from `make images`)."),
+    click.option("--cuda-arch", default=None, metavar="LIST", help="TORCH_CUDA_ARCH_LIST for "
+                 "source builds (default: the GPUs of --gpus / this machine, else 8.0;8.6;9.0)."),
+    click.option("--max-jobs", type=int, default=None,
+                 help="MAX_JOBS for source builds (default: all cores)."),
+    click.option("--build-env", multiple=True, metavar="KEY=VALUE", help="Override a build "
+                 "variable of the profile, e.g. USE_DISTRIBUTED=1 (part of the build's key)."),
+    click.option("--installed-base", default=None, metavar="REF",
+                 help="The torch installed for --python was built from REF: use it as the "
+                 "prebuilt base for overlays (a GPU box with no index)."),
+]
+
+
+def range_options(f: Any) -> Any:
+    for opt in reversed(RANGE_OPTIONS):
+        f = opt(f)
+    return f
+
+
+def _start_options(kw: dict[str, Any]) -> Any:
+    from bisector.service import StartOptions
+
+    return StartOptions(
+        repo=kw["repo"], good=kw["good"], bad=kw["bad"], oracle=kw["oracle"],
+        find_fix=kw["find_fix"], regress=Polarity(kw["regress"]) if kw["regress"] else None,
+        first_parent=not kw["ancestry_path"], profile=kw["profile"], python=kw["python"],
+        offline=kw["offline"], build_timeout=kw["build_timeout"],
+        prebuilt=not kw["no_prebuilt"], nightly_index=kw["nightly_index"],
+        release_index=kw["release_index"], variant=kw["variant"],
+        installed_base=kw["installed_base"], executor=kw["executor"], image=kw["image"],
+        gpus=kw["gpus"], memory=kw["memory"], pids=kw["pids"], build_in=kw["build_in"],
+        builder_image=kw["builder_image"], cuda_arch=kw["cuda_arch"], max_jobs=kw["max_jobs"],
+        build_env=tuple(kw["build_env"]),
+    )
+
+
 @cli.command()
-@click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
-              help="Path of the git clone.")
-@click.option("--good", required=True, help="A ref where the oracle passes (tag, branch, sha).")
-@click.option("--bad", required=True, help="A ref where the oracle fails.")
-@click.option("--oracle", required=True, help="Oracle name from `bisect oracles`, or a path.")
-@click.option("--find-fix", is_flag=True, help="Look for the first commit that fixed it: "
-              "--good is the older broken ref, --bad the newer fixed one.")
-@click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None,
-              help="What counts as regressed: the oracle failing (default) or succeeding "
-              "(seed-style repro scripts that exit 0 when the bug reproduces).")
-@click.option("--ancestry-path", is_flag=True, help="Walk every commit on the ancestry path "
-              "instead of first-parent.")
-@click.option("--profile", default=None, help="Project profile (default: detected).")
-@click.option("--python", "python", default=sys.executable, show_default=True,
-              help="Interpreter for builds and probe environments.")
-@click.option("--offline", is_flag=True, help="Let uv use its cache only (no index).")
-@click.option("--build-timeout", default=3600.0, show_default=True, help="Seconds per build.")
+@range_options
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def start(c: Ctx, repo: Path, good: str, bad: str, oracle: str, find_fix: bool,
-          regress: str | None, ancestry_path: bool, profile: str | None, python: str,
-          offline: bool, build_timeout: float, json_out: bool) -> None:
+def start(c: Ctx, /, json_out: bool, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
-    from bisector.service import StartOptions, prepare, record
+    from bisector.service import discover, prepare, record
 
-    opts = StartOptions(
-        repo=repo, good=good, bad=bad, oracle=oracle, find_fix=find_fix,
-        regress=Polarity(regress) if regress else None, first_parent=not ancestry_path,
-        profile=profile, python=python, offline=offline, build_timeout=build_timeout,
-    )
-    prepared = prepare(opts)  # every input is checked before the store is even opened
+    prepared = prepare(_start_options(kw))  # inputs are checked before the store is opened
+    prepared = discover(c.store(), prepared)  # index problems stop here, before any record
     bisection_id = record(c.store(), prepared)
     _run_and_report(c, bisection_id, json_out, resume=False)
+
+
+@cli.command()
+@range_options
+@click.option("--cost", "costs", multiple=True, metavar="STEP=SECONDS",
+              help="Override a per-step cost: oracle, cached, prebuilt, overlay, build.")
+@click.option("--json", "json_out", is_flag=True, help="Print the plan as JSON.")
+@click.pass_obj
+def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
+    """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
+    overlay-eligible commits, expected source builds and a projected wall time."""
+    from bisector.plan import human, parse_costs
+    from bisector.service import plan_range_costs
+
+    cost_table = parse_costs(costs)
+    rep = plan_range_costs(c.store(), _start_options(kw), cost_table)
+    if json_out:
+        click.echo(json.dumps(rep.as_dict(), indent=2, default=str))
+        return
+    for note in rep.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    k = rep.kinds
+    out.print(f"[bold]{rep.candidates}[/] candidate commits")
+    out.print(f"  prebuilt wheels inside the range: {len(rep.prebuilt)}")
+    for pb in rep.prebuilt[:20]:
+        where = "-" if pb["position"] is None else pb["position"]
+        out.print(f"    {where:>6}  {pb['commit'][:12]}  {pb['kind']:<9} "
+                  f"{escape(pb['filename'])}")
+    if len(rep.prebuilt) > 20:
+        out.print(f"    ... {len(rep.prebuilt) - 20} more")
+    out.print(f"  prebuilt wheels gone from the index: {len(rep.missing)}")
+    for name in rep.missing[:10]:
+        out.print(f"    {escape(name)}")
+    out.print(f"  overlay-eligible commits: {k.get('overlay', 0)}")
+    out.print(f"  already built (cached): {k.get('cached', 0)}; known not to build: "
+              f"{k.get('broken', 0)}")
+    out.print(f"  commits that would need a source build: {k.get('build', 0)}")
+    out.print(f"  oracle runs: {rep.probes_mean:.1f} on average, at most {rep.probes_max}")
+    out.print(f"  expected source builds: {rep.builds_mean:.1f} on average, at most "
+              f"{rep.builds_max}")
+    out.print(f"  projected wall time: {human(rep.seconds_mean)} on average, at most "
+              f"{human(rep.seconds_max)}")
+    per = ", ".join(f"{n}={v:g}s" for n, v in rep.costs.items())
+    out.print(f"  (per-step costs: {per}; change with --cost STEP=SECONDS)")
 
 
 @cli.command()
@@ -309,6 +414,31 @@ def oracle_new(name: str, repro: Path, match: str | None, description: str | Non
               f"{', '.join(made.requires) or 'nothing'} cannot be imported"
               f"{' or CUDA is missing' if made.needs_gpu else ''}")
     out.print(f"try it: bisect check --oracle {made.path}")
+
+
+@cli.command()
+@click.option("--build", "build_roles", multiple=True, type=click.Choice(["runtime", "builder"]),
+              help="Build this image (repeatable) before listing.")
+@click.option("--base", default=None, metavar="IMAGE", help="BASE_IMAGE build argument "
+              "(default: the Dockerfile's official CUDA image).")
+@click.option("--json", "json_out", is_flag=True)
+def images(build_roles: tuple[str, ...], base: str | None, json_out: bool) -> None:
+    """Build (--build) and list bisector's images with their digests."""
+    from dataclasses import asdict
+
+    from bisector import images as img
+
+    for role in build_roles:
+        err.print(f"building {img.IMAGES[role]} on {base or 'the default CUDA base'} ...")
+        img.build(role, base)
+    infos = [img.inspect(role) for role in img.IMAGES]
+    if json_out:
+        click.echo(json.dumps([asdict(i) for i in infos], indent=2))
+        return
+    for i in infos:
+        state = f"{i.id}  {(i.size or 0) / 2**20:.0f} MiB  {i.created}" if i.id else \
+            "missing: run `make images`"
+        out.print(f"{i.role:<8} {i.tag:<26} {state}")
 
 
 @cli.command()

@@ -7,6 +7,7 @@ means the tests drive the same code paths that a PyTorch bisection does.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,7 +24,33 @@ class Profile:
     base_version: str = "0.0.0"
     build_command: tuple[str, ...] = ("uv", "build", "--wheel", "--out-dir", "{out}", "{src}")
     build_env: dict[str, str] = field(default_factory=dict)
+    # Build variables that change how fast, not what, is built: left out of the artifact key.
+    unkeyed_env: tuple[str, ...] = ("MAX_JOBS",)
+    # What the builder container installs into its build environment (a fixed path, so ccache
+    # sees identical compiler command lines across commits) before running build_command.
+    build_requires: tuple[str, ...] = ("setuptools>=61", "wheel")
+    # GPU architectures to build for when no GPU can be asked (``--cuda-arch`` overrides).
+    default_cuda_arch: str | None = None
     marker_paths: tuple[str, ...] = ()
+    # Prebuilt wheels. The nightly index is profile data; "{variant}" is filled in (cu128, cpu).
+    nightly_index: str | None = None
+    default_variant: str | None = None
+    release_tag: str = "v{version}"
+    # A nightly wheel's git_version names a commit on a nightly branch whose subject carries
+    # the main-line sha it was cut from (PyTorch's trigger-nightly action writes it so).
+    nightly_subject: str = r"nightly release \(([0-9a-fA-F]{40})\)"
+    # Python-only overlays: a change between a wheel's commit and the target may be laid over
+    # the installed wheel only if every changed path matches ``overlay_safe`` and none matches
+    # ``overlay_unsafe``. ``overlay_generated`` files are the build's own and are kept from the
+    # wheel; ``overlay_install`` says which repository paths are installed (same relative path).
+    overlay_safe: tuple[str, ...] = ()
+    overlay_unsafe: tuple[str, ...] = ()
+    overlay_generated: tuple[str, ...] = ()
+    overlay_install: tuple[str, ...] = ()
+    # Triton pin files (commit pin, version file) and the distributions a pin names.
+    triton_pins: tuple[str, ...] = ()
+    triton_nightly_dist: str | None = None
+    triton_release_dist: str | None = None
 
     def version_for(self, sha: str) -> str:
         """PEP 440 version of a source build, unique per commit like PyTorch's ``+git<sha>``."""
@@ -40,6 +67,12 @@ TORCHLET = Profile(
     version_template=VERSION_TEMPLATE,
     base_version="0.1.0a0",
     marker_paths=("torchlet/__init__.py", "csrc/_C.c"),
+    default_variant="cpu",
+    overlay_safe=("torchlet/*.py", "*.md", "docs/*", "tests/*"),
+    overlay_unsafe=("csrc/*", "setup.py", "pyproject.toml"),
+    overlay_generated=("torchlet/version.py",),
+    overlay_install=("torchlet/*",),
+    triton_pins=("ci/triton.txt", "ci/triton_version.txt"),
 )
 
 PYTORCH = Profile(
@@ -48,21 +81,59 @@ PYTORCH = Profile(
     import_name="torch",
     # PyTorch's setup.py writes torch/version.py itself from the git sha; in an exported tree
     # there is no .git, so the sha comes in through the environment, as CI does it.
-    build_command=("python", "setup.py", "bdist_wheel", "--dist-dir", "{out}"),
+    build_command=("{python}", "setup.py", "bdist_wheel", "--dist-dir", "{out}"),
     build_env={
         "PYTORCH_BUILD_VERSION": "{version}",
         "PYTORCH_BUILD_NUMBER": "0",
+        "USE_CUDA": "1",
+        "TORCH_CUDA_ARCH_LIST": "{cuda_arch}",
+        "MAX_JOBS": "{max_jobs}",
         "BUILD_TEST": "0",
         "USE_DISTRIBUTED": "0",
         "USE_CCACHE": "1",
+        "CMAKE_C_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_CUDA_COMPILER_LAUNCHER": "ccache",
     },
+    # The commit's own build requirements (they change over time); the builder installs them.
+    build_requires=("-r", "requirements.txt"),
+    default_cuda_arch="8.0;8.6;9.0",
     base_version="2.0.0a0",
     marker_paths=("torch/__init__.py", "aten/src/ATen", "c10"),
+    nightly_index="https://download.pytorch.org/whl/nightly/{variant}",
+    default_variant="cu128",
+    overlay_safe=(
+        "torch/*.py", "torch/*.pyi", "functorch/*.py",
+        "torch/_inductor/codegen/*.h", "torch/_inductor/codegen/aoti_runtime/*",
+        "torch/_inductor/kernel/*.jinja", "torch/_inductor/script.ld",
+        "torch/_export/serde/*.yaml", "torch/_export/serde/*.thrift",
+        "torch/_dynamo/graph_break_registry.json", "torch/utils/benchmark/utils/*",
+        "torch/utils/model_dump/*",
+        "test/*", "docs/*", "benchmarks/*", ".github/*", ".ci/*", "scripts/*", "*.md",
+    ),
+    overlay_unsafe=(
+        "torch/csrc/*", "torch/lib/*", "functorch/csrc/*", "torch/_C/*.pyi.in",
+        "aten/*", "c10/*", "caffe2/*", "tools/*", "torchgen/*", "third_party/*", "cmake/*",
+        "*CMakeLists.txt", "setup.py", "pyproject.toml", "requirements*.txt", "version.txt",
+        "android/*", ".ci/docker/*",
+    ),
+    overlay_generated=(
+        "torch/version.py", "torch/testing/_internal/generated/annotated_fn_args.py",
+    ),
+    overlay_install=("torch/*", "functorch/*"),
+    triton_pins=(".ci/docker/ci_commit_pins/triton.txt", ".ci/docker/triton_version.txt"),
+    triton_nightly_dist="pytorch-triton",
+    triton_release_dist="triton",
 )
 
 GENERIC = Profile(name="generic", distribution=None, import_name=None)
 
 PROFILES = {p.name: p for p in (TORCHLET, PYTORCH, GENERIC)}
+
+
+def path_matches(path: str, patterns: tuple[str, ...]) -> bool:
+    """fnmatch where ``*`` also crosses ``/``: ``torch/*.py`` covers every depth."""
+    return any(fnmatch.fnmatchcase(path, pat) for pat in patterns)
 
 
 def get_profile(name: str) -> Profile:

@@ -114,10 +114,17 @@ def show_data(store: Store, bisection_id: int) -> dict[str, Any]:
                 "stdout": v.stdout_path,
                 "stderr": v.stderr_path,
                 "facts": v.facts,
+                "artifact": a.kind if a is not None else None,
             }
-            if a is not None and a.status == "failed":
+            if a is not None and a.status in ("failed", "error"):
                 entry["build_log"] = a.log_path
                 entry["build_log_tail"] = a.log_tail
+            if a is not None and a.kind == "source":
+                entry["build"] = {
+                    "seconds": round(a.duration_s, 1), "status": a.status,
+                    "where": (a.settings.get("builder") or {}).get("where", "host"),
+                    **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
+                }
             if repo is not None:
                 entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
             data["probes"].append(entry)
@@ -155,15 +162,27 @@ def show_markdown(d: dict[str, Any]) -> str:
         f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
         f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)",
     ]
+    builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
+    if builds:
+        hits = sum(b.get("ccache", {}).get("hits", 0) for b in builds)
+        calls = hits + sum(b.get("ccache", {}).get("misses", 0) for b in builds)
+        cache = f", ccache {hits}/{calls} hits" if calls else ""
+        lines.append(f"- Source builds: {len(builds)}, "
+                     f"{sum(b['seconds'] for b in builds):.0f}s in all{cache}")
     for note in d["notes"]:
         lines.append(f"- Note: {note}")
-    lines += ["", "| # | commit | verdict | time | reason | subject |", "|---|---|---|---|---|---|"]
+    lines += ["", "| # | commit | verdict | time | torch from | reason | subject |",
+              "|---|---|---|---|---|---|---|"]
     for p in d["probes"]:
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
         t = "reused" if p["reused"] else f"{p['duration_s']:.2f}s"
         subject = (p.get("subject") or "").replace("|", "\\|")[:60]
         reason = p["reason"].replace("|", "\\|")[:80]
-        lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {reason} | {subject} |")
+        how = p.get("artifact") or ""
+        if p.get("build") and not p["reused"]:
+            how += f" ({_build_summary(p['build'])})"
+        lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {how} | {reason} "
+                     f"| {subject} |")
     failed = [p for p in d["probes"] if p.get("build_log")]
     for p in failed:
         lines += ["", f"Build log of `{p['sha'][:12]}` ({p['build_log']}), last lines:", "```",
@@ -171,6 +190,14 @@ def show_markdown(d: dict[str, Any]) -> str:
     if d["reproduce"]:
         lines += ["", "Reproduce with:", "```", d["reproduce"], "```"]
     return "\n".join(lines)
+
+
+def _build_summary(b: dict[str, Any]) -> str:
+    parts = [b["where"], f"{b['seconds']:.0f}s"]
+    cc = b.get("ccache")
+    if cc and cc["hits"] + cc["misses"]:
+        parts.append(f"ccache {cc['hits']}/{cc['hits'] + cc['misses']}")
+    return ", ".join(parts)
 
 
 def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 
@@ -65,11 +65,20 @@ class Stop:
 Step = Probe | Culprit | Window | Stop
 
 
-def next_step(n: int, verdicts: Mapping[int, Verdict], width: int = 1) -> Step:
+def next_step(
+    n: int,
+    verdicts: Mapping[int, Verdict],
+    width: int = 1,
+    cost: Callable[[int], int] | None = None,
+) -> Step:
     """Decide what to do next.
 
     ``width`` is how many probes may run at once (free workers). With ``width > 1`` the window is
     cut into ``width + 1`` parts (multisection), so a round shrinks it by that factor.
+
+    ``cost(position)`` ranks how expensive a probe is (0 = already built ... a source build);
+    with it, a single probe is the cheapest commit of the *budget window* (see
+    :func:`budget_window`), so cost-awareness never adds an oracle run in the worst case.
     """
     if n < 2:
         raise ValueError("a bisection needs at least the good and the bad endpoint")
@@ -102,6 +111,8 @@ def next_step(n: int, verdicts: Mapping[int, Verdict], width: int = 1) -> Step:
             return Culprit(hi)
         return Window(lo + 1, hi)
 
+    if cost is not None and width == 1:
+        return Probe((_cheapest(untested, lo + (hi - lo) / 2, cost),))
     picks: list[int] = []
     for k in range(1, width + 1):
         ideal = lo + (hi - lo) * k / (width + 1)
@@ -122,6 +133,41 @@ def _nearest(untested: list[int], ideal: float, exclude: list[int]) -> int | Non
         if d < best_d:
             best, best_d = p, d
     return best
+
+
+def budget_window(untested: list[int]) -> list[int]:
+    """The split points that keep the worst case at ``ceil(log2(u + 1))`` further probes.
+
+    With ``u`` untested commits a plain bisection needs ``D = ceil(log2(u + 1))`` more oracle
+    runs. Probing the commit with ``left`` untested commits below it and ``right`` above leaves
+    ``max(ceil(log2(left + 1)), ceil(log2(right + 1)))`` runs, so any split with both sides at
+    most ``2**(D-1) - 1`` costs no extra run. That is the window inside which a cheaper commit
+    may replace the exact middle: wide when ``u`` is just past a power of two, one commit when
+    ``u + 1`` is one. Every step lowers the worst case by one, so the total stays within
+    :func:`max_probes` whatever the costs are.
+    """
+    u = len(untested)
+    limit = (1 << (max(u, 1).bit_length() - 1)) - 1 if u else 0
+    # bit_length gives D with 2**(D-1) <= u < 2**D, i.e. D = ceil(log2(u + 1)).
+    return [p for i, p in enumerate(untested) if i <= limit and u - 1 - i <= limit]
+
+
+def _cheapest(untested: list[int], ideal: float, cost: Callable[[int], int]) -> int:
+    """Lowest cost in the budget window; nearest the ideal among equals; older on a tie.
+
+    Costs are asked in order of distance from the ideal and the scan stops at a zero cost,
+    because a cost may be a git query and the window can hold thousands of commits.
+    """
+    window = budget_window(untested)
+    best: tuple[int, float, int] | None = None
+    for p in sorted(window, key=lambda q: (abs(q - ideal), q)):
+        key = (cost(p), abs(p - ideal), p)
+        if best is None or key < best:
+            best = key
+        if key[0] <= 0:
+            break
+    assert best is not None
+    return best[2]
 
 
 def max_probes(n: int) -> int:

@@ -16,11 +16,11 @@ import hashlib
 import json
 import os
 import shlex
-import socket
 import sys
 import uuid
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,14 +30,26 @@ from sqlalchemy.orm import Session
 
 from bisector import history
 from bisector.artifacts.build import (
-    build_key,
+    Builder,
+    HostBuilder,
     build_settings,
+    detect_cuda_arch,
     failure_summary,
-    obtain_wheel,
-    wheel_digest,
+    python_tag,
 )
+from bisector.artifacts.docker_build import BUILDER_IMAGE, DockerBuilder, repository_id
+from bisector.artifacts.installable import InstalledBase
+from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
+from bisector.artifacts.provider import Provider, find_installed
 from bisector.errors import BusyError, EndpointError, NotFoundError, UsageError
-from bisector.executors.base import RunResult
+from bisector.executors.base import Executor, RunResult
+from bisector.executors.container import (
+    DEFAULT_IMAGE,
+    DockerExecutor,
+    client,
+    local_owner_alive,
+    sweep_orphans,
+)
 from bisector.executors.local import LocalExecutor
 from bisector.oracle import (
     Oracle,
@@ -48,6 +60,8 @@ from bisector.oracle import (
     parse_metadata,
     to_verdict,
 )
+from bisector.owner import local_pid_alive, owner_id
+from bisector.plan import PlanReport, make_plan
 from bisector.profiles import Profile, detect_profile, get_profile
 from bisector.search import (
     Culprit,
@@ -107,6 +121,21 @@ class StartOptions:
     offline: bool = False
     build_timeout: float = 3600.0
     oracles_dir: Path | None = None
+    prebuilt: bool = True
+    nightly_index: str | None = None  # None: the profile's; "" turns nightlies off
+    release_index: str | None = None  # None: the configured index for PyTorch, else none
+    variant: str | None = None  # cu128, cpu ...; None: the profile's default
+    installed_base: str | None = None  # a ref: the torch installed for --python is this commit
+    executor: str = "local"  # or "docker"
+    image: str | None = None
+    gpus: str | None = None
+    memory: str = "16g"
+    pids: int = 4096
+    build_in: str | None = None  # host or docker; None: docker with --executor docker
+    builder_image: str | None = None
+    cuda_arch: str | None = None  # None: the target GPU's, else the profile's default
+    max_jobs: int | None = None
+    build_env: tuple[str, ...] = ()  # KEY=VALUE overrides of the profile's build variables
 
 
 @dataclass(frozen=True)
@@ -121,29 +150,86 @@ class RunSettings:
     first_parent: bool
     find_fix: bool
     reproduce: str
+    variant: str | None = None
+    nightly_index: str | None = None
+    release_index: str | None = None
+    prebuilts: list[dict[str, Any]] = field(default_factory=list)
+    installed: dict[str, Any] | None = None
+    executor: str = "local"
+    docker: dict[str, Any] = field(default_factory=dict)
+    # Where builds run: {"in": "host"} or {"in": "docker", "image", "repo_id", ...}, plus the
+    # GPU architectures and the user's build variable overrides.
+    build: dict[str, Any] = field(default_factory=dict)
 
 
-def _owner() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+_owner = owner_id
 
 
 def _owner_alive(owner: str | None, heartbeat: datetime | None) -> bool:
     if not owner:
         return False
-    host, _, pid = owner.rpartition(":")
-    if host == socket.gethostname():
-        try:
-            os.kill(int(pid), 0)
-        except (ProcessLookupError, ValueError):
-            return False
-        except PermissionError:
-            return True
-        return True
+    local = local_pid_alive(owner)
+    if local is not None:
+        return local
     if heartbeat is None:
         return False
     if heartbeat.tzinfo is None:
         heartbeat = heartbeat.replace(tzinfo=UTC)
     return datetime.now(UTC) - heartbeat < HEARTBEAT_STALE
+
+
+def make_executor(
+    kind: str, docker_opts: dict[str, Any], python: str, import_name: str | None, offline: bool,
+    labels: dict[str, str] | None = None,
+) -> Executor:
+    if kind == "docker":
+        ex = DockerExecutor(import_name, image=docker_opts.get("image") or DEFAULT_IMAGE,
+                            gpus=docker_opts.get("gpus"), memory=docker_opts.get("memory", "16g"),
+                            pids=int(docker_opts.get("pids", 4096)), offline=offline,
+                            labels=labels)
+        if labels is None and not ex.image_id:
+            raise UsageError(f"image {ex.image_name} does not exist: run `make images` "
+                             f"(or pass --image)")
+        return ex
+    return LocalExecutor(python, import_name, offline)
+
+
+def make_builder(b: dict[str, Any], python: str, offline: bool,
+                 labels: dict[str, str] | None = None) -> Builder:
+    """The place builds run, from the stored settings (so resume builds the same way)."""
+    if b.get("in") == "docker":
+        return DockerBuilder(
+            str(b["repo_id"]), image=b.get("image") or BUILDER_IMAGE,
+            cuda_arch=b.get("cuda_arch"), max_jobs=b.get("max_jobs"), offline=offline,
+            requires=tuple(b.get("requires", ())), labels=labels)
+    return HostBuilder(python, b.get("cuda_arch"))
+
+
+def profile_for(st: RunSettings) -> Profile:
+    """The stored profile with the user's ``--build-env`` overrides applied."""
+    prof = get_profile(st.profile)
+    env = st.build.get("env") or {}
+    return replace(prof, build_env={**prof.build_env, **env}) if env else prof
+
+
+def parse_build_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        k, sep, v = pair.partition("=")
+        if not sep or not k or not k.replace("_", "").isalnum():
+            raise UsageError(f"--build-env {pair!r}: write KEY=VALUE, e.g. USE_DISTRIBUTED=1")
+        out[k] = v
+    return out
+
+
+def resolve_cuda_arch(profile: Profile, opts: StartOptions) -> str | None:
+    """TORCH_CUDA_ARCH_LIST: asked for, else the GPUs the probes will use, else the default.
+
+    None when the profile's build does not use it, so it never splits the cache for nothing.
+    """
+    if not any("{cuda_arch}" in v for v in profile.build_env.values()):
+        return None
+    return opts.cuda_arch or detect_cuda_arch(opts.gpus) or profile.default_cuda_arch
 
 
 def env_fingerprint(executor_facts: dict[str, Any], build: dict[str, Any]) -> str:
@@ -164,6 +250,20 @@ def reproduce_command(opts: StartOptions, oracle: Oracle, repo: str) -> str:
         parts.append("--ancestry-path")
     if opts.profile:
         parts += ["--profile", opts.profile]
+    if opts.executor != "local":
+        parts += ["--executor", opts.executor]
+        if opts.image:
+            parts += ["--image", opts.image]
+        if opts.gpus:
+            parts += ["--gpus", opts.gpus]
+    if opts.build_in:
+        parts += ["--build-in", opts.build_in]
+    if opts.builder_image:
+        parts += ["--builder-image", opts.builder_image]
+    if opts.cuda_arch:
+        parts += ["--cuda-arch", opts.cuda_arch]
+    for pair in opts.build_env:
+        parts += ["--build-env", pair]
     return shlex.join(parts)
 
 
@@ -185,6 +285,7 @@ class Prepared:
     fingerprint: str
     environment: dict[str, Any]
     settings: RunSettings
+    discovery: Discovery | None = None
 
 
 def prepare(opts: StartOptions) -> Prepared:
@@ -193,10 +294,45 @@ def prepare(opts: StartOptions) -> Prepared:
     plan = history.plan_range(repo, opts.good, opts.bad, first_parent=opts.first_parent)
     oracle = load_oracle(opts.oracle, opts.oracles_dir)
     profile = _pick_profile(repo, plan.bad_sha, opts.profile)
-    executor = LocalExecutor(opts.python, profile.import_name, opts.offline)
-    build = build_settings(profile, opts.python)
+    if opts.executor not in ("local", "docker"):
+        raise UsageError(f"--executor {opts.executor!r}: choose local or docker")
+    docker_opts = {"image": opts.image or "bisector/runtime:latest", "gpus": opts.gpus,
+                   "memory": opts.memory, "pids": opts.pids}
+    if opts.executor == "docker" and opts.installed_base:
+        raise UsageError("--installed-base needs --executor local: a container cannot see the "
+                         "host's installed torch")
+    executor = make_executor(opts.executor, docker_opts, opts.python, profile.import_name,
+                             opts.offline)
+    build_in = opts.build_in or ("docker" if opts.executor == "docker" else "host")
+    if build_in not in ("host", "docker"):
+        raise UsageError(f"--build-in {build_in!r}: choose host or docker")
+    overrides = parse_build_env(opts.build_env)
+    profile = replace(profile, build_env={**profile.build_env, **overrides})
+    build_opts: dict[str, Any] = {"in": build_in, "cuda_arch": resolve_cuda_arch(profile, opts),
+                                  "env": overrides}
+    if build_in == "docker":
+        build_opts |= {"image": opts.builder_image or BUILDER_IMAGE,
+                       "repo_id": repository_id(repo), "max_jobs": opts.max_jobs,
+                       "requires": list(profile.build_requires)}
+    builder = make_builder(build_opts, opts.python, opts.offline)
+    if isinstance(builder, DockerBuilder):
+        builder.require_image()
+        runs_on = (executor.python_tag if isinstance(executor, DockerExecutor)
+                   else python_tag(opts.python))
+        if builder.python_tag != runs_on:
+            raise UsageError(
+                f"the builder image makes {builder.python_tag} wheels but probes run on "
+                f"{runs_on}: build both images on one BASE_IMAGE (make images), or --build-in host")
+    build = build_settings(profile, opts.python, builder)
     environment = {"executor": executor.fingerprint_facts(), "build": build}
     repo_path = str(Path(repo.working_dir).resolve())
+    installed = _installed_base(repo, plan, profile, opts)
+    variant = opts.variant or profile.default_variant
+    use_index = opts.prebuilt and not opts.offline and profile.distribution is not None
+    nightly = opts.nightly_index if opts.nightly_index is not None else (
+        profile.nightly_index.format(variant=variant) if profile.nightly_index else None)
+    release = opts.release_index if opts.release_index is not None else (
+        configured_index() if profile.name == "pytorch" else None)
     settings = RunSettings(
         repo=repo_path,
         profile=profile.name,
@@ -206,9 +342,100 @@ def prepare(opts: StartOptions) -> Prepared:
         first_parent=opts.first_parent,
         find_fix=opts.find_fix,
         reproduce=reproduce_command(opts, oracle, repo_path),
+        variant=variant,
+        nightly_index=(nightly or None) if use_index else None,
+        release_index=(release or None) if use_index else None,
+        installed=asdict(installed) if installed else None,
+        executor=opts.executor,
+        docker=docker_opts if opts.executor == "docker" else {},
+        build=build_opts,
     )
     return Prepared(plan, oracle, _polarity(opts, oracle),
                     env_fingerprint(environment["executor"], build), environment, settings)
+
+
+def configured_index() -> str | None:
+    """The release index pip/uv are configured with (never a host written in this code)."""
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
+        if os.environ.get(var):
+            return os.environ[var]
+    import subprocess
+
+    r = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                       capture_output=True, text=True, check=False)
+    if r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip()
+    try:
+        from pip._internal.models.index import PyPI  # pip's own default
+
+        return str(PyPI.simple_url)
+    except ImportError:
+        return None
+
+
+def _installed_base(
+    repo: git.Repo, plan: history.RangePlan, profile: Profile, opts: StartOptions
+) -> InstalledBase | None:
+    if not opts.installed_base:
+        return None
+    sha = history.resolve(repo, opts.installed_base, "installed-base")
+    roots = tuple(dict.fromkeys(p.split("/")[0] for p in profile.overlay_install))
+    site, packages = find_installed(opts.python, roots)
+    if not packages:
+        raise UsageError(
+            f"--installed-base: {opts.python} has none of {', '.join(roots)} installed; "
+            f"pass --python of the environment that has it"
+        )
+    return InstalledBase(sha, opts.python, site, packages)
+
+
+def discover(store: Store, p: Prepared) -> Prepared:
+    """Map the indexes' wheels onto the candidates (cached in the store), before any probe.
+
+    Wheels gone from the index are found here and reported, so the search never plans around
+    one it cannot download.
+    """
+    st = p.settings
+    if not (st.nightly_index or st.release_index):
+        return p
+    repo = history.open_repo(st.repo)
+    profile = get_profile(st.profile)
+    with store.session() as s:
+        cached = {r.url: Prebuilt.from_json(r.data) for r in s.scalars(select(m.PrebuiltRow))}
+    cands = list(p.plan.candidates)
+    dates = _date_span(repo, cands)
+    found = Discoverer(repo, profile, python_tag(st.python), st.variant,
+                       cached).discover(cands, nightly_index=st.nightly_index,
+                                        release_index=st.release_index, dates=dates)
+    with store.session() as s:
+        for pb in found.fresh:
+            h = hashlib.sha256(pb.url.encode()).hexdigest()
+            if s.scalar(select(m.PrebuiltRow).where(m.PrebuiltRow.url_hash == h)) is None:
+                s.add(m.PrebuiltRow(url=pb.url, url_hash=h, filename=pb.filename, kind=pb.kind,
+                                    version=pb.version, commit_sha=pb.commit,
+                                    data=pb.to_json()))
+    notes = list(p.plan.notes)
+    kinds = [pb.kind for pb in found.by_position.values()]
+    notes.append(f"{len(kinds)} prebuilt wheels inside the range "
+                 f"({kinds.count('release')} releases, {kinds.count('nightly')} nightlies)")
+    if found.missing:
+        names = ", ".join(pb.filename for pb in found.missing[:5])
+        notes.append(f"{len(found.missing)} prebuilt wheels of the range are gone from the "
+                     f"index and will not be used: {names}")
+    if found.unmapped:
+        notes.append(f"{len(found.unmapped)} wheels could not be mapped to a commit "
+                     f"(first: {found.unmapped[0].filename}: {found.unmapped[0].reason})")
+    settings = replace(st, prebuilts=[
+        {"position": pos, **pb.to_json()} for pos, pb in sorted(found.by_position.items())
+    ])
+    plan = replace(p.plan, notes=tuple(notes))
+    return replace(p, settings=settings, plan=plan, discovery=found)
+
+
+def _date_span(repo: git.Repo, cands: list[str]) -> tuple[date, date]:
+    stamps = [int(repo.git.show("-s", "--format=%ct", sha)) for sha in (cands[0], cands[-1])]
+    days = [datetime.fromtimestamp(t, UTC).date() for t in stamps]
+    return min(days), max(days)
 
 
 def record(store: Store, p: Prepared) -> int:
@@ -241,7 +468,7 @@ def record(store: Store, p: Prepared) -> int:
 
 
 def start_bisection(store: Store, opts: StartOptions) -> int:
-    return record(store, prepare(opts))
+    return record(store, discover(store, prepare(opts)))
 
 
 def _meta_json(oracle: Oracle) -> dict[str, Any]:
@@ -292,12 +519,17 @@ class Runner:
         self.settings = RunSettings(**b.settings)
         self.polarity = Polarity(b.polarity)
         self.position = {sha: i for i, sha in enumerate(self.candidates)}
-        self.profile = get_profile(self.settings.profile)
+        self.profile = profile_for(self.settings)
         self.oracle = self._materialise_oracle(orow)
-        self.executor = LocalExecutor(
-            self.settings.python, self.profile.import_name, self.settings.offline
+        self.executor = make_executor(
+            self.settings.executor, self.settings.docker, self.settings.python,
+            self.profile.import_name, self.settings.offline,
+            labels={"bisector.bisection": str(bisection_id)},
         )
         self._repo: git.Repo | None = None
+        self.provider = make_provider(store, self.settings, self.candidates,
+                                      lambda: self.repo, self.events,
+                                      labels={"bisector.bisection": str(bisection_id)})
 
     @property
     def repo(self) -> git.Repo:
@@ -384,46 +616,23 @@ class Runner:
 
     # -- one probe -------------------------------------------------------------------------
 
-    def artifact_for(self, sha: str) -> m.Artifact:
-        """The commit's artifact row: known (built, or known not to build), or made now."""
-        key, settings = build_key(self.profile, sha, self.settings.python)
-        with self.store.session() as s:
-            art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
-            usable = art is not None and art.path and Path(art.path).exists()
-            if art is not None and (art.status == "failed" or usable):
-                return art
-        res = obtain_wheel(
-            self.repo, sha, self.profile, python=self.settings.python,
-            timeout_s=self.settings.build_timeout,
-            on_build=lambda: self.events.phase(f"building {sha[:12]} from source"),
-        )
-        with self.store.session() as s:
-            art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
-            if art is None:
-                art = m.Artifact(key=key, commit_sha=sha, kind="source", settings=settings)
-                s.add(art)
-            art.status = "ok" if res.ok else "failed"
-            art.path = str(res.wheel) if res.wheel else None
-            if res.wheel:
-                art.sha256, art.size = wheel_digest(res.wheel)
-            art.log_path, art.log_tail = str(res.log_path), res.log_tail
-            art.duration_s = res.duration_s
-            s.flush()
-            return art
-
     def probe(self, position: int) -> Verdict:
         sha = self.candidates[position]
         started = datetime.now(UTC)
-        art = self.artifact_for(sha)
-        if art.status != "ok" or not art.path:
+        art, inst = self.provider.obtain(position)
+        if inst is None and art.status == "error":
+            why = (art.stats or {}).get("error", "unknown")
+            result = RunResult(Outcome.SKIP, f"build could not run: {why}", None,
+                               art.duration_s, reusable=False)
+        elif inst is None:
             summary = failure_summary(Path(art.log_path)) if art.log_path else "no log"
             result = RunResult(Outcome.SKIP, f"build failed: {summary}", None, art.duration_s,
                                reusable=True)
         else:
             self.events.phase(f"running {self.oracle.name} on {sha[:12]}")
             run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
-            result = self.executor.run(wheel=Path(art.path), artifact_key=art.key,
-                                       oracle=self.oracle, commit=sha, run_dir=run_dir)
+            result = self.executor.run(inst=inst, oracle=self.oracle, commit=sha,
+                                       run_dir=run_dir)
         verdict = to_verdict(result.outcome, self.polarity)
         with self.store.session() as s:
             row = m.VerdictRow(
@@ -450,6 +659,9 @@ class Runner:
 
     def run(self) -> m.Bisection:
         self.claim()
+        if self.settings.executor == "docker" or self.settings.build.get("in") == "docker":
+            for name in sweep_orphans(client(), local_owner_alive):
+                self.events.note(f"removed container {name} left by a controller that is gone")
         for note in self.b.notes:
             self.events.note(str(note))
         n = len(self.candidates)
@@ -457,7 +669,7 @@ class Runner:
         try:
             while True:
                 known = self.known()
-                step = next_step(n, known)
+                step = next_step(n, known, cost=self.provider.cost)
                 if not isinstance(step, Probe):
                     return self._finish(step)
                 for pos in step.positions:
@@ -525,6 +737,46 @@ class Runner:
                     f"{self.id}`): fix the cause or pick another --bad")
         return (f"commit {sha} is {new} but a newer commit is {old}: the oracle is flaky or the "
                 f"behaviour comes and goes; make the oracle deterministic or add repeats")
+
+
+def make_provider(
+    store: Store, st: RunSettings, candidates: list[str], repo: Callable[[], git.Repo],
+    events: Events, labels: dict[str, str] | None = None,
+) -> Provider:
+    prebuilts = {int(d["position"]): Prebuilt.from_json({k: v for k, v in d.items()
+                                                          if k != "position"})
+                 for d in st.prebuilts}
+    installed = InstalledBase(**{**st.installed, "packages": tuple(st.installed["packages"])}) \
+        if st.installed else None
+    def progress(name: str, done: int, total: int) -> None:
+        pct = f" {100 * done / total:.0f}%" if total else ""
+        events.phase(f"downloading {name}: {done / 2**20:.0f} of {total / 2**20:.0f} MiB{pct}")
+
+    return Provider(store, repo, profile_for(st), st.python, candidates, prebuilts,
+                    installed, st.build_timeout, on_phase=events.phase, on_note=events.note,
+                    on_progress=progress,
+                    builder=make_builder(st.build, st.python, st.offline, labels))
+
+
+def plan_range_costs(store: Store, opts: StartOptions, costs: dict[str, float]) -> PlanReport:
+    """``bisect plan``: the projection for a range, from the same parts a run uses."""
+    p = discover(store, prepare(opts))
+    cands = list(p.plan.candidates)
+    repo = history.open_repo(p.settings.repo)
+    provider = make_provider(store, p.settings, cands, lambda: repo, QuietEvents())
+    found = p.discovery
+    prebuilt = [{"position": d["position"], "commit": d["commit"], "kind": d["kind"],
+                 "filename": d["filename"]} for d in p.settings.prebuilts]
+    if p.settings.installed:
+        sha = p.settings.installed["commit"]
+        prebuilt.append({"position": cands.index(sha) if sha in cands else None, "commit": sha,
+                         "kind": "installed", "filename": p.settings.installed["site"]})
+    return make_plan(
+        provider, len(cands), costs,
+        missing=[pb.filename for pb in found.missing] if found else [],
+        unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
+        prebuilt=prebuilt, notes=list(p.plan.notes),
+    )
 
 
 def resume_bisection(runner: Runner) -> m.Bisection:

@@ -160,6 +160,8 @@ class SyntheticHistory:
     broken: set[str] = field(default_factory=set)
     side: list[str] = field(default_factory=list)  # commits of the merged side branch
     tags: dict[str, str] = field(default_factory=dict)  # tag -> commit it points at
+    # (nightly-branch commit, main commit it was cut from, YYYYMMDD), oldest first
+    nightlies: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 class _Stream:
@@ -185,7 +187,7 @@ class _Stream:
         deleted: tuple[str, ...] = (),
     ) -> int:
         self.mark += 1
-        self.clock += 3600
+        self.clock += 4 * 3600  # nightlies (daily) then fall every few commits, as PyTorch's
         name, email = author
         head = (
             f"commit {ref}\nmark :{self.mark}\n"
@@ -246,6 +248,10 @@ def generate(
     side_branch_at: int | None = 100,
     fixed_at: int | None = None,
     seed: int = 170398,
+    nightly_every: int | None = None,
+    c_churn: tuple[int, ...] = (),
+    triton_bump_at: int | None = None,
+    delete_at: int | None = None,
 ) -> SyntheticHistory:
     """Write a history of ``commits`` first-parent commits on main into ``path``.
 
@@ -253,6 +259,12 @@ def generate(
     whose build fails (fixed by the next commit unless that one is listed too). With
     ``release_at=(a, b)`` the release branches ``release/0.1`` (tag ``v0.1.0``) and
     ``release/0.2`` (tag ``v0.2.0``) fork from main at those indices, as PyTorch's do.
+
+    ``nightly_every=k`` cuts a ``nightly`` branch the way PyTorch's trigger-nightly action
+    does: every k-th main commit gets a nightly commit with the same tree, the previous nightly
+    as parent, and the subject ``YYYY-MM-DD nightly release (<main sha>)``. ``c_churn`` commits
+    change the C source harmlessly (they need a source build, never an overlay);
+    ``triton_bump_at`` changes the Triton pin files.
     """
     if not 0 < culprit < commits:
         raise ValueError("culprit must be an index inside the history, after the root")
@@ -271,6 +283,8 @@ def generate(
         "torchlet/utils.py": UTILS_PY,
         "torchlet/nn/__init__.py": NN_INIT,
         "torchlet/nn/functional.py": NN_FUNCTIONAL,
+        "ci/triton.txt": "5f40dc89506d67ab8e7aa2b7c8cf1351f8b22f31\n",
+        "ci/triton_version.txt": "3.4.0\n",
     }
     marks: list[int] = []
     side_marks: list[int] = []
@@ -282,6 +296,7 @@ def generate(
         pr += rng.randint(1, 40)
         author = rng.choice(AUTHORS)
         changed: dict[str, str] = {}
+        deleted: tuple[str, ...] = ()
         if i == 0:
             changed = dict(files)
             msg = "Initial commit of torchlet\n"
@@ -313,6 +328,17 @@ def generate(
         elif BROKEN_MARK in files["csrc/_C.c"]:
             changed["csrc/_C.c"] = files["csrc/_C.c"].replace(BROKEN_MARK, "")
             msg = _message(rng, "Fix the build of the C kernel", pr)
+        elif i in c_churn:
+            changed["csrc/_C.c"] = files["csrc/_C.c"] + f"/* tuning note {i} */\n"
+            msg = _message(rng, f"Tune the C kernel, step {i}", pr)
+        elif i == delete_at:
+            deleted = ("torchlet/_fixes.py",)
+            files.pop("torchlet/_fixes.py", None)
+            msg = _message(rng, "Remove the fixes module", pr)
+        elif i == triton_bump_at:
+            changed["ci/triton.txt"] = "7416ffcb92cdbe98d9f97e4e6f95247e46dfc9fd\n"
+            changed["ci/triton_version.txt"] = "3.5.0\n"
+            msg = _message(rng, "Update the Triton pin", pr)
         else:
             target = rng.choice(["torchlet/utils.py", "torchlet/nn/functional.py", "README.md"])
             if target.endswith(".py"):
@@ -343,7 +369,7 @@ def generate(
                 changed[f"torchlet/side_{k}.py"] = f"VALUE = {k}\n"
                 files[f"torchlet/side_{k}.py"] = f"VALUE = {k}\n"
             msg = "Merge branch 'side'\n"
-        m = s.commit("refs/heads/main", msg, changed, author, parent, merge)
+        m = s.commit("refs/heads/main", msg, changed, author, parent, merge, deleted)
         marks.append(m)
         if i == culprit:
             culprit_mark = m
@@ -381,6 +407,7 @@ def generate(
     _run_fast_import(path, s)
     sha_of = _marks_to_shas(path, [*marks, *side_marks, *tags.values()])
     main = [sha_of[m] for m in marks]
+    nightlies = _cut_nightlies(path, main, nightly_every) if nightly_every else []
     return SyntheticHistory(
         path=path,
         main=main,
@@ -389,7 +416,45 @@ def generate(
         broken={main[i] for i in broken},
         side=[sha_of[m] for m in side_marks],
         tags={name: sha_of[m] for name, m in tags.items()},
+        nightlies=nightlies,
     )
+
+
+def _cut_nightlies(path: Path, main: list[str], every: int) -> list[tuple[str, str, str]]:
+    """The ``nightly`` branch as PyTorch's trigger-nightly action writes it (commit-tree)."""
+    import datetime as dt
+
+    out: list[tuple[str, str, str]] = []
+    parent: str | None = None
+    last: dt.date | None = None
+    for day, i in enumerate(range(0, len(main), every)):
+        ct = int(subprocess.run(["git", "-C", str(path), "show", "-s", "--format=%ct", main[i]],
+                                check=True, capture_output=True, text=True).stdout)
+        when = dt.datetime.fromtimestamp(ct, dt.UTC).date() + dt.timedelta(days=1)
+        if last is not None and when <= last:
+            when = last + dt.timedelta(days=1)  # one nightly a day, as on the real index
+        last = when
+        stamp = when.strftime("%Y%m%d")
+        cmd = ["git", "-C", str(path), "commit-tree", f"{main[i]}^{{tree}}",
+               "-m", f"{when.isoformat()} nightly release ({main[i]})"]
+        if parent:
+            cmd[4:4] = ["-p", parent]
+        env = {"GIT_AUTHOR_NAME": "PyTorch MergeBot", "GIT_AUTHOR_EMAIL": "bot@example.com",
+               "GIT_COMMITTER_NAME": "PyTorch MergeBot", "GIT_COMMITTER_EMAIL": "bot@example.com",
+               "GIT_AUTHOR_DATE": f"{EPOCH + 86400 * (day + 1)} +0000",
+               "GIT_COMMITTER_DATE": f"{EPOCH + 86400 * (day + 1)} +0000", "PATH": _path()}
+        parent = subprocess.run(cmd, check=True, capture_output=True, text=True,
+                                env=env).stdout.strip()
+        out.append((parent, main[i], stamp))
+    subprocess.run(["git", "-C", str(path), "update-ref", "refs/heads/nightly", str(parent)],
+                   check=True)
+    return out
+
+
+def _path() -> str:
+    import os
+
+    return os.environ.get("PATH", "/usr/bin:/bin")
 
 
 def _marks_to_shas(path: Path, marks: list[int]) -> dict[int, str]:
@@ -399,7 +464,7 @@ def _marks_to_shas(path: Path, marks: list[int]) -> dict[int, str]:
          "--format=%H %ct"],
         check=True, capture_output=True, text=True,
     ).stdout
-    # Each commit has a unique committer time (one hour apart), and marks were made in order.
+    # Each commit has a unique committer time (hours apart), and marks were made in order.
     by_time: dict[int, str] = {}
     for line in out.splitlines():
         if line.startswith("commit "):

@@ -13,10 +13,10 @@ import shutil
 import sys
 import tarfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import git
 
@@ -36,14 +36,75 @@ class BuildResult:
     log_tail: str
     duration_s: float
     settings: dict[str, Any]
+    stats: dict[str, Any] = field(default_factory=dict)  # e.g. ccache hits of this build
+    # Why the build could not run (engine down, image missing, timed out): a skip that says
+    # nothing about the commit, so it is never remembered as "does not build".
+    infra: str | None = None
 
 
-def build_settings(profile: Profile, python: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BuildRun:
+    """How one build command ended, wherever it ran."""
+
+    returncode: int | None
+    timed_out: bool
+    duration_s: float
+    stats: dict[str, Any] = field(default_factory=dict)
+    infra: str | None = None
+
+
+class Builder(Protocol):
+    """Where a build command runs: this machine, or the builder container.
+
+    ``settings`` is what about the place can change the wheel (the Python it is built for, the
+    builder image, the GPU architectures): it is part of the artifact key, so a wheel built one
+    way is never served for a build asked for another way.
+    """
+
+    where: str
+
+    def settings(self) -> dict[str, Any]: ...
+
+    def places(self, src: Path, out: Path) -> dict[str, str]: ...
+
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+            log: Path, timeout_s: float, commit: str) -> BuildRun: ...
+
+
+class HostBuilder:
+    """Builds with ``python`` on this machine, in the exported tree (the embedded default)."""
+
+    where = "host"
+
+    def __init__(self, python: str, cuda_arch: str | None = None) -> None:
+        self.python, self.cuda_arch = python, cuda_arch
+
+    def settings(self) -> dict[str, Any]:
+        extra = {"cuda_arch": self.cuda_arch} if self.cuda_arch else {}
+        return {"python": python_tag(self.python), **extra}
+
+    def places(self, src: Path, out: Path) -> dict[str, str]:
+        return {"src": str(src), "out": str(out), "python": self.python,
+                "uv": uv_binary(), "cuda_arch": self.cuda_arch or "",
+                "max_jobs": str(os.cpu_count() or 1)}
+
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+            log: Path, timeout_s: float, commit: str) -> BuildRun:
+        full = {**os.environ, **env}
+        full.pop("VIRTUAL_ENV", None)
+        res = run_logged(cmd, cwd=src, env=full, stdout_path=log, timeout_s=timeout_s)
+        return BuildRun(res.returncode, res.timed_out, res.duration_s,
+                        infra=f"build timed out after {timeout_s:.0f}s" if res.timed_out else None)
+
+
+def build_settings(profile: Profile, python: str,
+                   builder: Builder | None = None) -> dict[str, Any]:
+    env = {k: v for k, v in profile.build_env.items() if k not in profile.unkeyed_env}
     return {
         "profile": profile.name,
         "command": list(profile.build_command),
-        "env": dict(sorted(profile.build_env.items())),
-        "python": python_tag(python),
+        "env": dict(sorted(env.items())),
+        **(builder or HostBuilder(python)).settings(),
     }
 
 
@@ -61,16 +122,100 @@ def python_tag(python: str) -> str:
     return out.stdout.strip()
 
 
+class ExportError(Exception):
+    """A commit's tree cannot be exported whole (a submodule commit the clone does not have)."""
+
+
+def detect_cuda_arch(gpus: str | None = None) -> str | None:
+    """Compute capabilities of this machine's GPUs (``9.0``, or ``8.0;9.0``), as
+    TORCH_CUDA_ARCH_LIST wants them; only those of ``gpus`` (``0,1``) when given; None without
+    an NVIDIA driver. Building for the GPU the probes run on keeps a build to one arch."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=index,compute_cap",
+                            "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    wanted = None if gpus in (None, "", "all") else set(str(gpus).split(","))
+    caps = set()
+    for line in r.stdout.splitlines():
+        idx, _, cap = (part.strip() for part in line.partition(","))
+        if cap and (wanted is None or idx in wanted):
+            caps.add(cap)
+    return ";".join(sorted(caps, key=lambda c: tuple(int(x) for x in c.split(".")))) or None
+
+
 def export_tree(repo: git.Repo, sha: str, dest: Path) -> None:
+    """The commit's tree with every submodule at the commit it pins, recursively.
+
+    ``git archive`` leaves submodules empty; PyTorch's ``third_party/`` is made of them, and
+    each commit pins its own versions, so they are synced per commit from the clone's own
+    submodule repositories (``.git/modules``), never from the network.
+    """
     buf = io.BytesIO()
     repo.archive(buf, treeish=sha, format="tar")
     buf.seek(0)
     with tarfile.open(fileobj=buf) as tar:
         tar.extractall(dest, filter="data")
+    for path, sub_sha in gitlinks(repo, sha):
+        sub = submodule_repo(repo, sha, path)
+        fix = f"run `git -C {repo.working_dir} submodule update --init --recursive`"
+        if sub is None:
+            raise ExportError(f"submodule {path} is not initialised: {fix}")
+        try:
+            sub.git.cat_file("-e", f"{sub_sha}^{{commit}}")
+        except git.GitCommandError:
+            raise ExportError(f"submodule {path} at {sub_sha[:12]} is missing from the clone: "
+                              f"{fix} (or fetch in {path})") from None
+        export_tree(sub, sub_sha, dest / path)
 
 
-def build_key(profile: Profile, commit: str, python: str) -> tuple[str, dict[str, Any]]:
-    settings = build_settings(profile, python)
+def gitlinks(repo: git.Repo, sha: str) -> list[tuple[str, str]]:
+    """(path, pinned commit) of the submodules in ``sha``'s tree."""
+    try:
+        repo.git.cat_file("-e", f"{sha}:.gitmodules")
+    except git.GitCommandError:
+        return []
+    out = []
+    for entry in repo.git.ls_tree("-r", "-z", sha).split("\0"):
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[1] == "commit":
+            out.append((path, parts[2]))
+    return out
+
+
+def submodule_repo(repo: git.Repo, sha: str, path: str) -> git.Repo | None:
+    """The clone's repository of the submodule at ``path`` (named as ``sha``'s .gitmodules says)."""
+    try:
+        conf = repo.git.config("--blob", f"{sha}:.gitmodules", "--get-regexp", r"\.path$")
+    except git.GitCommandError:
+        conf = ""
+    names = [ln.split(" ", 1)[0][len("submodule."):-len(".path")]
+             for ln in conf.splitlines() if ln.split(" ", 1)[-1] == path]
+    places = [Path(repo.working_tree_dir) / path / ".git"] if repo.working_tree_dir else []
+    places += [Path(repo.git_dir) / "modules" / n for n in names]
+    for place in places:
+        if not place.exists():
+            continue
+        try:
+            if place.name == ".git":  # a checked-out submodule
+                return git.Repo(place.parent)
+            sub = git.Repo(place)  # only its git dir: its core.worktree is relative to
+            sub.git = git.Git(str(place))  # that dir, so run git inside it instead
+            return sub
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            continue
+    return None
+
+
+def build_key(profile: Profile, commit: str, python: str,
+              builder: Builder | None = None) -> tuple[str, dict[str, Any]]:
+    settings = build_settings(profile, python, builder)
     return artifact_key("source", commit, settings), settings
 
 
@@ -81,44 +226,85 @@ def build_wheel(
     *,
     python: str,
     timeout_s: float = 3600.0,
+    version: str | None = None,
+    builder: Builder | None = None,
 ) -> BuildResult:
-    key, settings = build_key(profile, commit, python)
+    """Build ``commit``; ``version`` overrides the ``+git<sha>`` one (a nightly's ``.devDATE``)."""
+    builder = builder or HostBuilder(python)
+    key, settings = build_key(profile, commit, python, builder)
+    if version is not None:
+        key = artifact_key("source", commit, {**settings, "version": version})
     log_path = logs_dir() / "builds" / f"{key}.log"
     work = scratch_dir(f"build-{commit[:10]}-")
     src, out = work / "src", work / "out"
     src.mkdir()
     out.mkdir()
     try:
-        export_tree(repo, commit, src)
-        version = profile.version_for(commit)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            export_tree(repo, commit, src)
+        except ExportError as e:  # the clone's state, not the commit's: retried once fixed
+            log_path.write_text(f"bisector: error: {e}\n")
+            return BuildResult(key, commit, False, None, log_path, tail(log_path, 15), 0.0,
+                               settings, infra=str(e))
+        version = version or profile.version_for(commit)
         if profile.version_file and profile.version_template:
             (src / profile.version_file).write_text(
                 profile.version_template.format(version=version, sha=commit)
             )
-        subst = {"out": str(out), "src": str(src), "python": python, "version": version}
+        subst = {**builder.places(src, out), "version": version}
         cmd = [part.format(**subst) for part in profile.build_command]
         if cmd[:2] == ["uv", "build"]:
-            cmd = [uv_binary(), "build", "--python", python, *cmd[2:]]
-        env = {**os.environ, **{k: v.format(**subst) for k, v in profile.build_env.items()}}
-        env.pop("VIRTUAL_ENV", None)
-        log_path.parent.mkdir(parents=True, exist_ok=True)
+            cmd = [subst["uv"], "build", "--python", subst["python"], *cmd[2:]]
+        env = {k: v.format(**subst) for k, v in profile.build_env.items()}
         log_path.write_text(f"$ {' '.join(cmd)}\n")
-        res = run_logged(cmd, cwd=src, env=env, stdout_path=work / "build.log", timeout_s=timeout_s)
+        res = builder.run(cmd, env, src=src, out=out, work=work, log=work / "build.log",
+                          timeout_s=timeout_s, commit=commit)
         with log_path.open("a") as f:
-            f.write((work / "build.log").read_text(errors="replace"))
-            if res.timed_out:
-                f.write(f"\nbisector: build timed out after {timeout_s:.0f}s\n")
+            if (work / "build.log").exists():
+                f.write((work / "build.log").read_text(errors="replace"))
+            if res.infra:
+                f.write(f"\nbisector: {res.infra}\n")
+            if "ccache" in res.stats:
+                f.write(f"\nbisector: {describe_stats(res.stats)}\n")
         wheels = sorted(out.glob("*.whl"))
         ok = res.returncode == 0 and not res.timed_out and len(wheels) == 1
         if not ok:
             return BuildResult(key, commit, False, None, log_path, tail(log_path, 15),
-                               res.duration_s, settings)
+                               res.duration_s, settings, res.stats, res.infra)
         final = publish(out, key)
         wheel = final / wheels[0].name
         return BuildResult(key, commit, True, wheel, log_path, tail(log_path, 5),
-                           res.duration_s, settings)
+                           res.duration_s, settings, res.stats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def describe_stats(stats: dict[str, Any]) -> str:
+    """``ccache 12/15 hits (80%)``: the line a build's log and the progress show."""
+    cc = stats.get("ccache")
+    if not cc:
+        return ""
+    calls = cc["hits"] + cc["misses"]
+    if not calls:
+        return "ccache: no compile finished"
+    return f"ccache {cc['hits']}/{calls} hits ({100 * cc['hits'] / calls:.0f}%)"
+
+
+def parse_ccache_log(text: str) -> dict[str, int]:
+    """Hits and misses of one build from ccache's stats log (one ``# file`` block per call).
+
+    A per-build log instead of ``ccache -s`` before and after: the cache volume is shared by
+    every build of the repository, so global counters would mix concurrent builds.
+    """
+    hits = misses = 0
+    for line in text.splitlines():
+        word = line.strip()
+        if word in ("direct_cache_hit", "preprocessed_cache_hit"):
+            hits += 1
+        elif word == "cache_miss":
+            misses += 1
+    return {"hits": hits, "misses": misses}
 
 
 def uv_binary() -> str:
@@ -151,25 +337,33 @@ GENERIC_ERRORS = ("error: failed to build", "error: command", "error: subprocess
 
 
 def failure_summary(log_path: Path) -> str:
-    """The line of a build log that says what broke: the first specific ``error:`` line."""
+    """The line of a build log that says what broke.
+
+    A compiler's ``file:line: error:`` line first (a command line echoing
+    ``-Werror=...`` is not one), then any other specific ``error`` line, else the last line.
+    """
     text = log_path.read_text(errors="replace") if log_path.exists() else ""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:
+        if ": error:" in ln or ": fatal error:" in ln:
+            return ln[:200]
+    for ln in lines:
         low = ln.lower()
-        if "error" in low and not low.startswith(GENERIC_ERRORS):
+        if "error" in low and not low.startswith(GENERIC_ERRORS) and "-werror" not in low:
             return ln[:200]
     return lines[-1][:200] if lines else "no output"
 
 
 def obtain_wheel(
     repo: git.Repo, commit: str, profile: Profile, *, python: str, timeout_s: float = 3600.0,
-    on_build: Callable[[], None] | None = None,
+    on_build: Callable[[], None] | None = None, builder: Builder | None = None,
 ) -> BuildResult:
     """The commit's wheel from the content-addressed cache, or built now (``on_build`` is told)."""
-    key, settings = build_key(profile, commit, python)
+    key, settings = build_key(profile, commit, python, builder)
     cached = cached_build(key, commit, settings)
     if cached is not None:
         return cached
     if on_build is not None:
         on_build()
-    return build_wheel(repo, commit, profile, python=python, timeout_s=timeout_s)
+    return build_wheel(repo, commit, profile, python=python, timeout_s=timeout_s,
+                       builder=builder)

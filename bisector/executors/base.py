@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from bisector.artifacts.installable import Installable
 from bisector.oracle import Oracle, Outcome
 
 
@@ -72,5 +73,5 @@ class Executor(Protocol):
         ...
 
     def run(
-        self, *, wheel: Path, artifact_key: str, oracle: Oracle, commit: str, run_dir: Path
+        self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path
     ) -> RunResult: ...

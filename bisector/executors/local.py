@@ -19,6 +19,8 @@ from typing import Any
 
 from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import scratch_dir
+from bisector.artifacts.installable import Installable
+from bisector.artifacts.overlay import apply_overlay
 from bisector.executors.base import RunResult, classify
 from bisector.oracle import Oracle, Outcome
 from bisector.proc import run_logged, tail
@@ -66,30 +68,36 @@ class LocalExecutor:
         blob = json.dumps([artifact_key, sorted(deps), python_tag(self.python)])
         return cache_dir() / "envs" / hashlib.sha256(blob.encode()).hexdigest()[:32]
 
-    def ensure_env(self, wheel: Path, artifact_key: str, deps: tuple[str, ...]) -> Path:
-        final = self.env_dir(artifact_key, deps)
+    def ensure_env(self, inst: Installable, deps: tuple[str, ...]) -> Path:
+        """The environment for an installable, made once and reused by every later probe."""
+        final = self.env_dir(inst.key, deps)
         if (final / ".bisector-ready").exists():
             return final
         tmp = scratch_dir("env-")
         log = tmp / "install.log"
         uv, env = uv_binary(), self._uv_env()
+        venv = tmp / "venv"
+        py = str(venv / "bin" / "python")
         try:
-            cmds = [
-                [uv, "venv", "-q", "--python", self.python, str(tmp / "venv")],
-                [uv, "pip", "install", "-q", "--python", str(tmp / "venv" / "bin" / "python"),
-                 str(wheel), *deps],
-            ]
-            for cmd in cmds:
-                with log.open("a") as f:
-                    f.write(f"$ {' '.join(cmd)}\n")
-                    f.flush()
-                    r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                       check=False)
-                if r.returncode != 0:
-                    raise InstallFailed(tail(log, 6))
-            venv = tmp / "venv"
-            facts = collect_facts(str(venv / "bin" / "python"), self.import_name,
-                                  "source build")
+            mk = [uv, "venv", "-q", "--python", self.python, str(venv)]
+            if inst.installed is not None:
+                mk.insert(3, "--system-site-packages")
+            _logged(mk, log, env)
+            reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra, *deps]
+            if reqs:
+                _logged([uv, "pip", "install", "-q", "--python", py, *reqs], log, env)
+            site = Path(_purelib(py))
+            if inst.installed is not None:
+                for pkg in inst.installed.packages:
+                    link_tree(Path(inst.installed.site) / pkg, site / pkg)
+                # The base's own dependencies (triton, numpy, nvidia-*) stay where they are,
+                # also when that is another virtualenv: its site-packages goes after ours.
+                (site / "bisector-installed-base.pth").write_text(f"{inst.installed.site}\n")
+            extra_facts: dict[str, Any] = {}
+            if inst.overlay is not None:
+                extra_facts["overlay"] = apply_overlay(inst.overlay, site)
+            facts = collect_facts(py, self.import_name, inst.obtained)
+            facts.update(extra_facts)
             (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
             (venv / ".bisector-ready").write_text("ok\n")
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -103,16 +111,44 @@ class LocalExecutor:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def run(
-        self, *, wheel: Path, artifact_key: str, oracle: Oracle, commit: str, run_dir: Path
+        self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path
     ) -> RunResult:
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
-            venv = self.ensure_env(wheel, artifact_key, oracle.meta.dependencies)
+            venv = self.ensure_env(inst, oracle.meta.dependencies)
         except (InstallFailed, OSError, subprocess.SubprocessError) as e:
             return RunResult(Outcome.SKIP, f"environment install failed: {e}".strip(), None,
                              0.0, reusable=False)
         facts = json.loads((venv / "bisector-facts.json").read_text())
         return run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts)
+
+
+def _logged(cmd: list[str], log: Path, env: dict[str, str]) -> None:
+    with log.open("a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, check=False)
+    if r.returncode != 0:
+        raise InstallFailed(tail(log, 6))
+
+
+def _purelib(python: str) -> str:
+    r = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                       capture_output=True, text=True, check=True, env=clean_env())
+    return r.stdout.strip()
+
+
+def link_tree(src: Path, dest: Path) -> None:
+    """Mirror ``src`` as real folders of symlinked files, so an overlay can replace single files
+    of an installed package (a system torch) without touching the original."""
+    for root, dirs, files in os.walk(src):
+        rel = Path(root).relative_to(src)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            target = dest / rel / name
+            if not target.exists():
+                target.symlink_to(Path(root) / name)
 
 
 def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[str, Any]:
@@ -152,12 +188,16 @@ def run_oracle(
         res.returncode, timed_out=res.timed_out,
         timeout_outcome=oracle.meta.on_timeout, timeout_s=oracle.meta.timeout,
     )
-    output_tail = "\n".join(x for x in (tail(out, 10), tail(err, 10)) if x)
-    result = structured_result(out)
-    if result is not None:
-        facts = {**facts, "result": result}
+    output_tail, facts = collect_output(out, err, facts)
     return RunResult(outcome, reason, res.returncode, res.duration_s, reusable,
                      out, err, output_tail, facts)
+
+
+def collect_output(out: Path, err: Path, facts: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The tail kept in the store, and the facts plus the oracle's structured result if any."""
+    output_tail = "\n".join(x for x in (tail(out, 10), tail(err, 10)) if x)
+    result = structured_result(out)
+    return output_tail, ({**facts, "result": result} if result is not None else facts)
 
 
 RESULT_PREFIX = "BISECTOR_RESULT "

@@ -97,7 +97,11 @@ class Candidate(Base):
 
 
 class Artifact(Base):
-    """An installable build of a commit (or the record that building it failed)."""
+    """An installable build of a commit (or the record that building it failed).
+
+    Status ``ok`` and ``failed`` are facts reused by every later bisection; ``error`` (the
+    build could not run: engine down, timed out) is kept for the report and retried.
+    """
 
     __tablename__ = "artifact"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -113,6 +117,8 @@ class Artifact(Base):
     log_tail: Mapped[str | None] = mapped_column(Text, nullable=True)
     duration_s: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # How the build went, beside what it made: ccache hits and misses of that build.
+    stats: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class VerdictRow(Base):
@@ -156,3 +162,18 @@ class Probe(Base):
     verdict: Mapped[str] = mapped_column(String(10))
     reused: Mapped[bool] = mapped_column(Boolean, default=False)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class PrebuiltRow(Base):
+    """A wheel seen on an index and the commit it maps to: read once, reused by every plan."""
+
+    __tablename__ = "prebuilt"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    url: Mapped[str] = mapped_column(Text)
+    url_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    filename: Mapped[str] = mapped_column(String(300))
+    kind: Mapped[str] = mapped_column(String(20))
+    version: Mapped[str] = mapped_column(String(100))
+    commit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    checked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from bisector.search import (
     Stop,
     Verdict,
     Window,
+    budget_window,
     max_probes,
     next_step,
 )
@@ -21,12 +23,14 @@ from bisector.search import (
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
 
 
-def drive(n: int, truth: dict[int, Verdict], width: int = 1) -> tuple[object, list[int]]:
+def drive(
+    n: int, truth: dict[int, Verdict], width: int = 1, cost: Callable[[int], int] | None = None
+) -> tuple[object, list[int]]:
     """Run the search against a known answer; returns the final step and the probes made."""
     known: dict[int, Verdict] = {}
     probed: list[int] = []
     for _ in range(10 * n + 10):
-        step = next_step(n, known, width)
+        step = next_step(n, known, width, cost=cost)
         if not isinstance(step, Probe):
             return step, probed
         for p in step.positions:
@@ -136,3 +140,31 @@ def test_property_probe_bound_without_skips(n: int, data: st.DataObject) -> None
     step, probed = drive(n, history(n, culprit))
     assert step == Culprit(culprit)
     assert len(probed) <= max_probes(n) <= math.ceil(math.log2(n)) + 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(2, 3000), st.data())
+def test_property_cost_aware_search_keeps_the_probe_bound(n: int, data: st.DataObject) -> None:
+    """Whatever the costs, preferring cheap commits never costs an extra oracle run."""
+    culprit = data.draw(st.integers(1, n - 1))
+    cheap = data.draw(st.sets(st.integers(0, n - 1), max_size=max(1, n // 8)))
+    costs = {p: (0 if p in cheap else 3) for p in range(n)}
+    step, probed = drive(n, history(n, culprit), cost=costs.__getitem__)
+    assert step == Culprit(culprit)
+    assert len(probed) <= math.ceil(math.log2(n)) + 2
+
+
+def test_cost_aware_probe_takes_a_cheap_commit_inside_the_window() -> None:
+    # 210 untested: any split with both sides <= 127 keeps the 8-probe bound.
+    known = {0: G, 211: B}
+    assert budget_window(list(range(1, 211))) == list(range(83, 129))
+    plain = next_step(212, known)
+    cheap = next_step(212, known, cost=lambda p: 0 if p == 90 else 3)
+    assert plain == Probe((105,)) and cheap == Probe((90,))
+    # A cheap commit outside the window is not worth an extra run.
+    assert next_step(212, known, cost=lambda p: 0 if p == 40 else 3) == Probe((105,))
+
+
+def test_budget_window_is_the_middle_alone_when_tight() -> None:
+    assert budget_window(list(range(15))) == [7]
+    assert budget_window(list(range(16))) == list(range(16))

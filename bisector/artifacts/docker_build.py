@@ -1,0 +1,189 @@
+"""Source builds inside the builder image, with a compiler cache shared across commits.
+
+The container gets the commit's exported tree at ``/src`` (never the user's working tree), an
+empty ``/out`` for the wheel, and a named ccache volume per repository at ``/ccache``. The
+build environment is made at one fixed path (``/tmp/build-env``) from the profile's build
+requirements, so compiler command lines are byte-identical from commit to commit and a commit
+that changes one C++ file recompiles one file. Each build writes its own ccache stats log,
+read afterwards for the hit rate of that build alone (the volume's global counters would mix
+builds that ran at the same time).
+
+A build that could not run (the engine unreachable, the image missing, a build timeout) is an
+infrastructure error: reported as a skip but never remembered as "this commit does not build".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import uuid
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import git
+
+from bisector.artifacts.build import BuildRun, parse_ccache_log
+from bisector.errors import UsageError
+from bisector.executors.container import (
+    LABEL,
+    client,
+    docker,
+    host_ca_bundle,
+    image_id,
+    image_python_tag,
+    wait_or_stop,
+)
+from bisector.owner import owner_id
+from bisector.settings import cache_dir
+
+BUILDER_IMAGE = "bisector/builder:latest"
+BUILD_ENV = "/tmp/build-env"
+
+
+def repository_id(repo: git.Repo) -> str:
+    """The root commit: the same for every clone of a repository, so clones share a cache."""
+    roots = repo.git.rev_list("--max-parents=0", "HEAD").split()
+    return sorted(roots)[0] if roots else "unknown"
+
+
+class DockerBuilder:
+    where = "docker"
+
+    def __init__(
+        self,
+        repo_id: str,
+        *,
+        image: str = BUILDER_IMAGE,
+        cuda_arch: str | None = None,
+        max_jobs: int | None = None,
+        offline: bool = False,
+        requires: tuple[str, ...] = (),
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        self.repo_id, self.image, self.cuda_arch = repo_id, image, cuda_arch
+        self.max_jobs = max_jobs or os.cpu_count() or 1
+        self.offline, self.requires = offline, requires
+        self.labels = dict(labels or {})
+
+    @cached_property
+    def docker(self) -> Any:
+        return client()
+
+    @cached_property
+    def image_id(self) -> str:
+        return image_id(self.docker, self.image)
+
+    def require_image(self) -> None:
+        if not self.image_id:
+            raise UsageError(f"builder image {self.image} does not exist: run `make images` "
+                             f"(or pass --builder-image)")
+
+    @cached_property
+    def python_tag(self) -> str:
+        return image_python_tag(self.docker, self.image) if self.image_id else "unknown"
+
+    @property
+    def volume(self) -> str:
+        return f"bisector-ccache-{self.repo_id[:12]}"
+
+    def settings(self) -> dict[str, Any]:
+        """The builder image's identity is part of the key: a new compiler, a new wheel."""
+        extra = {"cuda_arch": self.cuda_arch} if self.cuda_arch else {}
+        return {"python": self.python_tag,
+                "builder": {"where": "docker", "image": self.image, "image_id": self.image_id},
+                **extra}
+
+    def places(self, src: Path, out: Path) -> dict[str, str]:
+        return {"src": "/src", "out": "/out", "python": f"{BUILD_ENV}/bin/python", "uv": "uv",
+                "cuda_arch": self.cuda_arch or "", "max_jobs": str(self.max_jobs)}
+
+    def ensure_volume(self) -> str:
+        """The repository's ccache volume, made once and handed to the build user."""
+        try:
+            self.docker.volumes.get(self.volume)
+        except docker.errors.NotFound:
+            self.docker.volumes.create(self.volume, labels={"bisector.ccache": self.repo_id})
+            self.docker.containers.run(
+                self.image, ["chown", f"{os.getuid()}:{os.getgid()}", "/ccache"], user="0",
+                volumes={self.volume: {"bind": "/ccache", "mode": "rw"}}, remove=True,
+                network_mode="none", labels={LABEL: owner_id(), "bisector.role": "setup"})
+        return self.volume
+
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+            log: Path, timeout_s: float, commit: str) -> BuildRun:
+        meta = work / "meta"
+        meta.mkdir(exist_ok=True)
+        script = [
+            "set -e",
+            "exec > /meta/build.log 2>&1",
+            f"uv venv -q --python python3 {BUILD_ENV}",
+        ]
+        if self.requires:
+            script.append(f"uv pip install -q --python {BUILD_ENV}/bin/python "
+                          f"{shlex.join(self.requires)}")
+        script += [f"echo '$ {shlex.join(cmd)}'", f"exec {shlex.join(cmd)}"]
+        uv_cache = cache_dir() / "docker" / "uv-cache"
+        uv_cache.mkdir(parents=True, exist_ok=True)
+        vols = {str(src): {"bind": "/src", "mode": "rw"},
+                str(out): {"bind": "/out", "mode": "rw"},
+                str(meta): {"bind": "/meta", "mode": "rw"},
+                str(uv_cache): {"bind": "/uv-cache", "mode": "rw"}}
+        full_env = {**env, "CCACHE_DIR": "/ccache", "CCACHE_BASEDIR": "/src",
+                    "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": "/meta/ccache-stats.log",
+                    "UV_CACHE_DIR": "/uv-cache", "UV_LINK_MODE": "copy",
+                    "UV_NO_BUILD_ISOLATION": "1", "HOME": "/tmp"}
+        if self.offline:
+            full_env["UV_OFFLINE"] = "1"
+        ca = host_ca_bundle()
+        if ca is not None and not self.offline:
+            vols[str(ca)] = {"bind": "/etc/bisector/ca.crt", "mode": "ro"}
+            full_env["SSL_CERT_FILE"] = "/etc/bisector/ca.crt"
+        labels = {**self.labels, LABEL: owner_id(), "bisector.role": "build",
+                  "bisector.commit": commit}
+        try:
+            vols[self.ensure_volume()] = {"bind": "/ccache", "mode": "rw"}
+            ctr = self.docker.containers.create(
+                self.image, ["sh", "-c", "\n".join(script)], volumes=vols,
+                environment=full_env, user=f"{os.getuid()}:{os.getgid()}", working_dir="/src",
+                network_mode="none" if self.offline else "bridge", labels=labels,
+                name=f"bisector-build-{commit[:10]}-{uuid.uuid4().hex[:6]}")
+        except docker.errors.ImageNotFound:
+            return BuildRun(None, False, 0.0,
+                            infra=f"builder image {self.image} is missing: run `make images`")
+        except docker.errors.DockerException as e:
+            return BuildRun(None, False, 0.0, infra=f"build container could not be created: {e}")
+        try:
+            try:
+                ctr.start()
+            except docker.errors.DockerException as e:
+                return BuildRun(None, False, 0.0, infra=f"build container did not start: {e}")
+            code, timed_out = wait_or_stop(ctr, timeout_s)
+            ctr.reload()
+            started = ctr.attrs.get("State", {}).get("StartedAt", "")
+            finished = ctr.attrs.get("State", {}).get("FinishedAt", "")
+        finally:
+            with contextlib.suppress(docker.errors.DockerException):
+                ctr.remove(force=True)  # always, also on Ctrl-C
+        if (meta / "build.log").exists():
+            (meta / "build.log").replace(log)
+        stats_log = meta / "ccache-stats.log"
+        stats = {"ccache": parse_ccache_log(stats_log.read_text(errors="replace")
+                                            if stats_log.exists() else "")}
+        return BuildRun(code, timed_out, _seconds(started, finished), stats,
+                        infra=f"build timed out after {timeout_s:.0f}s" if timed_out else None)
+
+
+def _seconds(started: str, finished: str) -> float:
+    """The container's own run time (the engine's clock, not ours)."""
+    from datetime import datetime
+
+    def parse(stamp: str) -> datetime:
+        head, _, frac = stamp.rstrip("Z").partition(".")
+        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}")
+
+    try:
+        return max(0.0, (parse(finished) - parse(started)).total_seconds())
+    except ValueError:
+        return 0.0

@@ -1,0 +1,251 @@
+"""Prebuilt wheels mapped to commits: releases by tag, nightlies by their ``git_version``.
+
+A release wheel ``torch==2.9.1`` is the commit the tag ``v2.9.1`` names. A nightly wheel
+``torch-2.9.0.dev20250801+cu128`` carries ``git_version`` in ``torch/version.py``; for PyTorch
+that is a commit of the ``nightly`` branch whose subject says which main commit it was cut
+from, so we follow it. Only ``version.py`` is read (by range requests), never the whole wheel,
+and each mapping is cached in the store, so the next bisection lists an index in one request.
+
+A nightly past the index's retention window is detected here, before any probe: it is reported
+as missing and never chosen, so the search cannot plan around a wheel it cannot download.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from email.parser import Parser
+
+import git
+from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
+from bisector.profiles import Profile
+
+NIGHTLY_DATE = re.compile(r"\.dev(\d{8})")
+GIT_VERSION = re.compile(r"""git_version\s*=\s*['"]([0-9a-fA-F]{7,40}|Unknown)['"]""")
+
+
+@dataclass
+class Prebuilt:
+    """One wheel of the index and, when known, the main-line commit it was built from."""
+
+    kind: str  # "release" | "nightly"
+    filename: str
+    url: str
+    version: str
+    sha256: str | None
+    commit: str | None = None
+    git_version: str | None = None
+    requires: list[str] = field(default_factory=list)
+    status: str = "ok"  # ok | missing | unmapped
+    reason: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, object]) -> Prebuilt:
+        return cls(**d)  # type: ignore[arg-type]
+
+
+def supported_tags(python_tag: str) -> set[Tag]:
+    """Tags a CPython of ``python_tag`` (e.g. ``cp312``) on this platform installs."""
+    ver = (int(python_tag[2]), int(python_tag[3:]))
+    plats = list(platform_tags())
+    return set(cpython_tags(ver, platforms=plats)) | set(
+        compatible_tags(ver, interpreter=python_tag, platforms=plats)
+    )
+
+
+def pick_wheels(
+    files: Iterable[IndexFile], distribution: str, python_tag: str, variant: str | None
+) -> dict[Version, IndexFile]:
+    """Per version, the wheel this Python and platform install, in the CUDA variant asked for."""
+    want = canonicalize_name(distribution)
+    tags = supported_tags(python_tag)
+    out: dict[Version, IndexFile] = {}
+    for f in files:
+        if f.yanked or not f.filename.endswith(".whl"):
+            continue
+        try:
+            name, version, _build, wtags = parse_wheel_filename(f.filename)
+        except InvalidWheelFilename:
+            continue
+        if name != want or not (wtags & tags):
+            continue
+        if variant is not None and version.local not in (None, variant):
+            continue
+        if variant is None and version.local is not None:
+            continue
+        out[version] = f
+    return out
+
+
+def triton_requirement(repo: git.Repo, sha: str, profile: Profile, nightly: bool) -> str | None:
+    """The Triton a commit pins: ``pytorch-triton==V+git<sha8>`` on main, ``triton==V`` else."""
+    if len(profile.triton_pins) < 2 or not profile.triton_release_dist:
+        return None
+    try:
+        pin = repo.git.show(f"{sha}:{profile.triton_pins[0]}").strip()
+        ver = repo.git.show(f"{sha}:{profile.triton_pins[1]}").strip()
+    except git.GitCommandError:
+        return None
+    if nightly and profile.triton_nightly_dist:
+        return f"{profile.triton_nightly_dist}=={ver}+git{pin[:8]}"
+    return f"{profile.triton_release_dist}=={ver}"
+
+
+def triton_of(requires: Iterable[str]) -> str | None:
+    """The Triton requirement among a wheel's ``Requires-Dist`` lines, markers dropped."""
+    for req in requires:
+        head = req.split(";")[0].strip()
+        if re.match(r"(pytorch[-_])?triton\b", head):
+            return head
+    return None
+
+
+def requires_dist(metadata: str) -> list[str]:
+    return list(Parser().parsestr(metadata).get_all("Requires-Dist") or [])
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What an index offers for a range: usable wheels by candidate position, and the rest."""
+
+    by_position: dict[int, Prebuilt]
+    missing: list[Prebuilt]
+    unmapped: list[Prebuilt]
+    fresh: list[Prebuilt]  # mappings learned now, for the store's cache
+
+
+class Discoverer:
+    """Lists indexes and maps their wheels onto a candidate list."""
+
+    def __init__(
+        self,
+        repo: git.Repo,
+        profile: Profile,
+        python_tag: str,
+        variant: str | None,
+        cached: Mapping[str, Prebuilt] | None = None,
+        client_for: Callable[[str], IndexClient] = IndexClient,
+    ) -> None:
+        self.repo, self.profile, self.python_tag, self.variant = repo, profile, python_tag, variant
+        self.cached = dict(cached or {})
+        self.client_for = client_for
+
+    def discover(
+        self, candidates: list[str], *, nightly_index: str | None, release_index: str | None,
+        dates: tuple[date, date] | None = None,
+    ) -> Discovery:
+        position = {sha: i for i, sha in enumerate(candidates)}
+        found: dict[int, Prebuilt] = {}
+        missing: list[Prebuilt] = []
+        unmapped: list[Prebuilt] = []
+        fresh: list[Prebuilt] = []
+        dist = self.profile.distribution
+        if not dist:
+            return Discovery({}, [], [], [])
+        for kind, url in (("release", release_index), ("nightly", nightly_index)):
+            if not url:
+                continue
+            client = self.client_for(url)
+            wheels = pick_wheels(client.files(dist), dist, self.python_tag, self.variant)
+            for version, f in sorted(wheels.items()):
+                if kind == "nightly" and not version.is_devrelease:
+                    continue
+                if kind == "release" and version.is_prerelease:
+                    continue
+                if kind == "nightly" and dates and not _date_near(version, dates):
+                    continue
+                pb = self.cached.get(f.url)
+                checked = pb is None  # a fresh mapping has just been HEAD-checked by _map
+                if pb is None:
+                    pb = self._map(client, kind, f, version)
+                    if pb.commit is not None:
+                        fresh.append(pb)
+                if pb.status == "missing":
+                    missing.append(pb)  # expired before we could even read its commit
+                    continue
+                if pb.commit is None:
+                    unmapped.append(pb)
+                    continue
+                pos = position.get(pb.commit)
+                if pos is None:
+                    continue
+                if not checked:
+                    ok, why = client.exists(f.url)
+                    if not ok:
+                        pb.status, pb.reason = "missing", f"{why}: expired from the index"
+                        missing.append(pb)
+                        continue
+                pb.status, pb.reason = "ok", ""
+                if not pb.requires:
+                    pb.requires = requires_dist(client.metadata(f))
+                # A release and a nightly of one commit: either serves; keep the first found.
+                found.setdefault(pos, pb)
+        return Discovery(found, missing, unmapped, fresh)
+
+    def _map(self, client: IndexClient, kind: str, f: IndexFile, version: Version) -> Prebuilt:
+        pb = Prebuilt(kind=kind, filename=f.filename, url=f.url, version=str(version),
+                      sha256=f.hashes.get("sha256"))
+        ok, why = client.exists(f.url)
+        if not ok:
+            pb.status, pb.reason = "missing", f"{why}: expired from the index"
+            return pb
+        if kind == "release":
+            tag = self.profile.release_tag.format(version=version.public)
+            try:
+                pb.commit = str(self.repo.git.rev_parse("--verify", "--quiet",
+                                                        f"{tag}^{{commit}}")).strip()
+            except git.GitCommandError:
+                pb.status, pb.reason = "unmapped", f"no tag {tag} in the repository"
+            return pb
+        member = self.profile.version_file or f"{self.profile.import_name}/version.py"
+        try:
+            text = client.read_member(f.url, lambda n: n == member).decode(errors="replace")
+        except IndexProblem as e:
+            pb.status, pb.reason = "unmapped", e.message
+            return pb
+        m = GIT_VERSION.search(text)
+        if not m or m.group(1) == "Unknown":
+            pb.status, pb.reason = "unmapped", f"{member} carries no git_version"
+            return pb
+        pb.git_version = m.group(1)
+        pb.commit = self._main_commit(pb)
+        return pb
+
+    def _main_commit(self, pb: Prebuilt) -> str | None:
+        sha = pb.git_version or ""
+        try:
+            full = str(self.repo.git.rev_parse("--verify", "--quiet", f"{sha}^{{commit}}")).strip()
+        except git.GitCommandError:
+            pb.status = "unmapped"
+            pb.reason = (f"commit {sha[:12]} is not in the repository: "
+                         f"git fetch origin nightly (and main) first")
+            return None
+        subject = str(self.repo.git.show("-s", "--format=%s", full))
+        m = re.search(self.profile.nightly_subject, subject)
+        if m is None:
+            return full  # built straight from a main-line commit
+        try:
+            return str(self.repo.git.rev_parse("--verify", "--quiet",
+                                               f"{m.group(1)}^{{commit}}")).strip()
+        except git.GitCommandError:
+            pb.status = "unmapped"
+            pb.reason = f"main commit {m.group(1)[:12]} is not in the repository: git fetch"
+            return None
+
+
+def _date_near(version: Version, dates: tuple[date, date]) -> bool:
+    """Nightlies are dated; skip reading those far outside the range's commit dates."""
+    m = NIGHTLY_DATE.search(str(version))
+    if not m:
+        return True
+    d = date(int(m.group(1)[:4]), int(m.group(1)[4:6]), int(m.group(1)[6:]))
+    return (dates[0] - d).days <= 3 and (d - dates[1]).days <= 3

@@ -1,0 +1,61 @@
+"""``make images`` / ``bisect images``: build the runtime and builder images, list what exists.
+
+Both Dockerfiles take ``BASE_IMAGE`` as a build argument (default: the official CUDA image of
+the profile's CUDA); with no registry, tests pass the local Debian base made by
+``docker/make-base.sh``. The build context is a scratch folder holding the Dockerfile and the
+controller's own uv binary, so no image step downloads uv from anywhere.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bisector.artifacts.build import uv_binary
+from bisector.errors import UsageError
+from bisector.executors.container import client
+
+DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+IMAGES = {"runtime": "bisector/runtime:latest", "builder": "bisector/builder:latest"}
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    role: str
+    tag: str
+    id: str | None
+    size: int | None
+    created: str | None
+
+
+def build(role: str, base: str | None, tag: str | None = None) -> ImageInfo:
+    dockerfile = DOCKER_DIR / f"{role}.Dockerfile"
+    if not dockerfile.exists():
+        raise UsageError(f"no {dockerfile}: roles are {', '.join(IMAGES)}")
+    c = client()
+    with tempfile.TemporaryDirectory(prefix="bisector-ctx-") as ctx:
+        shutil.copy(dockerfile, Path(ctx) / "Dockerfile")
+        shutil.copy(uv_binary(), Path(ctx) / "uv")
+        args = {"BASE_IMAGE": base} if base else {}
+        try:
+            c.images.build(path=ctx, tag=tag or IMAGES[role], buildargs=args, rm=True,
+                           pull=False)
+        except Exception as e:  # BuildError / APIError carry the failing step
+            raise UsageError(
+                f"building the {role} image failed ({str(e)[:300]}): check --base "
+                f"(no registry here? make one with docker/make-base.sh)"
+            ) from None
+    return inspect(role)
+
+
+def inspect(role: str) -> ImageInfo:
+    c = client()
+    tag = IMAGES[role]
+    try:
+        img = c.images.get(tag)
+    except Exception:
+        return ImageInfo(role, tag, None, None, None)
+    return ImageInfo(role, tag, str(img.id), int(img.attrs.get("Size", 0)),
+                     str(img.attrs.get("Created", "")))

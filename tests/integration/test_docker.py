@@ -1,0 +1,263 @@
+"""The Docker executor against the real engine, on images built here with no registry.
+
+The base image is a Debian rootfs made by debootstrap from this machine's apt sources and
+``docker import``-ed (docker/make-base.sh, skipped when the image exists); both production
+Dockerfiles are built on it with ``BASE_IMAGE``. No GPU here: ``--gpus`` is not passed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import git
+import pytest
+
+from bisector.artifacts.build import build_key, build_wheel
+from bisector.artifacts.docker_build import DockerBuilder, repository_id
+from bisector.artifacts.installable import Installable
+from bisector.executors.container import DockerExecutor, client, labelled
+from bisector.oracle import Outcome, load_oracle
+from bisector.profiles import TORCHLET
+from bisector.synthetic import SyntheticHistory, generate
+from tests import minitorch
+from tests.conftest import BISECT, ROOT, run_cli
+
+BASE = "bisector/base:bookworm"
+ORACLES = ROOT / "tests" / "oracles"
+
+
+@pytest.fixture(scope="session")
+def images() -> None:
+    subprocess.run([str(ROOT / "docker" / "make-base.sh"), BASE], check=True)
+    from bisector import images as img
+
+    for role in ("runtime", "builder"):
+        info = img.build(role, BASE)
+        assert info.id
+
+
+@pytest.fixture(scope="module")
+def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return generate(tmp_path_factory.mktemp("docker-hist") / "repo")
+
+
+def _ours() -> list[object]:
+    return labelled(client())
+
+
+def _wheel(hist: SyntheticHistory) -> Installable:
+    res = build_wheel(git.Repo(hist.path), hist.main[10], TORCHLET, python=sys.executable)
+    assert res.ok and res.wheel
+    return Installable(res.key, "source build", wheel=res.wheel)
+
+
+def test_docker_bisection_finds_the_same_culprit(home: Path, images: None,
+                                                 hist: SyntheticHistory) -> None:
+    r = run_cli("start", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                "--oracle", "torchlet_norm", "--executor", "docker", "--memory", "1g", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == hist.culprit
+    ran = [p for p in d["probes"] if p["exit_code"] is not None]
+    assert ran and all(p["facts"]["image"]["id"].startswith("sha256:") for p in ran)
+    assert d["environment"]["executor"]["image_id"].startswith("sha256:")  # in the fingerprint
+    assert "--executor docker" in d["reproduce"]
+    built = [p["build"] for p in d["probes"] if p.get("build")]
+    assert built and all(b["where"] == "docker" for b in built), "builds ran in the builder"
+    broken = [p for p in d["probes"] if p["verdict"] == "skip"]
+    assert broken and "error: #error this commit does not build" in broken[0]["reason"]
+    assert _ours() == [], "every container is removed"
+
+
+def test_hanging_oracle_is_stopped_and_skipped(home: Path, images: None,
+                                               hist: SyntheticHistory, tmp_path: Path) -> None:
+    ex = DockerExecutor("torchlet", memory="1g", labels={"bisector.bisection": "t"})
+    t0 = time.monotonic()
+    res = ex.run(inst=_wheel(hist), oracle=load_oracle(str(ORACLES / "hang.py")),
+                 commit=hist.main[10], run_dir=tmp_path / "run")
+    assert res.outcome is Outcome.SKIP and "timed out" in res.reason and not res.reusable
+    assert time.monotonic() - t0 < 60
+    assert _ours() == []
+
+
+def test_oom_is_a_skip_with_the_reason(home: Path, images: None, hist: SyntheticHistory,
+                                       tmp_path: Path) -> None:
+    ex = DockerExecutor("torchlet", memory="256m")
+    res = ex.run(inst=_wheel(hist), oracle=load_oracle(str(ORACLES / "oom.py")),
+                 commit=hist.main[10], run_dir=tmp_path / "run")
+    assert res.outcome is Outcome.SKIP, res
+    assert "OOM" in res.reason and "256m" in res.reason
+    assert _ours() == []
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, int]]:
+    cfg = client().networks.get("bridge").attrs["IPAM"]["Config"][0]
+    gateway = cfg.get("Gateway") or str(next(ipaddress.ip_network(cfg["Subnet"]).hosts()))
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", 0))
+    srv.listen(8)
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.5)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):  # the 0.5 s timeout, to see `stop`
+                srv.accept()[0].close()
+
+    th = threading.Thread(target=accept, daemon=True)
+    th.start()
+    yield gateway, srv.getsockname()[1]
+    stop.set()
+    th.join()
+    srv.close()
+
+
+NET_ORACLE = '''# /// script
+# [tool.bisector]
+# timeout = 60
+# network = {allowed}
+# ///
+"""Exit 0 when a connection to {host}:{port} fails (isolated), 1 when it connects."""
+import socket, sys
+try:
+    socket.create_connection(("{host}", {port}), timeout=5).close()
+except OSError as e:
+    print("no connection:", e); sys.exit(0)
+print("connected"); sys.exit(1)
+'''
+
+
+def test_network_is_off_unless_the_oracle_allows_it(home: Path, images: None,
+                                                    hist: SyntheticHistory, tmp_path: Path,
+                                                    listener: tuple[str, int]) -> None:
+    host, port = listener
+    ex = DockerExecutor("torchlet", memory="1g")
+    inst = _wheel(hist)
+    results = {}
+    for allowed in ("false", "true"):
+        path = tmp_path / f"net_{allowed}.py"
+        path.write_text(NET_ORACLE.format(allowed=allowed, host=host, port=port))
+        results[allowed] = ex.run(inst=inst, oracle=load_oracle(str(path)),
+                                  commit=hist.main[10], run_dir=tmp_path / f"run-{allowed}")
+    assert results["false"].outcome is Outcome.PASS, results["false"].output_tail
+    assert "no connection" in results["false"].output_tail
+    # The same probe with network = true connects, so the isolation above is real.
+    assert results["true"].outcome is Outcome.FAIL, results["true"].output_tail
+
+
+def test_kill_9_leaves_an_orphan_that_resume_sweeps(home: Path, images: None,
+                                                    hist: SyntheticHistory) -> None:
+    db = home / "k.db"
+    proc = subprocess.Popen(
+        [*BISECT, "--db", str(db), "start", "--repo", str(hist.path), "--good", "v0.1.0",
+         "--bad", "v0.2.0", "--oracle", str(ORACLES / "slow_norm.py"), "--executor",
+         "docker", "--memory", "1g"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    oracle_running: list[object] = []
+    while time.time() < deadline and not oracle_running:
+        oracle_running = [c for c in _ours()
+                          if getattr(c, "labels", {}).get("bisector.role") == "oracle"]
+        time.sleep(0.1)
+    assert oracle_running, "an oracle container was seen running"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _ours(), "the killed controller's container is left behind"
+    r = run_cli("--db", str(db), "resume", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert "left by a controller that is gone" in r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+    assert _ours() == []
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--executor", "docker", "--image", "bisector/nope:missing"],
+     "image bisector/nope:missing does not exist: run `make images`"),
+    (["--build-in", "docker", "--builder-image", "bisector/nope:missing"],
+     "builder image bisector/nope:missing does not exist: run `make images`"),
+], ids=["runtime", "builder"])
+def test_missing_image_is_a_clear_error(home: Path, images: None, hist: SyntheticHistory,
+                                        flags: list[str], message: str) -> None:
+    r = run_cli("start", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                "--oracle", "torchlet_norm", *flags)
+    assert r.returncode == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (home / "data" / "bisector.db").exists(), "refused before the store is opened"
+
+
+# -- source builds in the builder container ------------------------------------------------
+
+
+def _fresh_builder(repo: git.Repo, **kw: object) -> DockerBuilder:
+    b = DockerBuilder(repository_id(repo), **kw)  # type: ignore[arg-type]
+    with contextlib.suppress(Exception):  # a volume left by an earlier run of the suite
+        client().volumes.get(b.volume).remove(force=True)
+    return b
+
+
+def test_builder_shares_ccache_across_commits(home: Path, images: None,
+                                              hist: SyntheticHistory) -> None:
+    repo = git.Repo(hist.path)
+    same_c = [sha for sha in hist.main[30:60]
+              if not repo.git.diff(hist.main[30], sha, "--", "csrc")][:2]
+    assert len(same_c) == 2
+    b = _fresh_builder(repo, requires=TORCHLET.build_requires)
+    first = build_wheel(repo, same_c[0], TORCHLET, python=sys.executable, builder=b)
+    second = build_wheel(repo, same_c[1], TORCHLET, python=sys.executable, builder=b)
+    assert first.ok and second.ok, first.log_tail + second.log_tail
+    assert first.stats["ccache"] == {"hits": 0, "misses": 1}
+    assert second.stats["ccache"] == {"hits": 1, "misses": 0}, "the second commit hits"
+    assert first.settings["builder"]["image_id"].startswith("sha256:")  # keyed by the image
+    assert first.key != build_key(TORCHLET, same_c[0], sys.executable)[0], "host != container"
+    with zipfile.ZipFile(second.wheel) as z:  # type: ignore[arg-type]
+        assert any(n.startswith("torchlet/_C") for n in z.namelist())
+    assert _ours() == []
+
+
+def test_build_timeout_is_an_infrastructure_error(home: Path, images: None,
+                                                  hist: SyntheticHistory) -> None:
+    repo = git.Repo(hist.path)
+    b = DockerBuilder(repository_id(repo), requires=TORCHLET.build_requires)
+    res = build_wheel(repo, hist.main[12], TORCHLET, python=sys.executable, builder=b,
+                      timeout_s=0.5)
+    assert not res.ok and res.infra and "timed out" in res.infra
+    assert "timed out" in res.log_path.read_text()
+    assert _ours() == [], "the stopped build container is removed"
+
+
+def test_pytorch_recipe_builds_submodules_per_commit(home: Path, images: None,
+                                                     tmp_path: Path) -> None:
+    mt = minitorch.make(tmp_path / "mt")
+    oracle = tmp_path / "mini_value.py"
+    oracle.write_text(minitorch.ORACLE)
+    r = run_cli("start", "--repo", str(mt.path), "--good", "v0.1", "--bad", "main",
+                "--oracle", str(oracle), "--profile", "pytorch", "--no-prebuilt",
+                "--build-in", "docker", "--cuda-arch", "9.0", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == mt.culprit, "the submodule bump is found"
+    built = [p["build"] for p in d["probes"] if p.get("build")]
+    assert built and all(b["where"] == "docker" and b["status"] == "ok" for b in built)
+    assert "ccache" in r.stderr
+    wheels = list(Path(os.environ["BISECTOR_CACHE_DIR"]).glob("wheels/*/*/torch-*.whl"))
+    wanted = f"torch-2.0.0a0+git{mt.culprit[:7]}"
+    with zipfile.ZipFile(next(w for w in wheels if w.name.startswith(wanted))) as z:
+        env = json.loads(z.read("torch/build_env.json"))
+    assert env["USE_CUDA"] == "1" and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
+    assert env["USE_DISTRIBUTED"] == "0" and env["BUILD_TEST"] == "0"
+    assert env["USE_CCACHE"] == "1" and int(env["MAX_JOBS"]) >= 1
+    assert _ours() == []

@@ -1,0 +1,272 @@
+"""Prebuilt wheels, nightlies mapped to commits, overlays and cost-aware probing, end to end.
+
+Everything is real: a package index served on 127.0.0.1 (tests/index_server.py) with wheels of
+the synthetic project built at every 16th commit and published like PyTorch's nightlies (a
+``nightly`` branch, ``.devYYYYMMDD+cpu`` versions, ``git_version`` in ``version.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import git
+import pytest
+from sqlalchemy import select
+
+from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem, parse_simple_page
+from bisector.artifacts.prebuilt import Discoverer
+from bisector.artifacts.provider import Provider
+from bisector.executors.local import LocalExecutor
+from bisector.profiles import TORCHLET
+from bisector.store import models as m
+from bisector.store.db import open_store
+from bisector.synthetic import SyntheticHistory, generate
+from tests.conftest import run_cli
+from tests.index_server import IndexServer
+from tests.nightlies import publish
+
+EVERY = 16
+
+
+World = tuple[SyntheticHistory, IndexServer]
+
+
+def _world(base: Path, releases: bool = False, **gen: Any) -> Iterator[World]:
+    """A synthetic history with nightlies every 16 commits, its wheels served on 127.0.0.1."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
+    mp.setenv("BISECTOR_HOME", str(base / "build-home"))
+    hist = generate(base / "repo", nightly_every=EVERY, **gen)
+    publish(hist, base / "index", releases=releases)
+    mp.undo()
+    with IndexServer(base / "index") as server:
+        yield hist, server
+
+
+@pytest.fixture(scope="module")
+def py_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A Python-file regression (commit 157), a module deleted at 171, a Triton bump at 201."""
+    yield from _world(tmp_path_factory.mktemp("py-world"), releases=True, delete_at=171,
+                      triton_bump_at=201)
+
+
+@pytest.fixture(scope="module")
+def c_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """A regression in the C extension (commit 157) with C churn between the nightlies."""
+    yield from _world(tmp_path_factory.mktemp("c-world"), regression_in="c",
+                      c_churn=(149, 153, 155, 158))
+
+
+def _db(home: Path) -> str:
+    return str(home / "data" / "bisector.db")
+
+
+def _start(hist: SyntheticHistory, server: IndexServer, *extra: str) -> dict[str, object]:
+    r = run_cli("start", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                "--oracle", "torchlet_norm", "--nightly-index", server.index_url("nightly-cpu"),
+                "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    data: dict[str, object] = json.loads(r.stdout)
+    data["_stderr"] = r.stderr
+    return data
+
+
+def _artifacts(home: Path) -> list[m.Artifact]:
+    store = open_store(_db(home), create=False)
+    with store.session() as s:
+        rows = list(s.scalars(select(m.Artifact)))
+        for r in rows:
+            s.expunge(r)
+    return rows
+
+
+def _probes(home: Path) -> list[m.Probe]:
+    store = open_store(_db(home), create=False)
+    with store.session() as s:
+        rows = list(s.scalars(select(m.Probe).where(m.Probe.reused.is_(False))))
+        for r in rows:
+            s.expunge(r)
+    return rows
+
+
+def test_python_regression_is_found_with_no_source_build(home: Path, py_world: tuple) -> None:
+    hist, server = py_world
+    data = _start(hist, server, "--release-index", server.index_url("release"))
+    assert data["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    arts = _artifacts(home)
+    kinds = [a.kind for a in arts]
+    assert "source" not in kinds, kinds
+    assert {"overlay", "prebuilt"} <= set(kinds)
+    # The bad endpoint is the v0.2.0 release wheel, mapped by its tag.
+    bad = next(a for a in arts if a.commit_sha == hist.tags["v0.2.0"])
+    assert bad.kind == "prebuilt" and bad.settings["kind"] == "release"
+    n = int(data["candidates"])  # type: ignore[call-overload]
+    assert len(_probes(home)) <= math.ceil(math.log2(n)) + 2
+
+
+def test_c_regression_needs_few_source_builds(home: Path, c_world: tuple) -> None:
+    hist, server = c_world
+    data = _start(hist, server)
+    assert data["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    builds = [a for a in _artifacts(home) if a.kind == "source"]
+    w = EVERY  # commits between adjacent nightlies
+    assert 1 <= len(builds) <= math.ceil(math.log2(w)) + 1, [a.commit_sha for a in builds]
+    n = int(data["candidates"])  # type: ignore[call-overload]
+    assert len(_probes(home)) <= math.ceil(math.log2(n)) + 2
+
+
+def test_overlay_env_has_wheel_C_and_commit_python(home: Path, py_world: tuple) -> None:
+    """Overlay of main[175] on the nightly of main[160]: _C from the wheel, every .py from 175,
+    the module deleted at 171 gone, version.py kept from the wheel."""
+    hist, server = py_world
+    repo = git.Repo(hist.path)
+    cands = hist.main[150:180]
+    found = Discoverer(repo, TORCHLET, f"cp{sys.version_info[0]}{sys.version_info[1]}",
+                       "cpu").discover(cands, nightly_index=server.index_url("nightly-cpu"),
+                                       release_index=None)
+    base_pos = cands.index(hist.main[160])
+    assert set(found.by_position) == {base_pos, cands.index(hist.main[176])}
+    assert found.by_position[base_pos].git_version == hist.nightlies[10][0]  # nightly branch
+    store = open_store(_db(home))
+    prov = Provider(store, lambda: repo, TORCHLET, sys.executable, cands,
+                    {base_pos: found.by_position[base_pos]})
+    target = cands.index(hist.main[175])
+    assert prov.kind(target) == "overlay"
+    art, inst = prov.obtain(target)
+    assert art.kind == "overlay" and inst is not None and inst.overlay is not None
+    venv = LocalExecutor(sys.executable, "torchlet").ensure_env(inst, ())
+    site = next(venv.glob("lib/python*/site-packages"))
+    pkg = site / "torchlet"
+    assert list(pkg.glob("_C*.so")), "the compiled extension comes from the wheel"
+    assert not (pkg / "_fixes.py").exists(), "deleted at commit 171, gone from the overlay"
+    tree = repo.commit(hist.main[175]).tree
+    for blob in tree["torchlet"].traverse():
+        if blob.type == "blob" and blob.path.endswith(".py") and blob.path != "torchlet/version.py":
+            assert (site / blob.path).read_bytes() == blob.data_stream.read(), blob.path
+    version = (pkg / "version.py").read_text()
+    assert hist.nightlies[10][0] in version  # the wheel's git_version is kept
+    facts = json.loads((venv / "bisector-facts.json").read_text())
+    assert facts["overlay"]["commit"] == hist.main[175]
+    assert facts["overlay"]["deleted"] == ["torchlet/_fixes.py"]
+
+
+def test_triton_pin_change_is_not_overlay_eligible(home: Path, py_world: tuple) -> None:
+    hist, _server = py_world
+    from bisector.artifacts import overlay
+
+    repo = git.Repo(hist.path)
+    before = overlay.check(repo, hist.main[192], hist.main[200], TORCHLET)
+    across = overlay.check(repo, hist.main[192], hist.main[205], TORCHLET)
+    assert before.ok
+    assert not across.ok and "Triton pin" in across.reason
+
+
+def test_plan_explains_the_range_before_searching(home: Path, py_world: tuple) -> None:
+    hist, server = py_world
+    gone = sorted((server.state.root / "nightly-cpu" / "files").glob("*.whl"))[5].name
+    server.state.gone = {gone}
+    try:
+        r = run_cli("plan", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                    "--oracle", "torchlet_norm", "--nightly-index",
+                    server.index_url("nightly-cpu"), "--cost", "build=600", "--json")
+    finally:
+        server.state.gone = set()
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["candidates"] == 212
+    assert rep["missing"] == [gone]
+    assert len(rep["prebuilt"]) == 12  # 13 nightlies inside the range, one expired
+    assert rep["kinds"]["overlay"] > 150
+    assert rep["builds_max"] <= 2 and rep["probes_max"] <= math.ceil(math.log2(212)) + 2
+    assert rep["costs"]["build"] == 600
+    text = run_cli("plan", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                   "--oracle", "torchlet_norm", "--nightly-index",
+                   server.index_url("nightly-cpu"))
+    assert "projected wall time" in text.stdout and "overlay-eligible commits" in text.stdout
+    assert not (home / "data" / "bisector.db").exists() or not run_cli(
+        "list", "--json").stdout.strip().strip("[]").strip(), "plan records no bisection"
+
+
+def test_expired_nightly_is_reported_and_never_used(home: Path, py_world: tuple) -> None:
+    hist, server = py_world
+    files = sorted((server.state.root / "nightly-cpu" / "files").glob("*.whl"))
+    server.state.gone = {f.name for f in files[2:12]}  # most of the range's nightlies expired
+    server.state.requests.clear()
+    try:
+        data = _start(hist, server)
+    finally:
+        server.state.gone = set()
+    assert data["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    assert "gone from the index" in str(data["_stderr"])
+    fetched = {p for meth, p, _ in server.state.requests if meth == "GET"}
+    assert not any(name in p for p in fetched for name in (f.name for f in files[2:12]))
+
+
+def test_hash_mismatch_falls_back_and_gives_the_right_verdict(home: Path,
+                                                             py_world: tuple) -> None:
+    hist, server = py_world
+    files = sorted((server.state.root / "nightly-cpu" / "files").glob("*.whl"))
+    server.state.hashes_in_links = {"nightly-cpu"}
+    server.state.bad_hash = {f.name for f in files}
+    try:
+        data = _start(hist, server)
+    finally:
+        server.state.hashes_in_links, server.state.bad_hash = set(), set()
+    assert data["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    assert "hash mismatch" in str(data["_stderr"])
+    assert all(a.kind == "source" for a in _artifacts(home)), "no untrusted wheel was used"
+
+
+def test_garbage_index_is_a_one_line_error_and_records_nothing(home: Path,
+                                                               py_world: tuple) -> None:
+    hist, server = py_world
+    server.state.garbage = {"torchlet"}
+    try:
+        r = run_cli("start", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                    "--oracle", "torchlet_norm", "--nightly-index",
+                    server.index_url("nightly-cpu"))
+    finally:
+        server.state.garbage = set()
+    assert r.returncode == 10
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "not a PEP 503 index page" in lines[0], r.stderr
+    db = home / "data" / "bisector.db"
+    assert not db.exists() or json.loads(run_cli("list", "--json").stdout) == []
+
+
+def test_index_client_reads_version_py_by_ranges_and_resumes(tmp_path: Path,
+                                                             py_world: tuple) -> None:
+    _hist, server = py_world
+    client = IndexClient(server.index_url("nightly-cpu"))
+    files = client.files("torchlet")
+    json_files = parse_simple_page(
+        client.http.get(client.project_url("torchlet"),
+                        headers={"Accept": "text/html"}).content, "text/html",
+        client.project_url("torchlet"))
+    assert [f.filename for f in files] == [f.filename for f in json_files]  # 691 == 503
+    f = files[0]
+    size = (server.state.root / "nightly-cpu" / "files" / f.filename).stat().st_size
+    server.state.bytes_sent = 0
+    text = client.read_member(f.url, lambda n: n == "torchlet/version.py").decode()
+    assert "git_version" in text
+    assert server.state.bytes_sent < size  # not the whole wheel
+    # Resume: half a download is on disk; the rest comes with a Range request.
+    whole = (server.state.root / "nightly-cpu" / "files" / f.filename).read_bytes()
+    dest = tmp_path / f.filename
+    dest.with_name(dest.name + ".part").write_bytes(whole[: len(whole) // 2])
+    server.state.requests.clear()
+    digest = client.download(f, dest)
+    assert dest.read_bytes() == whole
+    assert any(rng == f"bytes={len(whole) // 2}-" for _m, _p, rng in server.state.requests)
+    import hashlib
+
+    assert digest == hashlib.sha256(whole).hexdigest()
+    bad = IndexFile(f.filename, f.url, {"sha256": "0" * 64})
+    with pytest.raises(IndexProblem, match="hash mismatch"):
+        client.download(bad, tmp_path / "again" / f.filename)
+    assert not (tmp_path / "again" / f.filename).exists()

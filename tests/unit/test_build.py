@@ -1,0 +1,81 @@
+"""Build bookkeeping: ccache statistics, failure lines, keys and build variables."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bisector.artifacts.build import (
+    HostBuilder,
+    build_key,
+    describe_stats,
+    detect_cuda_arch,
+    failure_summary,
+    parse_ccache_log,
+)
+from bisector.errors import UsageError
+from bisector.profiles import PYTORCH, TORCHLET
+from bisector.service import StartOptions, parse_build_env, resolve_cuda_arch
+
+STATS_LOG = """\
+# /src/a.c
+cache_miss
+direct_cache_miss
+local_storage_miss
+preprocessed_cache_miss
+# /src/b.c
+direct_cache_hit
+local_storage_hit
+# /src/c.c
+preprocessed_cache_hit
+direct_cache_miss
+"""
+
+
+def test_ccache_log_counts_each_call_once() -> None:
+    assert parse_ccache_log(STATS_LOG) == {"hits": 2, "misses": 1}
+    assert parse_ccache_log("") == {"hits": 0, "misses": 0}
+    assert describe_stats({"ccache": {"hits": 2, "misses": 1}}) == "ccache 2/3 hits (67%)"
+    assert describe_stats({"ccache": {"hits": 0, "misses": 0}}) == "ccache: no compile finished"
+    assert describe_stats({}) == ""
+
+
+def test_failure_summary_names_the_compiler_error_not_the_command(tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    log.write_text("running build_ext\n"
+                   "ccache gcc -O2 -Werror=format-security -c csrc/_C.c -o _C.o\n"
+                   "csrc/_C.c:1:2: error: #error this commit does not build\n"
+                   "error: Failed to build `/src`\n")
+    assert failure_summary(log) == "csrc/_C.c:1:2: error: #error this commit does not build"
+    log.write_text("ModuleNotFoundError: No module named 'yaml'\nerror: command failed\n")
+    assert failure_summary(log) == "ModuleNotFoundError: No module named 'yaml'"
+    assert failure_summary(tmp_path / "none.log") == "no output"
+
+
+def test_max_jobs_is_not_part_of_the_key_but_the_cuda_arch_is() -> None:
+    py = sys.executable
+    more_jobs = replace(PYTORCH, build_env={**PYTORCH.build_env, "MAX_JOBS": "64"})
+    assert build_key(PYTORCH, "a" * 40, py)[0] == build_key(more_jobs, "a" * 40, py)[0]
+    sm90 = build_key(PYTORCH, "a" * 40, py, HostBuilder(py, "9.0"))[0]
+    sm80 = build_key(PYTORCH, "a" * 40, py, HostBuilder(py, "8.0"))[0]
+    assert sm90 != sm80
+    distributed = replace(PYTORCH, build_env={**PYTORCH.build_env, "USE_DISTRIBUTED": "1"})
+    assert build_key(distributed, "a" * 40, py)[0] != build_key(PYTORCH, "a" * 40, py)[0]
+
+
+def test_cuda_arch_only_where_the_build_uses_it() -> None:
+    opts = StartOptions(repo=Path("."), good="a", bad="b", oracle="x")
+    assert resolve_cuda_arch(TORCHLET, replace(opts, cuda_arch="9.0")) is None
+    assert resolve_cuda_arch(PYTORCH, replace(opts, cuda_arch="9.0")) == "9.0"
+    # This machine's GPUs, or without an NVIDIA driver the profile's default list.
+    assert resolve_cuda_arch(PYTORCH, opts) == (detect_cuda_arch() or PYTORCH.default_cuda_arch)
+
+
+def test_build_env_pairs() -> None:
+    assert parse_build_env(("USE_DISTRIBUTED=1", "X=")) == {"USE_DISTRIBUTED": "1", "X": ""}
+    for bad in ("USE_DISTRIBUTED", "=1", "A B=1"):
+        with pytest.raises(UsageError, match="KEY=VALUE"):
+            parse_build_env((bad,))
