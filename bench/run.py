@@ -4,13 +4,16 @@
 2. Planning a 100k-commit range (bisector's history walk) vs ``git rev-list --count``.
 3. From a cached ~1 GB wheel set to the oracle's first line: bisector's uv environments (a
    fresh environment from uv's warm cache, and a reused one) vs ``python -m venv`` +
-   ``pip install`` of the same wheels.
+   ``pip install`` of the same wheels; and the same inside a container of the runtime image.
+5. A one-file C change built in the builder container with the repository's ccache volume
+   warm, vs its parent built from an empty volume.
 
-Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB.
+Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -28,6 +31,7 @@ from pathlib import Path
 import git
 
 from bisector import history
+from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
 from bisector.executors.local import LocalExecutor
 from bisector.search import Culprit, Probe, Verdict, next_step
@@ -211,12 +215,75 @@ def bench_docker_env(tmp: Path, wheels: list[Path], oracle_path: Path) -> None:
          f"{reuse:.2f}s -> ratio {reuse / baseline:.3f}x")
 
 
+def _c_project(path: Path, files: int) -> list[str]:
+    """A git repository with a C extension of ``files`` sources; commit 2 changes one file."""
+    (path / "src").mkdir(parents=True)
+    (path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "benchc"\nversion = "0.1"\n[tool.setuptools]\npackages = []\n')
+    (path / "setup.py").write_text(
+        "import glob\nfrom setuptools import Extension, setup\n"
+        "setup(ext_modules=[Extension('benchc', sorted(glob.glob('src/*.c')))])\n")
+    body = "\n".join(f"double f{{i}}_{j}(double x) {{ double y = x; "
+                     f"for (int k = 0; k < {j + 3}; k++) y = y * 1.0001 + k / (x + {j + 1}.0); "
+                     f"return y; }}" for j in range(200))
+    for i in range(files):
+        (path / "src" / f"m{i}.c").write_text(body.replace("{i}", str(i)))
+    (path / "src" / "m0.c").write_text(
+        (path / "src" / "m0.c").read_text() + "\n#include <Python.h>\n"
+        "static struct PyModuleDef D = {PyModuleDef_HEAD_INIT, \"benchc\", 0, -1, 0};\n"
+        "PyMODINIT_FUNC PyInit_benchc(void) { return PyModule_Create(&D); }\n")
+    repo = git.Repo.init(path, initial_branch="main")
+    repo.git.add("-A")
+    repo.git.commit("-q", "-m", "all sources", "--author", "B <b@example.com>")
+    first = repo.head.commit.hexsha
+    with (path / "src" / "m1.c").open("a") as f:
+        f.write("\ndouble changed(double x) { return x + 1; }\n")
+    repo.git.commit("-q", "-am", "change one file", "--author", "B <b@example.com>")
+    return [first, repo.head.commit.hexsha]
+
+
+def bench_builder_ccache(tmp: Path) -> None:
+    """A commit that changes one C file, built in the builder container after its parent (the
+    repository's ccache volume warm) vs the parent's own build from an empty volume."""
+    from bisector.artifacts.build import build_wheel
+    from bisector.artifacts.docker_build import BUILDER_IMAGE, DockerBuilder, repository_id
+    from bisector.executors.container import client
+    from bisector.profiles import Profile
+
+    files = int(os.environ.get("BENCH_C_FILES", "40"))
+    print(f"5. source build in {BUILDER_IMAGE}: one changed C file of {files}, ccache volume warm")
+    try:
+        client().images.get(BUILDER_IMAGE)
+    except Exception as e:
+        line("skipped", f"no engine or image ({str(e)[:60]}): run `make images`")
+        return
+    shas = _c_project(tmp / "cproj", files)
+    repo = git.Repo(tmp / "cproj")
+    prof = Profile(name="bench-c", distribution="benchc", import_name="benchc")
+    b = DockerBuilder(repository_id(repo), requires=prof.build_requires)
+    with contextlib.suppress(Exception):
+        client().volumes.get(b.volume).remove(force=True)
+    try:
+        runs = [build_wheel(repo, sha, prof, python=sys.executable, builder=b) for sha in shas]
+    finally:
+        with contextlib.suppress(Exception):
+            client().volumes.get(b.volume).remove(force=True)
+    assert all(r.ok for r in runs), runs[-1].log_tail
+    cold, warm = runs
+    line("baseline: parent commit, empty ccache volume", f"{cold.duration_s:.2f}s "
+         f"({describe_stats(cold.stats)})")
+    line("child commit, same volume", f"{warm.duration_s:.2f}s -> ratio "
+         f"{warm.duration_s / cold.duration_s:.3f}x ({describe_stats(warm.stats)})")
+
+
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
         bench_probes()
         bench_planning(tmp)
         bench_env(tmp)
+        bench_builder_ccache(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
