@@ -40,6 +40,8 @@ from bisector.settings import cache_dir
 
 BUILDER_IMAGE = "bisector/builder:latest"
 BUILD_ENV = "/tmp/build-env"
+# ccache's default 5 GB holds about one PyTorch CUDA configuration; a bisection walks many.
+CCACHE_MAXSIZE = os.environ.get("BISECTOR_CCACHE_MAXSIZE", "25G")
 
 
 def repository_id(repo: git.Repo) -> str:
@@ -132,6 +134,7 @@ class DockerBuilder:
                 str(uv_cache): {"bind": "/uv-cache", "mode": "rw"}}
         full_env = {**env, "CCACHE_DIR": "/ccache", "CCACHE_BASEDIR": "/src",
                     "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": "/meta/ccache-stats.log",
+                    "CCACHE_MAXSIZE": CCACHE_MAXSIZE,
                     "UV_CACHE_DIR": "/uv-cache", "UV_LINK_MODE": "copy",
                     "UV_NO_BUILD_ISOLATION": "1", "HOME": "/tmp"}
         if self.offline:
