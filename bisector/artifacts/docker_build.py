@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shlex
+import shutil
 import uuid
 from functools import cached_property
 from pathlib import Path
@@ -36,6 +37,7 @@ from bisector.executors.container import (
     wait_or_stop,
 )
 from bisector.owner import owner_id
+from bisector.proc import tail
 from bisector.settings import cache_dir
 
 BUILDER_IMAGE = "bisector/builder:latest"
@@ -117,15 +119,19 @@ class DockerBuilder:
             log: Path, timeout_s: float, commit: str) -> BuildRun:
         meta = work / "meta"
         meta.mkdir(exist_ok=True)
+        # /meta/phase tells a failed set-up (no index, say: the machine's fault) from a failed
+        # build (the commit's).
         script = [
             "set -e",
             "exec > /meta/build.log 2>&1",
+            "echo setup > /meta/phase",
             f"uv venv -q --python python3 {BUILD_ENV}",
         ]
         if self.requires:
             script.append(f"uv pip install -q --python {BUILD_ENV}/bin/python "
                           f"{shlex.join(self.requires)}")
-        script += [f"echo '$ {shlex.join(cmd)}'", f"exec {shlex.join(cmd)}"]
+        script += ["echo build > /meta/phase", f"echo '$ {shlex.join(cmd)}'",
+                   f"exec {shlex.join(cmd)}"]
         uv_cache = cache_dir() / "docker" / "uv-cache"
         uv_cache.mkdir(parents=True, exist_ok=True)
         vols = {str(src): {"bind": "/src", "mode": "rw"},
@@ -170,12 +176,16 @@ class DockerBuilder:
             with contextlib.suppress(docker.errors.DockerException):
                 ctr.remove(force=True)  # always, also on Ctrl-C
         if (meta / "build.log").exists():
-            (meta / "build.log").replace(log)
+            shutil.copyfile(meta / "build.log", log)
         stats_log = meta / "ccache-stats.log"
         stats = {"ccache": parse_ccache_log(stats_log.read_text(errors="replace")
                                             if stats_log.exists() else "")}
-        return BuildRun(code, timed_out, _seconds(started, finished), stats,
-                        infra=f"build timed out after {timeout_s:.0f}s" if timed_out else None)
+        infra = f"build timed out after {timeout_s:.0f}s" if timed_out else None
+        phase = (meta / "phase").read_text().strip() if (meta / "phase").exists() else "setup"
+        if code != 0 and not timed_out and phase == "setup":
+            last = tail(meta / "build.log", 1) or tail(log, 1) or "no output"
+            infra = f"the build environment could not be set up: {last[:200]}"
+        return BuildRun(code, timed_out, _seconds(started, finished), stats, infra=infra)
 
 
 def _seconds(started: str, finished: str) -> float:

@@ -261,3 +261,16 @@ def test_pytorch_recipe_builds_submodules_per_commit(home: Path, images: None,
     assert env["USE_DISTRIBUTED"] == "0" and env["BUILD_TEST"] == "0"
     assert env["USE_CCACHE"] == "1" and int(env["MAX_JOBS"]) >= 1
     assert _ours() == []
+
+
+def test_failed_build_setup_is_an_infrastructure_error(home: Path, images: None,
+                                                       hist: SyntheticHistory) -> None:
+    """Build requirements that cannot be installed say nothing about the commit."""
+    repo = git.Repo(hist.path)
+    b = DockerBuilder(repository_id(repo), offline=True,
+                      requires=("bisector-no-such-package==9.9",))
+    res = build_wheel(repo, hist.main[12], TORCHLET, python=sys.executable, builder=b)
+    assert not res.ok
+    assert res.infra and res.infra.startswith("the build environment could not be set up")
+    assert "bisector-no-such-package" in res.log_path.read_text()
+    assert _ours() == []
