@@ -432,13 +432,17 @@ def images(build_roles: tuple[str, ...], base: str | None, json_out: bool) -> No
         err.print(f"building {img.IMAGES[role]} on {base or 'the default CUDA base'} ...")
         img.build(role, base)
     infos = [img.inspect(role) for role in img.IMAGES]
+    volumes = img.ccache_volumes()
     if json_out:
-        click.echo(json.dumps([asdict(i) for i in infos], indent=2))
+        click.echo(json.dumps({"images": [asdict(i) for i in infos],
+                               "ccache_volumes": [asdict(v) for v in volumes]}, indent=2))
         return
     for i in infos:
         state = f"{i.id}  {(i.size or 0) / 2**20:.0f} MiB  {i.created}" if i.id else \
             "missing: run `make images`"
         out.print(f"{i.role:<8} {i.tag:<26} {state}")
+    for v in volumes:
+        out.print(f"ccache   {v.name:<26} repository root {v.repository[:12]}  {v.created}")
 
 
 @cli.command()

@@ -1,4 +1,5 @@
-"""``make images`` / ``bisect images``: build the runtime and builder images, list what exists.
+"""``make images`` / ``bisect images``: build the runtime and builder images, list what exists
+(the images with their digests, and the builder's ccache volumes).
 
 Both Dockerfiles take ``BASE_IMAGE`` as a build argument (default: the official CUDA image of
 the profile's CUDA); with no registry, tests pass the local Debian base made by
@@ -59,3 +60,18 @@ def inspect(role: str) -> ImageInfo:
         return ImageInfo(role, tag, None, None, None)
     return ImageInfo(role, tag, str(img.id), int(img.attrs.get("Size", 0)),
                      str(img.attrs.get("Created", "")))
+
+
+@dataclass(frozen=True)
+class CacheVolume:
+    name: str
+    repository: str  # the root commit of the repository whose builds share it
+    created: str
+
+
+def ccache_volumes() -> list[CacheVolume]:
+    """The builder's compiler caches, one per repository (``--build-in docker``)."""
+    vols = client().volumes.list(filters={"label": "bisector.ccache"})
+    return sorted((CacheVolume(v.name, str(v.attrs.get("Labels", {}).get("bisector.ccache", "")),
+                               str(v.attrs.get("CreatedAt", ""))) for v in vols),
+                  key=lambda v: v.name)

@@ -226,6 +226,9 @@ def test_builder_shares_ccache_across_commits(home: Path, images: None,
     with zipfile.ZipFile(second.wheel) as z:  # type: ignore[arg-type]
         assert any(n.startswith("torchlet/_C") for n in z.namelist())
     assert _ours() == []
+    listed = json.loads(run_cli("images", "--json", check=True).stdout)["ccache_volumes"]
+    assert {"name": b.volume, "repository": repository_id(repo)} in [
+        {k: v[k] for k in ("name", "repository")} for v in listed]
 
 
 def test_build_timeout_is_an_infrastructure_error(home: Path, images: None,
@@ -241,9 +244,18 @@ def test_build_timeout_is_an_infrastructure_error(home: Path, images: None,
 
 def test_pytorch_recipe_builds_submodules_per_commit(home: Path, images: None,
                                                      tmp_path: Path) -> None:
-    mt = minitorch.make(tmp_path / "mt")
+    mt = minitorch.make(tmp_path / "mt")  # a new root commit each time: its own volume
     oracle = tmp_path / "mini_value.py"
     oracle.write_text(minitorch.ORACLE)
+    volume = DockerBuilder(repository_id(git.Repo(mt.path))).volume
+    try:
+        _bisect_minitorch(mt, oracle, home)
+    finally:
+        with contextlib.suppress(Exception):
+            client().volumes.get(volume).remove(force=True)
+
+
+def _bisect_minitorch(mt: minitorch.MiniTorch, oracle: Path, home: Path) -> None:
     r = run_cli("start", "--repo", str(mt.path), "--good", "v0.1", "--bad", "main",
                 "--oracle", str(oracle), "--profile", "pytorch", "--no-prebuilt",
                 "--build-in", "docker", "--cuda-arch", "9.0", "--json")
