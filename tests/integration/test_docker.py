@@ -184,6 +184,39 @@ def test_kill_9_leaves_an_orphan_that_resume_sweeps(home: Path, images: None,
     assert _ours() == []
 
 
+def _wait_for(role: str, timeout_s: float = 300) -> bool:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if any(getattr(c, "labels", {}).get("bisector.role") == role for c in _ours()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("role", ["build", "oracle"])
+def test_ctrl_c_removes_the_running_container(home: Path, images: None, hist: SyntheticHistory,
+                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              role: str) -> None:
+    """Interrupted while a build or an oracle container runs: it is removed, exit 130, and
+    resume finishes with the same culprit."""
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))  # nothing built yet
+    db = home / "c.db"
+    proc = subprocess.Popen(
+        [*BISECT, "--db", str(db), "start", "--repo", str(hist.path), "--good", "v0.1.0",
+         "--bad", "v0.2.0", "--oracle", str(ORACLES / "slow_norm.py"), "--executor",
+         "docker", "--memory", "1g"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert _wait_for(role), f"a {role} container was seen running"
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "resume 1" in stderr
+    assert _ours() == [], "the interrupted container is removed"
+    r = run_cli("--db", str(db), "resume", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+
+
 @pytest.mark.parametrize(("flags", "message"), [
     (["--executor", "docker", "--image", "bisector/nope:missing"],
      "image bisector/nope:missing does not exist: run `make images`"),
