@@ -1,6 +1,7 @@
 """``make bench``: every figure is a ratio against a baseline measured in the same run.
 
-1. Oracle runs used by the search vs the ideal ceil(log2 n), over random culprits.
+1. Oracle runs used by the search vs the ideal ceil(log2 n), over random culprits; rounds with
+   K probes at once vs ceil(log_(K+1) n) + 1; the demo's wall time with --jobs 2 vs --jobs 1.
 2. Planning a 100k-commit range (bisector's history walk) vs ``git rev-list --count``.
 3. From a cached ~1 GB wheel set to the oracle's first line: bisector's uv environments (a
    fresh environment from uv's warm cache, and a reused one) vs ``python -m venv`` +
@@ -33,8 +34,8 @@ import git
 from bisector import history
 from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
+from bisector.core.search import Culprit, Probe, Verdict, next_step
 from bisector.executors.local import LocalExecutor
-from bisector.search import Culprit, Probe, Verdict, next_step
 from bisector.synthetic import generate_linear
 
 
@@ -63,6 +64,58 @@ def bench_probes() -> None:
              f"ceil(log2 n)={ideal:3d} -> max/(ceil(log2 n)+2) = "
              f"{max(counts) / (ideal + 2):.2f}, mean/ceil(log2 n) = "
              f"{statistics.mean(counts) / ideal:.2f}")
+
+
+def bench_rounds() -> None:
+    """Rounds of K probes at once (multisection) vs the promise ceil(log_(K+1) n) + 1.
+
+    A round is one call of the search, exactly as the runner makes them: the first round is
+    the two endpoints (one after the other when K = 1), then K split points per round.
+    """
+    print("1b. rounds with K probes at once vs ceil(log_(K+1) n) + 1 (random culprits)")
+    rng = random.Random(2)
+    for k in (1, 2, 4, 8):
+        for n in (10, 1_000, 100_000):
+            worst = 0
+            total = 0
+            tries = 100
+            for _ in range(tries):
+                culprit = rng.randint(1, n - 1)
+                known: dict[int, Verdict] = {}
+                rounds = 0
+                while True:
+                    step = next_step(n, known, width=k)
+                    if not isinstance(step, Probe):
+                        break
+                    rounds += 1
+                    for p in step.positions:
+                        known[p] = Verdict.BAD if p >= culprit else Verdict.GOOD
+                assert step == Culprit(culprit)
+                worst, total = max(worst, rounds), total + rounds
+            bound = math.ceil(math.log(n) / math.log(k + 1) - 1e-9) + 1
+            line(f"K={k} n={n:>7}: rounds mean {total / tries:5.2f}, max {worst:3d}",
+                 f"bound {bound:3d} -> max/bound = {worst / bound:.2f}")
+
+
+def bench_demo_jobs(tmp: Path) -> None:
+    """The bundled demo end to end (builds, environments, oracles) with 1 and 2 probes at once,
+    each from an empty cache, on this machine."""
+    print("1c. bisect demo wall time: --jobs 2 vs --jobs 1 (cold caches, same run)")
+    times = {}
+    for jobs in (1, 2):
+        home = tmp / f"demo-{jobs}"
+        env = {**os.environ, "BISECTOR_HOME": str(home)}
+        env.pop("BISECTOR_CACHE_DIR", None)
+        env.pop("BISECTOR_DB", None)
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "bisector", "demo", "--jobs", str(jobs)],
+                           env=env, capture_output=True, text=True, check=False)
+        times[jobs] = time.perf_counter() - t0
+        if r.returncode != 0:
+            line(f"--jobs {jobs}", f"failed: {r.stderr.strip().splitlines()[-1:]}")
+            return
+        line(f"--jobs {jobs}", f"{times[jobs]:.1f}s")
+    line("--jobs 2 / --jobs 1", f"ratio {times[2] / times[1]:.2f}x")
 
 
 def bench_planning(tmp: Path) -> None:
@@ -165,7 +218,9 @@ def bench_env(tmp: Path) -> None:
 def bench_docker_env(tmp: Path, wheels: list[Path], oracle_path: Path) -> None:
     """The same wheel set into a container of the runtime image: DockerExecutor's environment
     volume (uv, hardlinks) against pip install inside the same image, oracle start included."""
-    from bisector.executors.container import DEFAULT_IMAGE, DockerExecutor, client
+    from bisector.containers import client
+    from bisector.defaults import RUNTIME_IMAGE as DEFAULT_IMAGE
+    from bisector.executors.docker import DockerExecutor
     from bisector.oracle import load_oracle
 
     print(f"4. cached wheel set -> oracle start inside a container of {DEFAULT_IMAGE}")
@@ -247,8 +302,9 @@ def bench_builder_ccache(tmp: Path) -> None:
     """A commit that changes one C file, built in the builder container after its parent (the
     repository's ccache volume warm) vs the parent's own build from an empty volume."""
     from bisector.artifacts.build import build_wheel
-    from bisector.artifacts.docker_build import BUILDER_IMAGE, DockerBuilder, repository_id
-    from bisector.executors.container import client
+    from bisector.artifacts.docker_build import DockerBuilder, repository_id
+    from bisector.containers import client
+    from bisector.defaults import BUILDER_IMAGE
     from bisector.profiles import Profile
 
     files = int(os.environ.get("BENCH_C_FILES", "40"))
@@ -281,6 +337,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
         bench_probes()
+        bench_rounds()
+        bench_demo_jobs(tmp)
         bench_planning(tmp)
         bench_env(tmp)
         bench_builder_ccache(tmp)

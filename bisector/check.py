@@ -8,7 +8,6 @@ already installed on this host (``system``), a given wheel, or a commit built fr
 from __future__ import annotations
 
 import hashlib
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +16,16 @@ from bisector import history
 from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
-from bisector.errors import BuildError, UsageError
-from bisector.executors.base import RunResult
-from bisector.executors.local import LocalExecutor, collect_facts, run_oracle
-from bisector.oracle import Oracle, Polarity, load_oracle, to_verdict
-from bisector.profiles import get_profile
-from bisector.search import Verdict
-from bisector.settings import logs_dir
+from bisector.artifacts.provider import Obtained
+from bisector.core.search import Verdict
+from bisector.core.verdict import Polarity, Rules
+from bisector.errors import BisectorError, BuildError, UsageError
+from bisector.executors.base import Executor, RunResult
+from bisector.executors.local import LocalExecutor, SystemExecutor
+from bisector.oracle import Oracle, load_oracle
+from bisector.profiles import Profile, get_profile
+from bisector.run.pipeline import NullRecorder, Pipeline
+from bisector.run.prepare import pick_profile
 
 
 @dataclass(frozen=True)
@@ -60,37 +62,55 @@ def check(
     wheel: Path | None = None,
     commit: str | None = None,
     repo: Path = Path("."),
-    profile_name: str = "pytorch",
+    profile_name: str | None = None,
     regress: Polarity | None = None,
+    gpu: str | None = None,
 ) -> CheckResult:
+    """Obtain the environment, then the one probe pipeline with a recorder that stores nothing."""
     if sum((system, wheel is not None, commit is not None)) != 1:
         raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
     oracle = load_oracle(oracle_spec)
-    polarity = regress or oracle.meta.polarity
-    profile = get_profile(profile_name)
-    run_dir = logs_dir() / "checks" / uuid.uuid4().hex[:12]
+    rules = Rules(regress or oracle.meta.polarity, False, oracle.meta.on_timeout)
+    profile = _profile(repo, commit, profile_name)
+    executor: Executor = LocalExecutor(python, profile.import_name)
+    sha = ""
     if system:
-        facts = collect_facts(python, profile.import_name, "system")
-        sha = str(facts.get("torch_git_version") or facts.get("git_version") or "")
-        result = run_oracle(python, oracle, sha, run_dir, facts)
-        env = f"system Python {python}"
-    else:
-        if wheel is not None:
-            if not wheel.is_file():
-                raise UsageError(f"wheel {wheel} does not exist: check the path")
-            key = hashlib.sha256(f"wheel:{file_sha256(wheel)}".encode()).hexdigest()
-            sha, env = "", f"wheel {wheel.name}"
-        else:
-            assert commit is not None
-            r = history.open_repo(repo)
-            sha = history.resolve(r, commit, "commit")
-            key, _ = build_key(profile, sha, python)
-            built = obtain_wheel(r, sha, profile, python=python)
-            if not built.ok or built.wheel is None:
-                raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
-                                 f"(log: {built.log_path})")
-            wheel, env = built.wheel, f"source build of {sha[:12]}"
-        executor = LocalExecutor(python, profile.import_name)
+        inst, env = Installable("system", "system"), f"system Python {python}"
+        executor = SystemExecutor(python, profile.import_name)
+    elif wheel is not None:
+        if not wheel.is_file():
+            raise UsageError(f"wheel {wheel} does not exist: check the path")
+        key = hashlib.sha256(f"wheel:{file_sha256(wheel)}".encode()).hexdigest()
+        env = f"wheel {wheel.name}"
         inst = Installable(key, env, wheel=wheel)
-        result = executor.run(inst=inst, oracle=oracle, commit=sha, run_dir=run_dir)
-    return CheckResult(oracle, to_verdict(result.outcome, polarity), polarity, result, env)
+    else:
+        assert commit is not None
+        r = history.open_repo(repo)
+        sha = history.resolve(r, commit, "commit")
+        key, _ = build_key(profile, sha, python)
+        built = obtain_wheel(r, sha, profile, python=python)
+        if not built.ok or built.wheel is None:
+            raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
+                             f"(log: {built.log_path})")
+        env = f"source build of {sha[:12]}"
+        inst = Installable(key, env, wheel=built.wheel)
+    pipeline = Pipeline(lambda _pos: Obtained(inst, None), executor, oracle, rules,
+                        NullRecorder())
+    res = pipeline.probe(0, sha, gpu=gpu)
+    run = res.run
+    if system and not sha:  # the system torch's own commit, once its facts are known
+        sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")
+    return CheckResult(oracle, res.verdict, rules.polarity, run, env)
+
+
+def _profile(repo: Path, commit: str | None, name: str | None) -> Profile:
+    """The profile ``start`` would pick for this repository (detected at the commit or HEAD);
+    PyTorch's when there is no repository (checking an installed torch)."""
+    if name:
+        return get_profile(name)
+    try:
+        r = history.open_repo(repo)
+        sha = history.resolve(r, commit or "HEAD", "commit")
+    except BisectorError:
+        return get_profile("pytorch")
+    return pick_profile(r, sha, None)

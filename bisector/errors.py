@@ -67,6 +67,13 @@ class BuildError(BisectorError):
     exit_code = 9
 
 
+class LeaseLost(BisectorError):
+    """Another process took this bisection over (this one's heartbeat went stale); this one
+    stops writing to it. Every run it finished is kept as a verdict."""
+
+    exit_code = 10
+
+
 class InterruptedBisection(BisectorError):
     """The user stopped the run; everything measured so far is stored."""
 

@@ -14,12 +14,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisector import defaults
 from bisector.artifacts.build import uv_binary
+from bisector.containers import client
 from bisector.errors import UsageError
-from bisector.executors.container import client
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
-IMAGES = {"runtime": "bisector/runtime:latest", "builder": "bisector/builder:latest"}
+IMAGES = {"runtime": defaults.RUNTIME_IMAGE, "builder": defaults.BUILDER_IMAGE}
 
 
 @dataclass(frozen=True)

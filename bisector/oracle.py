@@ -11,8 +11,8 @@ climb out of it); anything that looks like a path (``./x.py``, ``/abs/x.py``) is
 from __future__ import annotations
 
 import ast
-import enum
 import hashlib
+import math
 import os
 import re
 import tomllib
@@ -20,8 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
+from bisector import defaults
+from bisector.core.verdict import Polarity, TimeoutRule
 from bisector.errors import OracleError
-from bisector.search import Verdict
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 PEP723_RE = re.compile(
@@ -29,40 +32,13 @@ PEP723_RE = re.compile(
 )
 
 
-class Polarity(enum.Enum):
-    """Which exit status marks the *new* behaviour being searched for.
-
-    ``failure``: the usual regression hunt, the first commit where the oracle fails.
-    ``success``: the first commit where the oracle succeeds; this is a find-fix search, or a
-    seed-style repro script that exits 0 when the bug reproduces (``--regress success``).
-    """
-
-    FAILURE = "failure"
-    SUCCESS = "success"
-
-
-class Outcome(enum.Enum):
-    """What the oracle process did, before polarity gives it a meaning."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    SKIP = "skip"
-
-
-def to_verdict(outcome: Outcome, polarity: Polarity) -> Verdict:
-    if outcome is Outcome.SKIP:
-        return Verdict.SKIP
-    regressed = (outcome is Outcome.FAIL) == (polarity is Polarity.FAILURE)
-    return Verdict.BAD if regressed else Verdict.GOOD
-
-
 @dataclass(frozen=True)
 class OracleMeta:
     description: str = ""
     dependencies: tuple[str, ...] = ()
     requires_python: str | None = None
-    timeout: float = 600.0
-    on_timeout: Outcome = Outcome.SKIP
+    timeout: float = defaults.ORACLE_TIMEOUT_S
+    on_timeout: TimeoutRule = TimeoutRule.SKIP
     polarity: Polarity = Polarity.FAILURE
     needs_gpu: bool = False
     network: bool = False
@@ -125,15 +101,33 @@ def resolve_oracle(spec: str, oracles_dir: Path | None = None) -> Path:
 def load_oracle(spec: str, oracles_dir: Path | None = None) -> Oracle:
     path = resolve_oracle(spec, oracles_dir)
     content = path.read_bytes()
-    meta = parse_metadata(content.decode("utf-8", errors="replace"), str(path))
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # Stored as text, a lossy decode would run other bytes than the ones hashed.
+        raise OracleError(f"{path} is not UTF-8 text (byte {e.start}): save it as UTF-8"
+                          ) from None
+    try:
+        compile(content, str(path), "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise OracleError(f"{path}:{e.lineno}: the oracle does not compile ({e.msg}): fix it "
+                          f"and try `bisect check --oracle {path}`") from None
+    meta = parse_metadata(text, str(path))
     return Oracle(name=path.stem, path=path, content=content, meta=meta)
 
 
 def _pep723_block(script: str, where: str) -> dict[str, Any]:
+    # CRLF or CR line endings: Python runs the file all the same, so the metadata must be read
+    # all the same (a block silently ignored would lose polarity and timeout).
+    script = script.replace("\r\n", "\n").replace("\r", "\n")
     blocks = [m for m in PEP723_RE.finditer(script) if m.group("type") == "script"]
+    opened = re.findall(r"(?m)^# /// script[ \t]*$", script)
     if not blocks:
+        if opened:
+            raise OracleError(f"{where}: the `# /// script` block is not closed (a line "
+                              f"`# ///` must end it, every line between starting with `#`)")
         return {}
-    if len(re.findall(r"(?m)^# /// script$", script)) > 1:
+    if len(opened) > 1:
         raise OracleError(f"{where}: more than one `# /// script` block; keep exactly one")
     content = "".join(
         line[2:] if line.startswith("# ") else line[1:]
@@ -164,10 +158,19 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
     deps = data.get("dependencies", [])
     if not isinstance(deps, list) or not all(isinstance(d, str) for d in deps):
         raise OracleError(f"{where}: `dependencies` must be a list of requirement strings")
+    for dep in deps:  # each goes to uv as an argument: only a requirement, never an option
+        try:
+            Requirement(dep)
+        except InvalidRequirement:
+            raise OracleError(f"{where}: dependency {dep!r} is not a requirement like "
+                              f"\"numpy>=1.26\"") from None
     rp = data.get("requires-python")
     if rp is not None and not isinstance(rp, str):
         raise OracleError(f"{where}: `requires-python` must be a string like \">=3.10\"")
-    tool = data.get("tool", {}).get("bisector", {})
+    tools = data.get("tool", {})
+    if not isinstance(tools, dict):
+        raise OracleError(f"{where}: `tool` must be a table (`[tool.bisector]`), not {tools!r}")
+    tool = tools.get("bisector", {})
     if not isinstance(tool, dict):
         raise OracleError(f"{where}: `[tool.bisector]` must be a table")
     unknown = sorted(set(tool) - _KNOWN)
@@ -185,9 +188,10 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
             raise OracleError(f"{where}: [tool.bisector] {key} has the wrong type ({v!r})")
         return v
 
-    timeout = float(typed("timeout", (int, float), 600))
-    if timeout <= 0:
-        raise OracleError(f"{where}: [tool.bisector] timeout must be positive seconds")
+    timeout = float(typed("timeout", (int, float), defaults.ORACLE_TIMEOUT_S))
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise OracleError(f"{where}: [tool.bisector] timeout must be a positive, finite number "
+                          f"of seconds")
     on_timeout = typed("on-timeout", str, "skip")
     if on_timeout not in ("skip", "bad", "good"):
         raise OracleError(
@@ -206,18 +210,12 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise OracleError(f"{where}: [tool.bisector] env values must be strings")
     polarity = Polarity(pol)
-    # on-timeout speaks in verdict terms; store it as the outcome that gives that verdict.
-    timeout_outcome = {
-        "skip": Outcome.SKIP,
-        "bad": Outcome.FAIL if polarity is Polarity.FAILURE else Outcome.PASS,
-        "good": Outcome.PASS if polarity is Polarity.FAILURE else Outcome.FAIL,
-    }[on_timeout]
     return OracleMeta(
         description=typed("description", str, "") or _docstring_line(script),
         dependencies=tuple(deps),
         requires_python=rp,
         timeout=timeout,
-        on_timeout=timeout_outcome,
+        on_timeout=TimeoutRule(on_timeout),
         polarity=polarity,
         needs_gpu=typed("needs-gpu", bool, False),
         network=typed("network", bool, False),
@@ -230,7 +228,7 @@ def list_oracles(oracles_dir: Path | None = None) -> list[Oracle]:
     base = oracles_dir or default_oracles_dir()
     out = []
     for p in sorted(base.glob("*.py")):
-        if p.name.startswith("_"):
+        if p.name.startswith("_") or not p.is_file():
             continue
         out.append(load_oracle(str(p.resolve()), base))
     return out

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bisector.artifacts.provider import Provider
-from bisector.search import Culprit, Probe, Verdict, next_step
+from bisector.core.search import Culprit, Probe, Verdict, next_step
 
 # Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
 # took 22 s; a torch-sized env from a cached wheel ~2 s (make bench); a 2.5 GB nightly download

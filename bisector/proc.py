@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisector import cancel, defaults
+
 
 @dataclass(frozen=True)
 class ProcResult:
@@ -50,7 +52,7 @@ def run_logged(
     stdout_path: Path,
     stderr_path: Path | None = None,
     timeout_s: float,
-    grace_s: float = 5.0,
+    grace_s: float = defaults.PROCESS_GRACE_S,
 ) -> ProcResult:
     """Run ``cmd``; stdout to ``stdout_path`` and stderr to ``stderr_path`` (or merged)."""
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +70,10 @@ def run_logged(
                 start_new_session=True,
             )
             try:
-                rc: int | None = proc.wait(timeout=timeout_s)
+                # Registered so a stop asked for by another thread (Ctrl-C with several
+                # probes in flight) kills this group too.
+                with cancel.killable(lambda: _kill_group(proc, 0.5)):
+                    rc: int | None = proc.wait(timeout=timeout_s)
                 timed_out = False
             except subprocess.TimeoutExpired:
                 _kill_group(proc, grace_s)

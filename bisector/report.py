@@ -9,42 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 import git
-from sqlalchemy import select
 
 from bisector import history
-from bisector.errors import NotFoundError
-from bisector.oracle import Polarity
-from bisector.store import models as m
+from bisector.config import RunConfig, reproduce_command
+from bisector.core.verdict import Polarity
+from bisector.kinds import ArtifactKind, ArtifactStatus
+from bisector.store import bisections, views
 from bisector.store.db import Store
 
 
-def _terms(b: m.Bisection) -> tuple[str, str]:
-    return ("broken", "fixed") if b.settings.get("find_fix") else ("good", "bad")
-
-
 def list_data(store: Store, limit: int = 50) -> list[dict[str, Any]]:
-    with store.session() as s:
-        rows = s.scalars(select(m.Bisection).order_by(m.Bisection.id.desc()).limit(limit))
-        return [
-            {
-                "id": b.id,
-                "repo": b.repo_path,
-                "range": f"{b.good_ref}..{b.bad_ref}",
-                "oracle": b.oracle_name,
-                "state": b.state,
-                "culprit": b.culprit_sha,
-                "created": b.created_at.isoformat(timespec="seconds"),
-            }
-            for b in rows
-        ]
-
-
-def _get(s: Any, bisection_id: int) -> m.Bisection:
-    b = s.get(m.Bisection, bisection_id)
-    if b is None:
-        raise NotFoundError(f"no bisection with id {bisection_id}: see `bisect list`")
-    assert isinstance(b, m.Bisection)
-    return b
+    return [
+        {
+            "id": b.id,
+            "repo": b.repo_path,
+            "range": f"{b.good_ref}..{b.bad_ref}",
+            "oracle": b.oracle_name,
+            "state": b.state.value,
+            "culprit": b.culprit_sha,
+            "created": b.created_at.isoformat(timespec="seconds"),
+        }
+        for b in bisections.listing(store, limit)
+    ]
 
 
 def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
@@ -63,73 +49,78 @@ def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]
     return info
 
 
-def show_data(store: Store, bisection_id: int) -> dict[str, Any]:
-    with store.session() as s:
-        b = _get(s, bisection_id)
-        probes = s.execute(
-            select(m.Probe, m.VerdictRow, m.Artifact)
-            .join(m.VerdictRow, m.Probe.verdict_id == m.VerdictRow.id)
-            .outerjoin(m.Artifact, m.VerdictRow.artifact_id == m.Artifact.id)
-            .where(m.Probe.bisection_id == bisection_id)
-            .order_by(m.Probe.seq)
-        ).all()
-        try:
-            repo: git.Repo | None = history.open_repo(b.repo_path)
-        except Exception:
-            repo = None
-        slug = history.github_slug(repo) if repo else None
-        old, new = _terms(b)
-        data: dict[str, Any] = {
-            "id": b.id,
-            "state": b.state,
-            "repo": b.repo_path,
-            "good": {"ref": b.good_ref, "sha": b.good_sha},
-            "bad": {"ref": b.bad_ref, "sha": b.bad_sha},
-            "terms": {"old": old, "new": new},
-            "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256},
-            "polarity": b.polarity,
-            "candidates": b.n_candidates,
-            "environment": b.environment,
-            "env_fingerprint": b.env_fingerprint,
-            "notes": b.notes,
-            "message": b.message,
-            "result": b.result,
-            "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
-            "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
-            "reproduce": b.settings.get("reproduce"),
-            "probes": [],
-            "oracle_runs": 0,
+def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]:
+    b = bisections.get(store, bisection_id)
+    try:
+        repo: git.Repo | None = history.open_repo(b.repo_path)
+    except Exception:
+        repo = None
+    slug = history.github_slug(repo) if repo else None
+    old, new = cfg.rules.terms
+    data: dict[str, Any] = {
+        "id": b.id,
+        "state": b.state.value,
+        "repo": b.repo_path,
+        "good": {"ref": b.good_ref, "sha": b.good_sha},
+        "bad": {"ref": b.bad_ref, "sha": b.bad_sha},
+        "terms": {"old": old, "new": new},
+        "walk": "first-parent" if cfg.first_parent else "ancestry-path",
+        "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256},
+        "polarity": cfg.rules.polarity.value,
+        "find_fix": cfg.rules.find_fix,
+        "on_timeout": cfg.rules.on_timeout.value,
+        "jobs": cfg.width,
+        "gpus": list(cfg.gpus),
+        "candidates": b.n_candidates,
+        "environment": b.environment,
+        "env_fingerprint": b.env_fingerprint,
+        "notes": b.notes,
+        "message": b.message,
+        "result": b.result,
+        "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
+        "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
+        "reproduce": reproduce_command(cfg.request),
+        "probes": [],
+        "oracle_runs": 0,
+        "rounds": 0,
+    }
+    for p in views.probe_views(store, bisection_id):
+        a = p.artifact
+        entry: dict[str, Any] = {
+            "seq": p.seq,
+            "round": p.round,
+            "position": p.position,
+            "sha": p.commit_sha,
+            "verdict": p.verdict,
+            "reused": p.reused,
+            "outcome": p.outcome,
+            "exit_code": p.exit_code,
+            "reason": p.reason,
+            "duration_s": round(p.duration_s, 3),
+            "stdout": p.stdout_path,
+            "stderr": p.stderr_path,
+            "facts": p.facts,
+            "gpu": p.facts.get("gpu_index"),
+            "artifact": a.kind.value if a is not None else None,
         }
-        for p, v, a in probes:
-            entry: dict[str, Any] = {
-                "seq": p.seq,
-                "position": p.position,
-                "sha": p.commit_sha,
-                "verdict": p.verdict,
-                "reused": p.reused,
-                "outcome": v.outcome,
-                "exit_code": v.exit_code,
-                "reason": v.reason,
-                "duration_s": round(v.duration_s, 3),
-                "stdout": v.stdout_path,
-                "stderr": v.stderr_path,
-                "facts": v.facts,
-                "artifact": a.kind if a is not None else None,
+        if a is not None and a.status in (ArtifactStatus.FAILED, ArtifactStatus.ERROR):
+            entry["build_log"] = a.log_path
+            entry["build_log_tail"] = a.log_tail
+        # Built by this probe (an older store did not record it: then assume it was).
+        if a is not None and a.kind is ArtifactKind.SOURCE and p.facts.get("artifact_fresh",
+                                                                          True):
+            entry["build"] = {
+                "seconds": round(a.duration_s, 1), "status": a.status.value,
+                "where": (a.settings.get("builder") or {}).get("where", "host"),
+                **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
             }
-            if a is not None and a.status in ("failed", "error"):
-                entry["build_log"] = a.log_path
-                entry["build_log_tail"] = a.log_tail
-            if a is not None and a.kind == "source":
-                entry["build"] = {
-                    "seconds": round(a.duration_s, 1), "status": a.status,
-                    "where": (a.settings.get("builder") or {}).get("where", "host"),
-                    **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
-                }
-            if repo is not None:
-                entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
-            data["probes"].append(entry)
-            data["oracle_runs"] += 0 if p.reused or v.exit_code is None else 1
-        return data
+        if repo is not None:
+            entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
+        data["probes"].append(entry)
+        data["oracle_runs"] += 0 if p.reused or p.exit_code is None else 1
+    data["rounds"] = len({p["round"] for p in data["probes"]
+                          if p["round"] is not None and not p["reused"]})
+    return data
 
 
 def show_markdown(d: dict[str, Any]) -> str:
@@ -156,13 +147,16 @@ def show_markdown(d: dict[str, Any]) -> str:
     lines += [
         f"- Range: {d['good']['ref']} (`{d['good']['sha'][:12]}`) .. "
         f"{d['bad']['ref']} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
-        f"(first-parent)",
+        f"({d['walk']})",
         f"- Oracle: `{d['oracle']['name']}` (sha256 {d['oracle']['sha256'][:12]}), "
-        f"regression = oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}",
+        f"the bug = oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}"
+        f"{'; looking for the commit that fixed it' if d['find_fix'] else ''}",
         f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
-        f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)",
+        f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)"
+        + (f" in {d['rounds']} rounds of up to {d['jobs']} at once" if d["jobs"] > 1 else ""),
     ]
     builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
+    # Only builds that ran for this bisection: a wheel found in the cache is not one.
     if builds:
         hits = sum(b.get("ccache", {}).get("hits", 0) for b in builds)
         calls = hits + sum(b.get("ccache", {}).get("misses", 0) for b in builds)
@@ -179,6 +173,8 @@ def show_markdown(d: dict[str, Any]) -> str:
         subject = (p.get("subject") or "").replace("|", "\\|")[:60]
         reason = p["reason"].replace("|", "\\|")[:80]
         how = p.get("artifact") or ""
+        if p.get("gpu") is not None:
+            how += f" (GPU {p['gpu']})"
         if p.get("build") and not p["reused"]:
             how += f" ({_build_summary(p['build'])})"
         lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {how} | {reason} "
@@ -200,15 +196,13 @@ def _build_summary(b: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
-    d = show_data(store, bisection_id)
+def log_data(d: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"seq": p["seq"], "sha": p["sha"], "verdict": p["verdict"], "reused": p["reused"],
              "subject": p.get("subject", "")} for p in d["probes"]]
 
 
-def log_text(store: Store, bisection_id: int) -> str:
+def log_text(d: dict[str, Any]) -> str:
     """The ``git bisect log`` format, so it can be replayed with ``git bisect replay``."""
-    d = show_data(store, bisection_id)
     old, new = d["terms"]["old"], d["terms"]["new"]
     out = [f"git bisect start '--term-old={old}' '--term-new={new}'"
            if old != "good" else "git bisect start"]

@@ -40,6 +40,7 @@ class BuildResult:
     # Why the build could not run (engine down, image missing, timed out): a skip that says
     # nothing about the commit, so it is never remembered as "does not build".
     infra: str | None = None
+    cached: bool = False  # found in the content-addressed cache, not built now
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ def cached_build(key: str, commit: str, settings: dict[str, Any]) -> BuildResult
     if len(wheels) != 1:
         return None
     return BuildResult(key, commit, True, wheels[0], logs_dir() / "builds" / f"{key}.log",
-                       "", 0.0, settings)
+                       "", 0.0, settings, cached=True)
 
 
 GENERIC_ERRORS = ("error: failed to build", "error: command", "error: subprocess-exited")

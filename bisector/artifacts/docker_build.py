@@ -10,6 +10,8 @@ builds that ran at the same time).
 
 A build that could not run (the engine unreachable, the image missing, a build timeout) is an
 infrastructure error: reported as a skip but never remembered as "this commit does not build".
+The container's lifecycle (deadline, Ctrl-C, removal) is :mod:`bisector.containers`', the same
+as every other container's.
 """
 
 from __future__ import annotations
@@ -18,32 +20,28 @@ import contextlib
 import os
 import shlex
 import shutil
-import uuid
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import git
 
+from bisector import defaults
 from bisector.artifacts.build import BuildRun, parse_ccache_log
-from bisector.errors import UsageError
-from bisector.executors.container import (
-    LABEL,
+from bisector.containers import (
+    ContainerFailed,
     client,
     docker,
     host_ca_bundle,
     image_id,
     image_python_tag,
-    wait_or_stop,
+    run_container,
 )
-from bisector.owner import owner_id
+from bisector.errors import UsageError
 from bisector.proc import tail
 from bisector.settings import cache_dir
 
-BUILDER_IMAGE = "bisector/builder:latest"
 BUILD_ENV = "/tmp/build-env"
-# ccache's default 5 GB holds about one PyTorch CUDA configuration; a bisection walks many.
-CCACHE_MAXSIZE = os.environ.get("BISECTOR_CCACHE_MAXSIZE", "25G")
 
 
 def repository_id(repo: git.Repo) -> str:
@@ -59,7 +57,7 @@ class DockerBuilder:
         self,
         repo_id: str,
         *,
-        image: str = BUILDER_IMAGE,
+        image: str = defaults.BUILDER_IMAGE,
         cuda_arch: str | None = None,
         max_jobs: int | None = None,
         offline: bool = False,
@@ -107,12 +105,24 @@ class DockerBuilder:
         """The repository's ccache volume, made once and handed to the build user."""
         try:
             self.docker.volumes.get(self.volume)
+            return self.volume
         except docker.errors.NotFound:
-            self.docker.volumes.create(self.volume, labels={"bisector.ccache": self.repo_id})
-            self.docker.containers.run(
-                self.image, ["chown", f"{os.getuid()}:{os.getgid()}", "/ccache"], user="0",
-                volumes={self.volume: {"bind": "/ccache", "mode": "rw"}}, remove=True,
-                network_mode="none", labels={LABEL: owner_id(), "bisector.role": "setup"})
+            pass
+        vol = self.docker.volumes.create(self.volume, labels={"bisector.ccache": self.repo_id})
+        ok = False
+        try:
+            done = run_container(
+                self.docker, self.image, ["chown", f"{os.getuid()}:{os.getgid()}", "/ccache"],
+                role="setup", timeout_s=120, logs=True, user="0", network_mode="none",
+                volumes={self.volume: {"bind": "/ccache", "mode": "rw"}})
+            ok = done.exit_code == 0
+            if not ok:
+                raise ContainerFailed(f"the ccache volume {self.volume} could not be handed to "
+                                      f"the build user: {done.logs.strip()[-200:]}")
+        finally:
+            if not ok:  # not handed over: drop it, so the next build makes it again
+                with contextlib.suppress(Exception):
+                    vol.remove(force=True)
         return self.volume
 
     def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
@@ -140,7 +150,7 @@ class DockerBuilder:
                 str(uv_cache): {"bind": "/uv-cache", "mode": "rw"}}
         full_env = {**env, "CCACHE_DIR": "/ccache", "CCACHE_BASEDIR": "/src",
                     "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": "/meta/ccache-stats.log",
-                    "CCACHE_MAXSIZE": CCACHE_MAXSIZE,
+                    "CCACHE_MAXSIZE": defaults.CCACHE_MAXSIZE,
                     "UV_CACHE_DIR": "/uv-cache", "UV_LINK_MODE": "copy",
                     "UV_NO_BUILD_ISOLATION": "1", "HOME": "/tmp"}
         if self.offline:
@@ -149,32 +159,22 @@ class DockerBuilder:
         if ca is not None and not self.offline:
             vols[str(ca)] = {"bind": "/etc/bisector/ca.crt", "mode": "ro"}
             full_env["SSL_CERT_FILE"] = "/etc/bisector/ca.crt"
-        labels = {**self.labels, LABEL: owner_id(), "bisector.role": "build",
-                  "bisector.commit": commit}
+        labels = {**self.labels, "bisector.commit": commit}
         try:
             vols[self.ensure_volume()] = {"bind": "/ccache", "mode": "rw"}
-            ctr = self.docker.containers.create(
-                self.image, ["sh", "-c", "\n".join(script)], volumes=vols,
-                environment=full_env, user=f"{os.getuid()}:{os.getgid()}", working_dir="/src",
-                network_mode="none" if self.offline else "bridge", labels=labels,
-                name=f"bisector-build-{commit[:10]}-{uuid.uuid4().hex[:6]}")
-        except docker.errors.ImageNotFound:
-            return BuildRun(None, False, 0.0,
-                            infra=f"builder image {self.image} is missing: run `make images`")
-        except docker.errors.DockerException as e:
+            done = run_container(
+                self.docker, self.image, ["sh", "-c", "\n".join(script)], role="build",
+                labels=labels, timeout_s=timeout_s, volumes=vols, environment=full_env,
+                user=f"{os.getuid()}:{os.getgid()}", working_dir="/src",
+                network_mode="none" if self.offline else "bridge")
+        except ContainerFailed as e:
+            if e.image_missing:
+                return BuildRun(None, False, 0.0,
+                                infra=f"builder image {self.image} is missing: run `make images`")
+            return BuildRun(None, False, 0.0, infra=e.reason)
+        except docker.errors.DockerException as e:  # the ccache volume could not be made
             return BuildRun(None, False, 0.0, infra=f"build container could not be created: {e}")
-        try:
-            try:
-                ctr.start()
-            except docker.errors.DockerException as e:
-                return BuildRun(None, False, 0.0, infra=f"build container did not start: {e}")
-            code, timed_out = wait_or_stop(ctr, timeout_s)
-            ctr.reload()
-            started = ctr.attrs.get("State", {}).get("StartedAt", "")
-            finished = ctr.attrs.get("State", {}).get("FinishedAt", "")
-        finally:
-            with contextlib.suppress(docker.errors.DockerException):
-                ctr.remove(force=True)  # always, also on Ctrl-C
+        code, timed_out = done.exit_code, done.timed_out
         if (meta / "build.log").exists():
             shutil.copyfile(meta / "build.log", log)
         stats_log = meta / "ccache-stats.log"
@@ -185,18 +185,5 @@ class DockerBuilder:
         if code != 0 and not timed_out and phase == "setup":
             last = tail(meta / "build.log", 1) or tail(log, 1) or "no output"
             infra = f"the build environment could not be set up: {last[:200]}"
-        return BuildRun(code, timed_out, _seconds(started, finished), stats, infra=infra)
+        return BuildRun(code, timed_out, done.seconds, stats, infra=infra)
 
-
-def _seconds(started: str, finished: str) -> float:
-    """The container's own run time (the engine's clock, not ours)."""
-    from datetime import datetime
-
-    def parse(stamp: str) -> datetime:
-        head, _, frac = stamp.rstrip("Z").partition(".")
-        return datetime.fromisoformat(f"{head}.{(frac + '000000')[:6]}")
-
-    try:
-        return max(0.0, (parse(finished) - parse(started)).total_seconds())
-    except ValueError:
-        return 0.0

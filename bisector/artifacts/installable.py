@@ -34,3 +34,27 @@ class Installable:
     installed: InstalledBase | None = None
     overlay: Path | None = None
     extra: tuple[str, ...] = ()
+
+
+def find_installed(python: str, packages: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The site-packages folder and package folders of a distribution installed for
+    ``python`` (the GPU box's torch): what ``--installed-base`` lays overlays on."""
+    import json
+    import os
+    import subprocess
+
+    code = ("import importlib.util, json, os, sys\n"
+            "out = {}\n"
+            "for name in sys.argv[1:]:\n"
+            "    spec = importlib.util.find_spec(name)\n"
+            "    if spec and spec.submodule_search_locations:\n"
+            "        out[name] = list(spec.submodule_search_locations)[0]\n"
+            "print(json.dumps(out))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    r = subprocess.run([python, "-c", code, *packages], capture_output=True, text=True,
+                       env=env, check=False, timeout=120)
+    found: dict[str, str] = json.loads(r.stdout or "{}") if r.returncode == 0 else {}
+    if not found:
+        return "", ()
+    site = str(Path(next(iter(found.values()))).parent)
+    return site, tuple(sorted(found))

@@ -1,102 +1,151 @@
 """Getting an installable torch for a commit, cheapest way first.
 
-In order: an artifact already in the store (built, downloaded or overlaid before, or known not
-to build); the commit's own prebuilt wheel (release or nightly); a Python-only overlay on the
+In order: an artifact already stored (built, downloaded or overlaid before, or known not to
+build); the commit's own prebuilt wheel (release or nightly); a Python-only overlay on the
 nearest prebuilt base whose difference is overlay-safe; a source build. A prebuilt that fails
 (gone from the index, wrong hash) is dropped for the rest of the run and the next way is tried,
 so a broken download can cost time but never a wrong verdict.
 
-The same ranking feeds the search (``cost``) and ``bisect plan`` (``kind``), so what the plan
-projects is what the run does.
+The answer is either :class:`Obtained` (what to install, and the artifact row it came from) or
+:class:`Unobtainable` (why not, and whether that is a fact about the commit or about this
+machine), decided here once. The same ranking feeds the search (``cost``) and ``bisect plan``
+(``kind``), so what the plan projects is what the run does.
+
+Several probes may obtain at once (one thread each): the memo and the dropped prebuilts are
+guarded by a lock, one artifact key is obtained by one thread at a time, and source builds run
+at most ``Recipe.build_jobs`` at once.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import threading
+from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import git
-from sqlalchemy import select
 
 from bisector.artifacts import overlay
-from bisector.artifacts.build import Builder, build_key, describe_stats, obtain_wheel, wheel_digest
+from bisector.artifacts.build import (
+    Builder,
+    build_key,
+    describe_stats,
+    failure_summary,
+    obtain_wheel,
+    wheel_digest,
+)
 from bisector.artifacts.cache import artifact_key, wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.artifacts.installable import Installable, InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt, triton_of, triton_requirement
+from bisector.events import Events, QuietEvents
+from bisector.kinds import ArtifactKind, ArtifactStatus
 from bisector.profiles import Profile
-from bisector.store import models as m
-from bisector.store.db import Store
+from bisector.store.artifacts import ArtifactStore
+from bisector.store.records import ArtifactRecord, NewArtifact
 
 # Probe cost classes, cheapest first; the search compares only their order.
 OUTSIDE = -1  # position of an installed base that is not a candidate
 COST = {"cached": 0, "prebuilt": 1, "overlay": 2, "build": 3, "broken": 4}
 
 
+@dataclass(frozen=True)
+class Obtained:
+    installable: Installable
+    artifact: ArtifactRecord | None  # None for `bisect check` of the system Python
+    fresh: bool = False  # made by this probe (built, downloaded, overlaid), not found stored
+
+
+@dataclass(frozen=True)
+class Unobtainable:
+    """No installable for this commit. ``permanent``: the commit does not build (a fact,
+    reused); otherwise the machine could not build it now (retried by a later probe)."""
+
+    reason: str
+    permanent: bool
+    artifact: ArtifactRecord | None = None
+    fresh: bool = False  # this probe paid for the failed build
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How this run builds: the profile, the Python, where, how long, how many at once."""
+
+    profile: Profile
+    python: str
+    builder: Builder | None = None
+    timeout_s: float = 3600.0
+    build_jobs: int = 1
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Wheels that exist without building: the index's, mapped to positions, and an installed
+    torch (``--installed-base``)."""
+
+    prebuilts: dict[int, Prebuilt] = field(default_factory=dict)
+    installed: InstalledBase | None = None
+
+
 class Provider:
     def __init__(
         self,
-        store: Store,
+        artifacts: ArtifactStore,
         repo: Callable[[], git.Repo],
-        profile: Profile,
-        python: str,
         candidates: list[str],
-        prebuilts: dict[int, Prebuilt],
-        installed: InstalledBase | None = None,
-        build_timeout: float = 3600.0,
-        on_phase: Callable[[str], None] = lambda _t: None,
-        on_note: Callable[[str], None] = lambda _t: None,
-        on_progress: Callable[[str, int, int], None] | None = None,
+        recipe: Recipe,
+        sources: Sources = Sources(),
+        events: Events | None = None,
         client_for: Callable[[str], IndexClient] = IndexClient,
-        builder: Builder | None = None,
     ) -> None:
-        self.store, self._repo, self.profile, self.python = store, repo, profile, python
-        self.candidates = candidates
-        self.prebuilts = dict(prebuilts)
-        self.installed = installed
+        self.artifacts, self._repo, self.candidates = artifacts, repo, candidates
+        self.recipe, self.profile = recipe, recipe.profile
+        self.prebuilts = dict(sources.prebuilts)
+        self.installed = sources.installed
         # The installed base may sit outside the range (e.g. the parent of --good): then it is
         # OUTSIDE, never probed itself, and only ever an overlay base decided by the exact diff.
         self.installed_pos: int | None = None
-        if installed is not None:
-            self.installed_pos = (candidates.index(installed.commit)
-                                  if installed.commit in candidates else OUTSIDE)
-        self.build_timeout = build_timeout
-        self.on_phase, self.on_note, self.on_progress = on_phase, on_note, on_progress
+        if self.installed is not None:
+            self.installed_pos = (candidates.index(self.installed.commit)
+                                  if self.installed.commit in candidates else OUTSIDE)
+        self.events: Events = events or QuietEvents()
         self.client_for = client_for
-        self.builder = builder
         self._changes: overlay.ChangeIndex | None = None
-        self._known: dict[str, str] | None = None
+        self._known: dict[str, ArtifactStatus] | None = None
         self._base_memo: dict[int, int | None] = {}
+        self._lock = threading.RLock()
+        self._key_locks: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
+        self._builds = threading.Semaphore(recipe.build_jobs)
 
     # -- ranking -------------------------------------------------------------------------
 
     @property
     def changes(self) -> overlay.ChangeIndex:
-        if self._changes is None:
-            self._changes = overlay.ChangeIndex.build(self._repo(), self.candidates, self.profile)
-        return self._changes
+        with self._lock:
+            if self._changes is None:
+                self._changes = overlay.ChangeIndex.build(self._repo(), self.candidates,
+                                                          self.profile)
+            return self._changes
 
-    def _known_artifacts(self) -> dict[str, str]:
-        """commit -> status of the source artifacts the store already has for the candidates."""
-        if self._known is None:
-            keys = {build_key(self.profile, sha, self.python, self.builder)[0]: sha
-                    for sha in self.candidates}
-            with self.store.session() as s:
-                rows = s.execute(
-                    select(m.Artifact.key, m.Artifact.status, m.Artifact.path)
-                    .where(m.Artifact.commit_sha.in_(self.candidates))
-                ).all()
-            self._known = {}
-            for key, status, path in rows:
-                if key in keys and (status == "failed" or (path and Path(path).exists())):
-                    self._known[keys[key]] = status
-        return self._known
+    def _source_key(self, sha: str) -> str:
+        return build_key(self.profile, sha, self.recipe.python, self.recipe.builder)[0]
+
+    def _known_artifacts(self) -> dict[str, ArtifactStatus]:
+        """commit -> status of the source artifacts already stored for the candidates."""
+        with self._lock:
+            if self._known is None:
+                keys = {self._source_key(sha): sha for sha in self.candidates}
+                self._known = {}
+                for a in self.artifacts.for_commits(self.candidates):
+                    if a.key in keys and _usable(a):
+                        self._known[keys[a.key]] = a.status
+            return self._known
 
     def bases(self) -> list[int]:
-        out = sorted(self.prebuilts)
+        with self._lock:
+            out = sorted(self.prebuilts)
         if self.installed_pos is not None and self.installed_pos != OUTSIDE:
             out = sorted({*out, self.installed_pos})
         return out
@@ -107,9 +156,13 @@ class Provider:
         The change index answers first; where it refuses (it is conservative: a change and its
         revert both count) the exact diff against the nearest base on each side decides.
         """
-        if pos not in self._base_memo:
-            self._base_memo[pos] = self._find_base(pos)
-        return self._base_memo[pos]
+        with self._lock:
+            if pos in self._base_memo:
+                return self._base_memo[pos]
+        found = self._find_base(pos)
+        with self._lock:
+            self._base_memo[pos] = found
+        return found
 
     def _find_base(self, pos: int) -> int | None:
         bases = self.bases()
@@ -135,11 +188,10 @@ class Provider:
         return None
 
     def kind(self, pos: int) -> str:
-        sha = self.candidates[pos]
-        known = self._known_artifacts().get(sha)
-        if known == "ok":
+        known = self._known_artifacts().get(self.candidates[pos])
+        if known is ArtifactStatus.OK:
             return "cached"
-        if known == "failed":
+        if known is ArtifactStatus.FAILED:
             return "broken"
         if pos in self.prebuilts or pos == self.installed_pos:
             return "prebuilt"
@@ -152,18 +204,17 @@ class Provider:
 
     # -- obtaining -------------------------------------------------------------------------
 
-    def obtain(self, pos: int) -> tuple[m.Artifact, Installable | None]:
+    def obtain(self, pos: int) -> Obtained | Unobtainable:
         sha = self.candidates[pos]
         if pos == self.installed_pos and self.installed is not None:
-            return self._installed_row(), Installable(self.installed.key, "installed",
-                                                      installed=self.installed)
+            return self._installed()
         if pos in self.prebuilts:
             got = self._prebuilt(pos)
             if got is not None:
                 return got
-        row = self._existing(build_key(self.profile, sha, self.python, self.builder)[0])
+        row = self._existing(self._source_key(sha))
         if row is not None:
-            return row, self._installable(row)
+            return self._answer(row)
         while (base := self.overlay_base(pos)) is not None:
             got = self._overlay(pos, base)
             if got is not None:
@@ -172,169 +223,147 @@ class Provider:
                 break  # the exact diff refused what the quick index allowed: build instead
         return self._build(pos)
 
-    def _existing(self, key: str) -> m.Artifact | None:
-        with self.store.session() as s:
-            art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
-            if art is None:
-                return None
-            if art.status == "failed" or (art.path and Path(art.path).exists()):
-                s.expunge(art)
-                return art
-        return None
+    def _existing(self, key: str) -> ArtifactRecord | None:
+        a = self.artifacts.get(key)
+        return a if a is not None and _usable(a) else None
 
-    def _save(self, key: str, sha: str, kind: str, settings: dict[str, Any],
-              **fields: Any) -> m.Artifact:
-        with self.store.session() as s:
-            art = s.scalar(select(m.Artifact).where(m.Artifact.key == key))
-            if art is None:
-                art = m.Artifact(key=key, commit_sha=sha, kind=kind, settings=settings)
-                s.add(art)
-            for k, v in fields.items():
-                setattr(art, k, v)
-            s.flush()
-            s.expunge(art)
-            return art
+    def _answer(self, a: ArtifactRecord, fresh: bool = False) -> Obtained | Unobtainable:
+        if a.status is ArtifactStatus.OK and a.path:
+            return Obtained(self._installable(a), a, fresh)
+        if a.status is ArtifactStatus.ERROR:
+            why = (a.stats or {}).get("error", "unknown")
+            return Unobtainable(f"build could not run: {why}", False, a, fresh)
+        summary = failure_summary(Path(a.log_path)) if a.log_path else "no log"
+        return Unobtainable(f"build failed: {summary}", True, a, fresh)
 
-    def _installable(self, art: m.Artifact) -> Installable | None:
-        if art.status != "ok" or not art.path:
-            return None
-        if art.kind == "overlay":
-            base_key = str(art.settings["base_key"])
-            base_inst = self._base_installable(base_key, art.settings)
-            return Installable(art.key, f"overlay of {art.commit_sha[:12]} on "
-                               f"{art.settings.get('base_desc', base_key[:12])}",
-                               wheel=base_inst.wheel, installed=base_inst.installed,
-                               overlay=Path(art.path), extra=base_inst.extra)
-        obtained = {"source": "source build", "prebuilt": f"prebuilt {Path(art.path).name}"}
-        return Installable(art.key, obtained.get(art.kind, art.kind), wheel=Path(art.path),
-                           extra=tuple(art.settings.get("extra", ())))
+    def _installable(self, a: ArtifactRecord) -> Installable:
+        assert a.path is not None
+        if a.kind is ArtifactKind.OVERLAY:
+            base_key = str(a.settings["base_key"])
+            base = self._base_installable(base_key, a.settings)
+            return Installable(a.key, f"overlay of {a.commit_sha[:12]} on "
+                               f"{a.settings.get('base_desc', base_key[:12])}",
+                               wheel=base.wheel, installed=base.installed,
+                               overlay=Path(a.path), extra=base.extra)
+        if a.kind is ArtifactKind.INSTALLED and self.installed is not None:
+            return Installable(a.key, "installed", installed=self.installed)
+        obtained = {ArtifactKind.SOURCE: "source build",
+                    ArtifactKind.PREBUILT: f"prebuilt {Path(a.path).name}"}
+        return Installable(a.key, obtained.get(a.kind, a.kind.value), wheel=Path(a.path),
+                           extra=tuple(a.settings.get("extra", ())))
 
     def _base_installable(self, base_key: str, settings: dict[str, Any]) -> Installable:
         if self.installed is not None and base_key == self.installed.key:
             return Installable(base_key, "installed", installed=self.installed)
         return Installable(base_key, "prebuilt", wheel=Path(str(settings["base_path"])))
 
-    def _installed_row(self) -> m.Artifact:
+    def _installed(self) -> Obtained:
         inst = self.installed
         assert inst is not None
-        return self._save(inst.key, inst.commit, "installed",
-                          {"python": inst.python, "site": inst.site,
-                           "packages": list(inst.packages)},
-                          status="ok", path=inst.site, duration_s=0.0)
+        row = self.artifacts.save(NewArtifact(
+            inst.key, inst.commit, ArtifactKind.INSTALLED, ArtifactStatus.OK,
+            {"python": inst.python, "site": inst.site, "packages": list(inst.packages)},
+            path=inst.site))
+        return Obtained(Installable(inst.key, "installed", installed=inst), row)
 
-    def _prebuilt(self, pos: int) -> tuple[m.Artifact, Installable] | None:
-        pb = self.prebuilts[pos]
+    def _prebuilt(self, pos: int) -> Obtained | None:
+        with self._lock:
+            pb = self.prebuilts.get(pos)
+        if pb is None:
+            return None
         sha = self.candidates[pos]
         key = artifact_key("prebuilt", sha, {"url": pb.url, "sha256": pb.sha256})
-        row = self._existing(key)
-        if row is not None and row.status == "ok":
-            inst = self._installable(row)
-            assert inst is not None
-            return row, inst
-        dest = wheel_dir(key) / pb.filename
-        if not dest.exists():
-            self.on_phase(f"downloading {pb.filename}")
-            client = self.client_for(pb.url.rsplit("/", 1)[0])
-            f = IndexFile(pb.filename, pb.url, {"sha256": pb.sha256} if pb.sha256 else {})
-            progress = None
-            if self.on_progress is not None:
-                cb = self.on_progress
+        with self._key_locks[key]:  # two probes of a round may share one base wheel
+            row = self._existing(key)
+            if row is not None and row.status is ArtifactStatus.OK and row.path:
+                return Obtained(self._installable(row), row)
+            dest = wheel_dir(key) / pb.filename
+            if not dest.exists():
+                self.events.phase(f"downloading {pb.filename}")
+                client = self.client_for(pb.url.rsplit("/", 1)[0])
+                f = IndexFile(pb.filename, pb.url, {"sha256": pb.sha256} if pb.sha256 else {})
+                try:
+                    client.download(f, dest, lambda done, total: self.events.download(
+                        pb.filename, done, total))
+                except IndexProblem as e:
+                    # Never a verdict from a wheel we could not trust: drop it, try the next way.
+                    self.events.note(f"prebuilt wheel not used: {e.message}")
+                    with self._lock:
+                        self.prebuilts.pop(pos, None)
+                        self._base_memo.clear()
+                    return None
+            digest, size = wheel_digest(dest)
+            settings = {"url": pb.url, "filename": pb.filename, "kind": pb.kind,
+                        "version": pb.version, "triton": triton_of(pb.requires)}
+            row = self.artifacts.save(NewArtifact(
+                key, sha, ArtifactKind.PREBUILT, ArtifactStatus.OK, settings, path=str(dest),
+                sha256=digest, size=size))
+        return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest), row,
+                        fresh=True)
 
-                def progress(done: int, total: int) -> None:
-                    cb(pb.filename, done, total)
-            try:
-                client.download(f, dest, progress)
-            except IndexProblem as e:
-                # Never a verdict from a wheel we could not trust: drop it, try the next way.
-                self.on_note(f"prebuilt wheel not used: {e.message}")
-                del self.prebuilts[pos]
-                self._base_memo.clear()
-                return None
-        digest, size = wheel_digest(dest)
-        triton = triton_of(pb.requires)
-        settings = {"url": pb.url, "filename": pb.filename, "kind": pb.kind,
-                    "version": pb.version, "triton": triton}
-        row = self._save(key, sha, "prebuilt", settings, status="ok", path=str(dest),
-                         sha256=digest, size=size, duration_s=0.0)
-        return row, Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest)
-
-    def _overlay(self, pos: int, base: int) -> tuple[m.Artifact, Installable] | None:
+    def _overlay(self, pos: int, base: int) -> Obtained | None:
         sha = self.candidates[pos]
         if base == self.installed_pos and self.installed is not None:
-            base_row, base_inst = self._installed_row(), Installable(
-                self.installed.key, "installed", installed=self.installed)
+            got = self._installed()
             base_sha = self.installed.commit
         else:
-            got = self._prebuilt(base)
-            if got is None:
+            maybe = self._prebuilt(base)
+            if maybe is None:
                 return None  # the base dropped out; the caller picks the next one
-            base_row, base_inst = got
-            base_sha = self.candidates[base]
+            got, base_sha = maybe, self.candidates[base]
+        base_row, base_inst = got.artifact, got.installable
+        assert base_row is not None
         result = overlay.check(self._repo(), base_sha, sha, self.profile)
         if not result.ok:
             return None
-        self.on_phase(f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
+        self.events.phase(f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
         path = overlay.make_overlay(self._repo(), base_row.key, base_sha, sha, result,
                                     self.profile)
         key = overlay.overlay_key(base_row.key, sha, self.profile)
-        desc = f"{base_row.kind} {base_sha[:12]}"
+        desc = f"{base_row.kind.value} {base_sha[:12]}"
         settings = {"base_key": base_row.key, "base_path": base_row.path,
                     "base_commit": base_sha, "base_desc": desc,
                     "changed": len(result.changed), "deleted": len(result.deleted)}
-        row = self._save(key, sha, "overlay", settings, status="ok", path=str(path),
-                         duration_s=0.0)
-        return row, Installable(key, f"overlay of {sha[:12]} on {desc}",
-                                wheel=base_inst.wheel, installed=base_inst.installed,
-                                overlay=path, extra=base_inst.extra)
+        row = self.artifacts.save(NewArtifact(key, sha, ArtifactKind.OVERLAY, ArtifactStatus.OK,
+                                              settings, path=str(path)))
+        return Obtained(Installable(key, f"overlay of {sha[:12]} on {desc}",
+                                    wheel=base_inst.wheel, installed=base_inst.installed,
+                                    overlay=path, extra=base_inst.extra), row, fresh=True)
 
-    def _build(self, pos: int) -> tuple[m.Artifact, Installable | None]:
+    def _build(self, pos: int) -> Obtained | Unobtainable:
         sha = self.candidates[pos]
-        key, settings = build_key(self.profile, sha, self.python, self.builder)
-        where = "in the builder container" if self.builder and self.builder.where == "docker" \
+        builder = self.recipe.builder
+        key, settings = build_key(self.profile, sha, self.recipe.python, builder)
+        where = "in the builder container" if builder and builder.where == "docker" \
             else "from source"
-        res = obtain_wheel(
-            self._repo(), sha, self.profile, python=self.python, timeout_s=self.build_timeout,
-            on_build=lambda: self.on_phase(f"building {sha[:12]} {where}"),
-            builder=self.builder,
-        )
-        status = "ok" if res.ok else ("error" if res.infra else "failed")
-        fields: dict[str, Any] = {
-            "status": status,
-            "path": str(res.wheel) if res.wheel else None,
-            "log_path": str(res.log_path), "log_tail": res.log_tail,
-            "duration_s": res.duration_s,
-            "stats": {**res.stats, **({"error": res.infra} if res.infra else {})} or None,
-        }
-        if res.wheel:
-            fields["sha256"], fields["size"] = wheel_digest(res.wheel)
+        with self._key_locks[key], self._builds:
+            res = obtain_wheel(
+                self._repo(), sha, self.profile, python=self.recipe.python,
+                timeout_s=self.recipe.timeout_s, builder=builder,
+                on_build=lambda: self.events.phase(f"building {sha[:12]} {where}"),
+            )
+        status = ArtifactStatus.OK if res.ok else (
+            ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
+        stats = {**res.stats, **({"error": res.infra} if res.infra else {})} or None
+        digest, size = wheel_digest(res.wheel) if res.wheel else (None, None)
         if res.stats and res.duration_s:
             how = "built" if res.ok else "build failed for"
-            self.on_note(f"{how} {sha[:12]} in {res.duration_s:.1f}s, "
-                         f"{describe_stats(res.stats)}")
+            self.events.note(f"{how} {sha[:12]} in {res.duration_s:.1f}s, "
+                             f"{describe_stats(res.stats)}")
         triton = triton_requirement(self._repo(), sha, self.profile, nightly=True)
         if triton:
             settings = {**settings, "extra": [triton]}
-        row = self._save(key, sha, "source", settings, **fields)
-        self._known = None
-        return row, self._installable(row)
+        row = self.artifacts.save(NewArtifact(
+            key, sha, ArtifactKind.SOURCE, status, settings,
+            path=str(res.wheel) if res.wheel else None, sha256=digest, size=size,
+            log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
+            stats=stats))
+        with self._lock:
+            self._known = None
+        return self._answer(row, fresh=not res.cached)
 
 
-def find_installed(python: str, packages: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    """The site-packages folder and package folders of an installed distribution."""
-    import subprocess
-
-    code = ("import importlib.util, json, os, sys\n"
-            "out = {}\n"
-            "for name in sys.argv[1:]:\n"
-            "    spec = importlib.util.find_spec(name)\n"
-            "    if spec and spec.submodule_search_locations:\n"
-            "        out[name] = list(spec.submodule_search_locations)[0]\n"
-            "print(json.dumps(out))\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    r = subprocess.run([python, "-c", code, *packages], capture_output=True, text=True,
-                       env=env, check=False, timeout=120)
-    found: dict[str, str] = json.loads(r.stdout or "{}") if r.returncode == 0 else {}
-    if not found:
-        return "", ()
-    site = str(Path(next(iter(found.values()))).parent)
-    return site, tuple(sorted(found))
+def _usable(a: ArtifactRecord) -> bool:
+    """A stored fact we can still act on: a known failure, or a wheel that is still on disk."""
+    return a.status is ArtifactStatus.FAILED or bool(
+        a.status is ArtifactStatus.OK and a.path and Path(a.path).exists())

@@ -21,8 +21,9 @@ from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import scratch_dir
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay
-from bisector.executors.base import RunResult, classify
-from bisector.oracle import Oracle, Outcome
+from bisector.core.verdict import classify
+from bisector.executors.base import RunResult, infra_skip
+from bisector.oracle import Oracle
 from bisector.proc import run_logged, tail
 from bisector.settings import cache_dir
 
@@ -111,16 +112,16 @@ class LocalExecutor:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def run(
-        self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path
+        self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+        gpu: str | None = None,
     ) -> RunResult:
         run_dir.mkdir(parents=True, exist_ok=True)
         try:
             venv = self.ensure_env(inst, oracle.meta.dependencies)
         except (InstallFailed, OSError, subprocess.SubprocessError) as e:
-            return RunResult(Outcome.SKIP, f"environment install failed: {e}".strip(), None,
-                             0.0, reusable=False)
+            return infra_skip(f"environment install failed: {e}".strip())
         facts = json.loads((venv / "bisector-facts.json").read_text())
-        return run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts)
+        return run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts, gpu)
 
 
 def _logged(cmd: list[str], log: Path, env: dict[str, str]) -> None:
@@ -165,9 +166,13 @@ def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[s
 
 
 def run_oracle(
-    python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any]
+    python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
+    gpu: str | None = None,
 ) -> RunResult:
-    """Run the oracle's stored bytes with ``python`` in a scratch directory and classify it."""
+    """Run the oracle's stored bytes with ``python`` in a scratch directory and classify it.
+
+    ``gpu`` pins the run to one GPU (``CUDA_VISIBLE_DEVICES``): K probes at once, one per GPU.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / oracle.path.name
     script.write_bytes(oracle.content)
@@ -179,17 +184,17 @@ def run_oracle(
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     })
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+        facts = {**facts, "gpu_index": gpu}
     out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
     work = run_dir / "work"
     work.mkdir(exist_ok=True)
     res = run_logged([python, str(script)], cwd=work, env=env, stdout_path=out,
                      stderr_path=err, timeout_s=oracle.meta.timeout)
-    outcome, reason, reusable = classify(
-        res.returncode, timed_out=res.timed_out,
-        timeout_outcome=oracle.meta.on_timeout, timeout_s=oracle.meta.timeout,
-    )
+    c = classify(res.returncode, timed_out=res.timed_out, timeout_s=oracle.meta.timeout)
     output_tail, facts = collect_output(out, err, facts)
-    return RunResult(outcome, reason, res.returncode, res.duration_s, reusable,
+    return RunResult(c.outcome, c.reason, res.returncode, res.duration_s, c.reusable,
                      out, err, output_tail, facts)
 
 
@@ -217,3 +222,21 @@ def structured_result(stdout: Path) -> dict[str, Any] | None:
                     value = {"unparsed": line[len(RESULT_PREFIX):].strip()[:2000]}
                 found = value if isinstance(value, dict) else {"value": value}
     return found
+
+
+class SystemExecutor:
+    """Runs the oracle with an existing interpreter as is (``bisect check --env system``):
+    the quickest answer to "does it reproduce here?", with no environment made."""
+
+    name = "system"
+
+    def __init__(self, python: str, import_name: str | None) -> None:
+        self.python, self.import_name = python, import_name
+
+    def fingerprint_facts(self) -> dict[str, Any]:
+        return {"executor": self.name, "python": self.python}
+
+    def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+            gpu: str | None = None) -> RunResult:
+        facts = collect_facts(self.python, self.import_name, inst.obtained)
+        return run_oracle(self.python, oracle, commit, run_dir, facts, gpu)

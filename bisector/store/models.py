@@ -25,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -83,6 +84,8 @@ class Bisection(Base):
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     culprit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # {"round": R, "positions": [...]}: the probes dispatched and not all recorded yet.
+    in_flight: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Candidate(Base):
@@ -127,6 +130,9 @@ class VerdictRow(Base):
     __tablename__ = "verdict"
     __table_args__ = (
         Index("ix_verdict_key", "commit_sha", "oracle_sha256", "env_fingerprint"),
+        # One reusable fact per key; non-reusable runs (timeouts, infrastructure) may repeat.
+        Index("uq_verdict_key", "commit_sha", "oracle_sha256", "env_fingerprint", unique=True,
+              sqlite_where=text("reusable"), postgresql_where=text("reusable")),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     commit_sha: Mapped[str] = mapped_column(String(40))
@@ -161,6 +167,8 @@ class Probe(Base):
     verdict_id: Mapped[int] = mapped_column(ForeignKey("verdict.id"))
     verdict: Mapped[str] = mapped_column(String(10))
     reused: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The search step this probe belonged to: K probes of one round ran at once.
+    round: Mapped[int | None] = mapped_column(Integer, nullable=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 

@@ -139,14 +139,22 @@ def make_history(pkg_dir: Path, repo: Path, recipe: Recipe, harmless: int) -> di
 
 
 def run_proof(package: str, workdir: Path, python: str, harmless: int = 60,
-              extra: tuple[str, ...] = ()) -> dict[str, object]:
+              extra: tuple[str, ...] = (), shas: dict[str, str] | None = None,
+              tag: str = "") -> dict[str, object]:
+    """Bisect the proof history; ``shas`` reuses a history made by an earlier call, and
+    ``tag`` gives this run its own store and caches (``BISECTOR_HOME``), so two runs compare
+    cold against cold."""
     recipe = RECIPES[package]
     pkg_dir = installed_dir(python, package)
     t0 = time.monotonic()
-    shas = make_history(pkg_dir, workdir / "repo", recipe, harmless)
+    if shas is None:
+        shas = make_history(pkg_dir, workdir / "repo", recipe, harmless)
     made = time.monotonic() - t0
-    db = workdir / "bisector.db"
+    db = workdir / f"bisector{tag}.db"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if tag:
+        env["BISECTOR_HOME"] = str(workdir / f"home{tag}")
+        env.pop("BISECTOR_CACHE_DIR", None)
     t1 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "bisector", "--db", str(db), "start", "--repo",
@@ -174,6 +182,11 @@ def run_proof(package: str, workdir: Path, python: str, harmless: int = 60,
         "artifact_kinds": kinds, "source_builds": kinds.count("source"),
         "history_seconds": round(made, 1), "bisect_wall_seconds": round(wall, 1),
         "probe_facts": data["probes"][-1].get("facts", {}) if data["probes"] else {},
+        "jobs": data.get("jobs"), "rounds": data.get("rounds"),
+        "gpu_per_probe": [(p["round"], p["sha"][:12], p["verdict"], p.get("gpu"),
+                           (p.get("facts") or {}).get("gpu_name")
+                           or (p.get("facts") or {}).get("gpu")) for p in probes],
+        "shas": shas,
     }
 
 
@@ -184,11 +197,27 @@ def main() -> None:
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--harmless", type=int, default=60)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--compare-gpus", default=None, metavar="0,1",
+                    help="Bisect the same history twice, cold: --jobs 1, then one probe per "
+                    "GPU of this list at once; both must name the planted commit.")
     a = ap.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     if importlib.util.find_spec("sqlalchemy") is None:
         sys.exit("install bisector's dependencies first")
-    result = run_proof(a.package, a.workdir, a.python, a.harmless)
+    if a.compare_gpus:
+        one = run_proof(a.package, a.workdir, a.python, a.harmless,
+                        extra=("--jobs", "1"), tag="-jobs1")
+        shas = one.get("shas")
+        gpus = a.compare_gpus.split(",")
+        many = run_proof(a.package, a.workdir, a.python, a.harmless,
+                         extra=("--jobs", str(len(gpus)), "--gpus", a.compare_gpus),
+                         shas=shas if isinstance(shas, dict) else None,
+                         tag=f"-jobs{len(gpus)}")
+        result = {"ok": bool(one.get("ok") and many.get("ok")
+                             and one["culprit"] == many["culprit"]),
+                  "jobs1": one, f"jobs{len(gpus)}": many}
+    else:
+        result = run_proof(a.package, a.workdir, a.python, a.harmless)
     text = json.dumps(result, indent=2, default=str)
     print(text)
     if a.json:

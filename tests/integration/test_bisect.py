@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.search import max_probes
+from bisector.core.search import max_probes
 from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT, run_cli
 
@@ -158,14 +158,18 @@ def _probes(db: Path, bisection: int) -> list[str]:
     return [r[0] for r in rows]
 
 
-def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path,
-                                                          hist: SyntheticHistory) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path, hist: SyntheticHistory,
+                                                          jobs: int) -> None:
+    """With K probes in flight too: resume re-runs exactly those, nothing else."""
     slow = str(ORACLES / "slow_norm.py")
     ref_db = home / "ref.db"
-    ref = json.loads(start(ref_db, hist.path, hist.main[2], hist.main[88], slow).stdout)
+    ref = json.loads(start(ref_db, hist.path, hist.main[2], hist.main[88], slow,
+                           "--jobs", str(jobs)).stdout)
     db = home / "b.db"
     proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
-                             "--good", hist.main[2], "--bad", hist.main[88], "--oracle", slow],
+                             "--good", hist.main[2], "--bad", hist.main[88], "--oracle", slow,
+                             "--jobs", str(jobs)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 3):
@@ -179,19 +183,24 @@ def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path,
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["culprit"]["sha"] == hist.culprit == ref["culprit"]["sha"]
-    # Same probes as an uninterrupted run: nothing measured was lost or re-run twice.
-    assert [p["sha"] for p in d["probes"]] == [p["sha"] for p in ref["probes"]]
+    # Same probes as an uninterrupted run: nothing measured was lost or re-run twice (with
+    # several at once, the order inside a round is the order they finished in).
+    assert sorted((p["round"], p["sha"]) for p in d["probes"]) == \
+        sorted((p["round"], p["sha"]) for p in ref["probes"])
+    if jobs == 1:
+        assert [p["sha"] for p in d["probes"]] == [p["sha"] for p in ref["probes"]]
     con = sqlite3.connect(db)
     runs = con.execute("SELECT COUNT(*) FROM verdict").fetchone()[0]
     con.close()
     assert runs == len(ref["probes"])
 
 
-def test_ctrl_c_prints_the_resume_command(home: Path, hist: SyntheticHistory) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_ctrl_c_prints_the_resume_command(home: Path, hist: SyntheticHistory, jobs: int) -> None:
     db = home / "b.db"
     proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
                              "--good", hist.main[2], "--bad", hist.main[88], "--oracle",
-                             str(ORACLES / "slow_norm.py")],
+                             str(ORACLES / "slow_norm.py"), "--jobs", str(jobs)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 2):
@@ -242,3 +251,21 @@ def test_two_bisections_at_once_on_one_sqlite_file(home: Path, hist: SyntheticHi
     con = sqlite3.connect(db)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     con.close()
+
+
+def test_show_names_the_walk_and_counts_only_builds_it_paid_for(home: Path,
+                                                                 hist: SyntheticHistory) -> None:
+    db = home / "b.db"
+    first = start(db, hist.path, hist.main[50], hist.main[62], "torchlet_norm",
+                  "--ancestry-path")
+    assert first.returncode == 0, first.stderr
+    shown = run_cli("--db", str(db), "show", "1").stdout
+    assert "(ancestry-path)" in shown and "(first-parent)" not in shown
+    assert "Source builds:" in shown
+    # Another oracle over the same commits: every wheel comes from the cache.
+    second = start(db, hist.path, hist.main[50], hist.main[62], str(ORACLES / "slow_norm.py"))
+    assert second.returncode == 0, second.stderr
+    d = json.loads(second.stdout)
+    assert d["probes"] and all(not p["reused"] for p in d["probes"])
+    shown = run_cli("--db", str(db), "show", "2").stdout
+    assert "(first-parent)" in shown and "Source builds:" not in shown

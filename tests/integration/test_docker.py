@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,11 +25,21 @@ from pathlib import Path
 import git
 import pytest
 
-from bisector.artifacts.build import build_key, build_wheel
+from bisector import cancel, defaults
+from bisector.artifacts.build import build_key, build_wheel, uv_binary
 from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import Installable
-from bisector.executors.container import DockerExecutor, client, labelled
-from bisector.oracle import Outcome, load_oracle
+from bisector.containers import (
+    SCOPE,
+    SCOPE_ENV,
+    ContainerFailed,
+    client,
+    labelled,
+    run_container,
+)
+from bisector.core.verdict import Outcome
+from bisector.executors.docker import ENV_SCRIPT, DockerExecutor
+from bisector.oracle import load_oracle
 from bisector.profiles import TORCHLET
 from bisector.synthetic import SyntheticHistory, generate
 from tests import minitorch
@@ -53,8 +64,17 @@ def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
     return generate(tmp_path_factory.mktemp("docker-hist") / "repo")
 
 
+@pytest.fixture(autouse=True)
+def scope(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every container this test causes (in this process or a CLI it starts) carries this
+    scope label, so the checks below never see another bisector's containers on the engine."""
+    value = f"test-{uuid.uuid4().hex[:12]}"
+    monkeypatch.setenv(SCOPE_ENV, value)
+    return value
+
+
 def _ours() -> list[object]:
-    return labelled(client())
+    return labelled(client(), where={SCOPE: os.environ[SCOPE_ENV]})
 
 
 def _wheel(hist: SyntheticHistory) -> Installable:
@@ -81,13 +101,13 @@ def test_docker_bisection_finds_the_same_culprit(home: Path, images: None,
     assert _ours() == [], "every container is removed"
 
 
-def test_hanging_oracle_is_stopped_and_skipped(home: Path, images: None,
+def test_hanging_oracle_is_stopped_as_a_timeout(home: Path, images: None,
                                                hist: SyntheticHistory, tmp_path: Path) -> None:
     ex = DockerExecutor("torchlet", memory="1g", labels={"bisector.bisection": "t"})
     t0 = time.monotonic()
     res = ex.run(inst=_wheel(hist), oracle=load_oracle(str(ORACLES / "hang.py")),
                  commit=hist.main[10], run_dir=tmp_path / "run")
-    assert res.outcome is Outcome.SKIP and "timed out" in res.reason and not res.reusable
+    assert res.outcome is Outcome.TIMEOUT and "timed out" in res.reason and not res.reusable
     assert time.monotonic() - t0 < 60
     assert _ours() == []
 
@@ -100,6 +120,74 @@ def test_oom_is_a_skip_with_the_reason(home: Path, images: None, hist: Synthetic
     assert res.outcome is Outcome.SKIP, res
     assert "OOM" in res.reason and "256m" in res.reason
     assert _ours() == []
+
+
+def test_a_failed_start_leaves_no_container(home: Path, images: None) -> None:
+    with pytest.raises(ContainerFailed, match="oracle container did not start"):
+        run_container(client(), defaults.RUNTIME_IMAGE, ["/no/such/binary"], role="oracle")
+    assert _ours() == []
+
+
+def test_stop_all_removes_a_running_container(home: Path, images: None) -> None:
+    """Ctrl-C reaches the main thread only: stop_all there removes a worker's container."""
+    got: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            run_container(client(), defaults.RUNTIME_IMAGE, ["sleep", "600"], role="oracle")
+        except BaseException as e:
+            got.append(e)
+
+    th = threading.Thread(target=worker)
+    th.start()
+    try:
+        deadline = time.time() + 60
+        while not _ours() and time.time() < deadline:
+            time.sleep(0.05)
+        assert _ours(), "the container was seen running"
+        cancel.stop_all()
+        th.join(timeout=30)
+    finally:
+        cancel.reset()
+    assert not th.is_alive() and len(got) == 1 and isinstance(got[0], cancel.Stopped)
+    assert _ours() == []
+
+
+def test_a_pinned_probe_gets_that_gpu_only(home: Path) -> None:
+    ex = DockerExecutor("torchlet", gpus="all")
+    assert [r["DeviceIDs"] for r in ex._devices("3")] == [["3"]]
+    assert [r["Count"] for r in ex._devices(None)] == [-1]
+
+
+def test_overlay_paths_are_data_never_shell(tmp_path: Path) -> None:
+    """Repository file names reach the environment maker as data: a name with ``$(...)`` is
+    laid over literally, a path that leaves site-packages is refused. (Runs the fixed program
+    on this machine; inside the container it runs the same way.)"""
+    ov = tmp_path / "overlay"
+    (ov / "files" / "pkg").mkdir(parents=True)
+    evil = "pkg/$(touch PWNED).py"
+    (ov / "files" / evil).write_text("x = 1\n")
+
+    def make(changed: list[str], name: str) -> subprocess.CompletedProcess[str]:
+        (ov / "overlay.json").write_text(json.dumps({"commit": "c", "base_commit": "b",
+                                                     "changed": changed, "deleted": []}))
+        spec = {"tmp": str(tmp_path / f".tmp-{name}"), "final": str(tmp_path / name),
+                "install": [], "overlay": str(ov), "import_name": "",
+                "facts": str(ROOT / "bisector" / "facts_probe.py")}
+        env = {**os.environ, "PATH": f"{Path(uv_binary()).parent}:{os.environ['PATH']}",
+               "UV_OFFLINE": "1"}
+        return subprocess.run([sys.executable, "-c", ENV_SCRIPT, json.dumps(spec)], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, check=False)
+
+    r = make([evil], "ok")
+    assert r.returncode == 0, r.stderr
+    laid = [p.name for p in (tmp_path / "ok").glob("lib/python3*/site-packages/pkg/*")]
+    assert laid == ["$(touch PWNED).py"]
+    assert not list(tmp_path.rglob("PWNED")), "nothing in the name ran"
+    for bad in ("../../../escape.py", "/etc/escape.py", "pkg/./x.py"):
+        r = make([bad], "bad")
+        assert r.returncode == 1 and "refusing overlay path" in r.stderr, r.stderr
+        assert not (tmp_path / "bad").exists() and not list(tmp_path.glob(".tmp-*"))
 
 
 @pytest.fixture

@@ -20,10 +20,12 @@ from sqlalchemy import select
 
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem, parse_simple_page
 from bisector.artifacts.prebuilt import Discoverer
-from bisector.artifacts.provider import Provider
+from bisector.artifacts.provider import Obtained, Provider, Recipe, Sources
 from bisector.executors.local import LocalExecutor
+from bisector.kinds import ArtifactKind
 from bisector.profiles import TORCHLET
 from bisector.store import models as m
+from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import open_store
 from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import run_cli
@@ -133,12 +135,15 @@ def test_overlay_env_has_wheel_C_and_commit_python(home: Path, py_world: tuple) 
     assert set(found.by_position) == {base_pos, cands.index(hist.main[176])}
     assert found.by_position[base_pos].git_version == hist.nightlies[10][0]  # nightly branch
     store = open_store(_db(home))
-    prov = Provider(store, lambda: repo, TORCHLET, sys.executable, cands,
-                    {base_pos: found.by_position[base_pos]})
+    prov = Provider(ArtifactStore(store), lambda: repo, cands, Recipe(TORCHLET, sys.executable),
+                    Sources({base_pos: found.by_position[base_pos]}))
     target = cands.index(hist.main[175])
     assert prov.kind(target) == "overlay"
-    art, inst = prov.obtain(target)
-    assert art.kind == "overlay" and inst is not None and inst.overlay is not None
+    got = prov.obtain(target)
+    assert isinstance(got, Obtained) and got.artifact is not None
+    assert got.artifact.kind is ArtifactKind.OVERLAY and got.fresh
+    inst = got.installable
+    assert inst.overlay is not None
     venv = LocalExecutor(sys.executable, "torchlet").ensure_env(inst, ())
     site = next(venv.glob("lib/python*/site-packages"))
     pkg = site / "torchlet"

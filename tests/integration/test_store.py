@@ -37,8 +37,16 @@ def test_sqlite_uses_wal(tmp_path: Path) -> None:
 
 
 def test_migrating_twice_is_a_no_op(tmp_path: Path) -> None:
-    open_store(str(tmp_path / "b.db"))
-    open_store(str(tmp_path / "b.db"))
+    import sqlite3
+
+    def schema_version() -> int:
+        with sqlite3.connect(tmp_path / "b.db") as con:
+            return int(con.execute("PRAGMA schema_version").fetchone()[0])
+
+    open_store(str(tmp_path / "b.db")).engine.dispose()
+    before = schema_version()
+    open_store(str(tmp_path / "b.db")).engine.dispose()
+    assert schema_version() == before  # the second open changed no table
 
 
 def test_corrupt_file_is_refused_untouched(tmp_path: Path) -> None:

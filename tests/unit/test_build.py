@@ -16,9 +16,10 @@ from bisector.artifacts.build import (
     failure_summary,
     parse_ccache_log,
 )
+from bisector.config import Request
 from bisector.errors import UsageError
 from bisector.profiles import PYTORCH, TORCHLET
-from bisector.service import StartOptions, parse_build_env, resolve_cuda_arch
+from bisector.run.prepare import parse_build_env, resolve_cuda_arch
 
 STATS_LOG = """\
 # /src/a.c
@@ -67,7 +68,7 @@ def test_max_jobs_is_not_part_of_the_key_but_the_cuda_arch_is() -> None:
 
 
 def test_cuda_arch_only_where_the_build_uses_it() -> None:
-    opts = StartOptions(repo=Path("."), good="a", bad="b", oracle="x")
+    opts = Request(repo=Path("."), good="a", bad="b", oracle="x")
     assert resolve_cuda_arch(TORCHLET, replace(opts, cuda_arch="9.0")) is None
     assert resolve_cuda_arch(PYTORCH, replace(opts, cuda_arch="9.0")) == "9.0"
     # This machine's GPUs, or without an NVIDIA driver the profile's default list.

@@ -7,17 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bisector.core.search import Verdict
+from bisector.core.verdict import Outcome, Polarity, Rules, TimeoutRule, classify
 from bisector.errors import OracleError
-from bisector.executors.base import classify
-from bisector.oracle import (
-    Outcome,
-    Polarity,
-    load_oracle,
-    parse_metadata,
-    resolve_oracle,
-    to_verdict,
-)
-from bisector.search import Verdict
+from bisector.oracle import load_oracle, parse_metadata, resolve_oracle
 
 META = """\
 # /// script
@@ -40,7 +33,7 @@ def test_full_metadata_parses() -> None:
     assert meta.requires_python == ">=3.10"
     assert meta.description == "checks a thing"
     assert meta.timeout == 30.0
-    assert meta.on_timeout is Outcome.FAIL  # "bad" under failure polarity
+    assert meta.on_timeout is TimeoutRule.BAD
     assert meta.needs_gpu is True
     assert meta.env == {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
 
@@ -49,9 +42,20 @@ def test_docstring_is_the_default_description() -> None:
     assert parse_metadata('"""First line.\n\nMore."""\n').description == "First line."
 
 
-def test_on_timeout_bad_under_success_polarity_is_a_pass() -> None:
-    text = META.replace('# timeout = 30', '# timeout = 30\n# polarity = "success"')
-    assert parse_metadata(text).on_timeout is Outcome.PASS
+@pytest.mark.parametrize("oracle_polarity", ["failure", "success"])
+@pytest.mark.parametrize("regress", [None, Polarity.FAILURE, Polarity.SUCCESS])
+def test_on_timeout_bad_is_bad_whatever_the_polarity(oracle_polarity: str,
+                                                     regress: Polarity | None) -> None:
+    """A hang that is the bug stays the bug under --regress success (it was judged good), and
+    under find-fix it is the old behaviour, so the search calls it good."""
+    text = META.replace('# timeout = 30', f'# timeout = 30\n# polarity = "{oracle_polarity}"')
+    meta = parse_metadata(text)
+    rules = Rules(regress or meta.polarity, False, meta.on_timeout)
+    assert rules.judge(Outcome.TIMEOUT) is Verdict.BAD
+    assert Rules(regress or meta.polarity, True, meta.on_timeout).judge(
+        Outcome.TIMEOUT) is Verdict.GOOD
+    assert Rules(meta.polarity, False, TimeoutRule.GOOD).judge(Outcome.TIMEOUT) is Verdict.GOOD
+    assert Rules(meta.polarity, False, TimeoutRule.SKIP).judge(Outcome.TIMEOUT) is Verdict.SKIP
 
 
 @pytest.mark.parametrize(
@@ -112,17 +116,23 @@ def test_content_hash_changes_with_content(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("outcome", "polarity", "verdict"),
+    ("outcome", "polarity", "find_fix", "verdict"),
     [
-        (Outcome.PASS, Polarity.FAILURE, Verdict.GOOD),
-        (Outcome.FAIL, Polarity.FAILURE, Verdict.BAD),
-        (Outcome.PASS, Polarity.SUCCESS, Verdict.BAD),
-        (Outcome.FAIL, Polarity.SUCCESS, Verdict.GOOD),
-        (Outcome.SKIP, Polarity.SUCCESS, Verdict.SKIP),
+        (Outcome.PASS, Polarity.FAILURE, False, Verdict.GOOD),
+        (Outcome.FAIL, Polarity.FAILURE, False, Verdict.BAD),
+        (Outcome.PASS, Polarity.SUCCESS, False, Verdict.BAD),
+        (Outcome.FAIL, Polarity.SUCCESS, False, Verdict.GOOD),
+        (Outcome.SKIP, Polarity.SUCCESS, False, Verdict.SKIP),
+        (Outcome.PASS, Polarity.FAILURE, True, Verdict.BAD),  # fixed: the new behaviour
+        (Outcome.FAIL, Polarity.FAILURE, True, Verdict.GOOD),
+        (Outcome.PASS, Polarity.SUCCESS, True, Verdict.GOOD),
+        (Outcome.SKIP, Polarity.FAILURE, True, Verdict.SKIP),
+        (Outcome.TIMEOUT, Polarity.FAILURE, False, Verdict.SKIP),  # on-timeout: skip
     ],
 )
-def test_polarity(outcome: Outcome, polarity: Polarity, verdict: Verdict) -> None:
-    assert to_verdict(outcome, polarity) is verdict
+def test_polarity(outcome: Outcome, polarity: Polarity, find_fix: bool,
+                  verdict: Verdict) -> None:
+    assert Rules(polarity, find_fix).judge(outcome) is verdict
 
 
 @pytest.mark.parametrize(
@@ -134,19 +144,20 @@ def test_polarity(outcome: Outcome, polarity: Polarity, verdict: Verdict) -> Non
         (125, False, False, Outcome.SKIP, True),
         (128, False, False, Outcome.SKIP, False),
         (-signal.SIGKILL, False, False, Outcome.SKIP, False),
-        (None, True, False, Outcome.SKIP, False),
+        (None, True, False, Outcome.TIMEOUT, False),
         (137, False, True, Outcome.SKIP, False),
     ],
 )
 def test_classify(rc: int | None, timed_out: bool, oom: bool, expected: Outcome,
                   reusable: bool) -> None:
-    outcome, reason, re = classify(rc, timed_out=timed_out, oom_killed=oom)
-    assert outcome is expected and re is reusable and reason
+    c = classify(rc, timed_out=timed_out, oom_killed=oom)
+    assert c.outcome is expected and c.reusable is reusable and c.reason
 
 
 def test_timeout_can_count_as_bad_when_the_oracle_says_so() -> None:
-    outcome, reason, _ = classify(None, timed_out=True, timeout_outcome=Outcome.FAIL, timeout_s=9)
-    assert outcome is Outcome.FAIL and "9s" in reason
+    c = classify(None, timed_out=True, timeout_s=9)
+    assert c.outcome is Outcome.TIMEOUT and "9s" in c.reason and not c.reusable
+    assert Rules(on_timeout=TimeoutRule.BAD).judge(c.outcome) is Verdict.BAD
 
 
 def test_structured_result_is_the_last_result_line(tmp_path: Path) -> None:

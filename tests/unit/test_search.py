@@ -8,7 +8,7 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bisector.search import (
+from bisector.core.search import (
     Culprit,
     Probe,
     Problem,

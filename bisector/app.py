@@ -1,0 +1,135 @@
+"""The one composition root: every entry point (the CLI today; a scheduler, a worker or a web
+view tomorrow) calls these functions and nothing below them.
+
+Each function takes plain values (a :class:`~bisector.config.Request`, a bisection id, a
+:class:`~bisector.store.db.Store`) and returns plain data; none of them prints. Progress goes to
+the :class:`~bisector.events.Events` the caller passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bisector import history, report
+from bisector.config import Request, RunConfig, decode, legacy_rules
+from bisector.containers import client, local_owner_alive, sweep_orphans
+from bisector.errors import UsageError
+from bisector.events import Events, QuietEvents
+from bisector.kinds import BuildPlace, ExecutorKind, State
+from bisector.plan import PlanReport, make_plan
+from bisector.run.factory import Parts, materialise_oracle
+from bisector.run.prepare import Prepared, discover, prepare, record
+from bisector.run.runner import Finished, Runner
+from bisector.store import bisections
+from bisector.store.db import Store
+from bisector.store.records import BisectionRecord
+
+
+def create(open_store: Callable[[], Store], req: Request,
+           oracles_dir: Path | None = None) -> tuple[Store, int]:
+    """Validate (before the store is even opened), map prebuilt wheels, record; returns the id.
+
+    A refused request leaves no database behind, and an index problem records nothing.
+    """
+    prepared = prepare(req, oracles_dir)
+    store = open_store()
+    return store, record(store, discover(store, prepared))
+
+
+def bisection(store: Store, bisection_id: int) -> BisectionRecord:
+    """The stored bisection (NotFoundError, one line, for an unknown id)."""
+    return bisections.get(store, bisection_id)
+
+
+def config_of(store: Store, bisection_id: int) -> RunConfig:
+    """The stored configuration, also of a bisection stored by an older bisector."""
+    rec = bisections.get(store, bisection_id)
+    cfg = decode(rec.settings)
+    if rec.settings.get("version") != 2:
+        oracle = materialise_oracle(bisections.get_oracle(store, rec.oracle_sha256))
+        cfg = replace(cfg, request=replace(cfg.request, good=rec.good_ref, bad=rec.bad_ref,
+                                           oracle=rec.oracle_name),
+                      rules=legacy_rules(rec.polarity, cfg.request.find_fix,
+                                         oracle.meta.on_timeout.value))
+    return cfg
+
+
+def runner(store: Store, bisection_id: int, events: Events | None = None) -> Runner:
+    """Everything one stored bisection needs to run, built from the store alone."""
+    events = events or QuietEvents()
+    rec = bisections.get(store, bisection_id)
+    cfg = config_of(store, bisection_id)
+    cands = bisections.candidates(store, bisection_id)
+    oracle = materialise_oracle(bisections.get_oracle(store, rec.oracle_sha256))
+    parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)})
+
+    def subject(sha: str) -> str:
+        try:
+            return history.commit_info(parts.repos(), sha).subject
+        except Exception:
+            return ""
+
+    return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
+                  slots=cfg.slots(), events=events, subject=subject)
+
+
+def run(store: Store, bisection_id: int, events: Events | None = None) -> Finished:
+    """Run (or continue) a stored bisection to its end."""
+    events = events or QuietEvents()
+    r = runner(store, bisection_id, events)
+    cfg = config_of(store, bisection_id)
+    if cfg.executor is ExecutorKind.DOCKER or cfg.build.place is BuildPlace.DOCKER:
+        for name in sweep_orphans(client(), local_owner_alive):
+            events.note(f"removed container {name} left by a controller that is gone")
+    for note in r.record.notes:
+        events.note(str(note))
+    return r.run()
+
+
+def resume(store: Store, bisection_id: int, events: Events | None = None) -> Finished:
+    """Finish a stored bisection; a finished one is only reported again."""
+    rec = bisections.get(store, bisection_id)
+    if rec.state in (State.DONE, State.AMBIGUOUS):
+        return Finished(rec, 0)
+    if rec.state is State.FAILED:
+        raise UsageError(f"bisection {bisection_id} stopped: {rec.message} "
+                         f"(start a new one instead)")
+    return run(store, bisection_id, events)
+
+
+def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
+    """``bisect plan``: the projection for a range, from the same parts a run uses."""
+    p: Prepared = discover(store, prepare(req))
+    cfg, cands = p.config, list(p.plan.candidates)
+    parts = Parts(store, cfg, cands, QuietEvents())
+    prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
+                 "filename": pb.wheel.filename} for pb in cfg.prebuilts]
+    if cfg.installed:
+        sha = cfg.installed.commit
+        prebuilt.append({"position": cands.index(sha) if sha in cands else None,
+                         "commit": sha, "kind": "installed", "filename": cfg.installed.site})
+    found = p.discovery
+    return make_plan(
+        parts.provider, len(cands), costs,
+        missing=[pb.filename for pb in found.missing] if found else [],
+        unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
+        prebuilt=prebuilt, notes=list(p.plan.notes))
+
+
+def show(store: Store, bisection_id: int) -> dict[str, Any]:
+    return report.show_data(store, bisection_id, config_of(store, bisection_id))
+
+
+def listing(store: Store, limit: int) -> list[dict[str, Any]]:
+    return report.list_data(store, limit)
+
+
+def log(store: Store, bisection_id: int) -> str:
+    return report.log_text(show(store, bisection_id))
+
+
+def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
+    return report.log_data(show(store, bisection_id))

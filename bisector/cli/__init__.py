@@ -1,0 +1,271 @@
+"""The command line: parse options into a typed Request, call one function of ``app``, render.
+
+Errors are one line on stderr (``error: ...`` with what to do) and an exit code from
+bisector.errors; ``--debug`` shows the traceback. Progress goes to stderr, results to stdout, so
+``--json`` output can be piped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from bisector import report
+from bisector.cli import tools
+from bisector.cli.options import range_options
+from bisector.cli.progress import RichEvents, err, out
+from bisector.config import Request, request_from
+from bisector.errors import BisectorError, InterruptedBisection
+from bisector.store.db import Store, default_db, open_store
+
+
+@dataclass
+class Ctx:
+    db: str
+    debug: bool
+    _store: Store | None = None
+
+    def store(self, create: bool = True) -> Store:
+        if self._store is None:
+            self._store = open_store(self.db, create=create)
+        return self._store
+
+
+def _sigterm(_signum: int, _frame: Any) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", default=None, metavar="URL|PATH", help="Database (default: $BISECTOR_DB "
+              "or bisector.db in the user data directory). Any SQLAlchemy URL.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.version_option(package_name="bisector")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
+    """Find the commit that broke PyTorch (or any Python project)."""
+    ctx.obj = Ctx(db=db or default_db(), debug=debug)
+
+
+def _db_flag(c: Ctx) -> str:
+    return "" if c.db == default_db() else f" --db {c.db}"
+
+
+def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
+                    resume: bool) -> dict[str, Any]:
+    from bisector import app
+
+    events = RichEvents(err)
+    app.bisection(store, bisection_id)  # an unknown id is a one-line error before anything else
+    err.print(f"bisection [bold]{bisection_id}[/] (store: {store.url})")
+    # SIGINT may start out ignored (a background job of a non-interactive shell); a bisection
+    # must always stop cleanly and say how to resume, so both signals are handled explicitly.
+    old = signal.signal(signal.SIGTERM, _sigterm)
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if resume:
+            app.resume(store, bisection_id, events)
+        else:
+            app.run(store, bisection_id, events)
+    except KeyboardInterrupt:
+        events.close()
+        raise InterruptedBisection(
+            f"interrupted; every finished probe is stored. To resume: "
+            f"bisect{_db_flag(c)} resume {bisection_id}"
+        ) from None
+    finally:
+        events.close()
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)
+    return _print_show(store, bisection_id, json_out)
+
+
+def _print_show(store: Store, bisection_id: int, json_out: bool) -> dict[str, Any]:
+    from bisector import app
+
+    data = app.show(store, bisection_id)
+    if json_out:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        click.echo(report.show_markdown(data))
+    return data
+
+
+@cli.command()
+@range_options
+@click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
+@click.pass_obj
+def start(c: Ctx, /, json_out: bool, **kw: Any) -> None:
+    """Start a bisection and run it to the end."""
+    from bisector import app
+
+    # Inputs are checked before the store is opened: a refused start leaves no database.
+    store, bisection_id = app.create(c.store, request_from(kw))
+    _run_and_report(c, store, bisection_id, json_out, resume=False)
+
+
+@cli.command()
+@range_options
+@click.option("--cost", "costs", multiple=True, metavar="STEP=SECONDS",
+              help="Override a per-step cost: oracle, cached, prebuilt, overlay, build.")
+@click.option("--json", "json_out", is_flag=True, help="Print the plan as JSON.")
+@click.pass_obj
+def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
+    """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
+    overlay-eligible commits, expected source builds and a projected wall time."""
+    from bisector import app
+    from bisector.plan import human, parse_costs
+
+    cost_table = parse_costs(costs)
+    req = request_from(kw)
+    req.check()
+    rep = app.plan(c.store(), req, cost_table)
+    if json_out:
+        click.echo(json.dumps(rep.as_dict(), indent=2, default=str))
+        return
+    for note in rep.notes:
+        err.print(f"[yellow]note:[/] {escape(note)}")
+    k = rep.kinds
+    out.print(f"[bold]{rep.candidates}[/] candidate commits")
+    out.print(f"  prebuilt wheels inside the range: {len(rep.prebuilt)}")
+    for pb in rep.prebuilt[:20]:
+        where = "-" if pb["position"] is None else pb["position"]
+        out.print(f"    {where:>6}  {pb['commit'][:12]}  {pb['kind']:<9} "
+                  f"{escape(pb['filename'])}")
+    if len(rep.prebuilt) > 20:
+        out.print(f"    ... {len(rep.prebuilt) - 20} more")
+    out.print(f"  prebuilt wheels gone from the index: {len(rep.missing)}")
+    for name in rep.missing[:10]:
+        out.print(f"    {escape(name)}")
+    out.print(f"  overlay-eligible commits: {k.get('overlay', 0)}")
+    out.print(f"  already built (cached): {k.get('cached', 0)}; known not to build: "
+              f"{k.get('broken', 0)}")
+    out.print(f"  commits that would need a source build: {k.get('build', 0)}")
+    out.print(f"  oracle runs: {rep.probes_mean:.1f} on average, at most {rep.probes_max}")
+    out.print(f"  expected source builds: {rep.builds_mean:.1f} on average, at most "
+              f"{rep.builds_max}")
+    out.print(f"  projected wall time: {human(rep.seconds_mean)} on average, at most "
+              f"{human(rep.seconds_max)}")
+    per = ", ".join(f"{n}={v:g}s" for n, v in rep.costs.items())
+    out.print(f"  (per-step costs: {per}; change with --cost STEP=SECONDS)")
+
+
+@cli.command()
+@click.argument("bisection_id", type=int)
+@click.option("--json", "json_out", is_flag=True)
+@click.pass_obj
+def resume(c: Ctx, bisection_id: int, json_out: bool) -> None:
+    """Finish an interrupted bisection (after Ctrl-C, kill -9, a crash)."""
+    _run_and_report(c, c.store(create=False), bisection_id, json_out, resume=True)
+
+
+@cli.command(name="list")
+@click.option("--json", "json_out", is_flag=True)
+@click.option("--limit", default=50, show_default=True)
+@click.pass_obj
+def list_cmd(c: Ctx, json_out: bool, limit: int) -> None:
+    """List past and running bisections."""
+    from bisector import app
+
+    rows = app.listing(c.store(create=False), limit)
+    if json_out:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    t = Table("id", "repo", "range", "oracle", "state", "culprit", "when")
+    for r in rows:  # refs and paths come from users and repositories: never markup
+        t.add_row(str(r["id"]), escape(r["repo"]), escape(r["range"]), escape(r["oracle"]),
+                  r["state"], (r["culprit"] or "")[:12], r["created"])
+    out.print(t)
+
+
+@cli.command()
+@click.argument("bisection_id", type=int)
+@click.option("--json", "json_out", is_flag=True)
+@click.pass_obj
+def show(c: Ctx, bisection_id: int, json_out: bool) -> None:
+    """Show a bisection: culprit, PR, every probe, build logs of skips, reproduce command."""
+    _print_show(c.store(create=False), bisection_id, json_out)
+
+
+@cli.command()
+@click.argument("bisection_id", type=int)
+@click.option("--json", "json_out", is_flag=True)
+@click.pass_obj
+def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
+    """Print the probes like `git bisect log` (replayable with `git bisect replay`)."""
+    from bisector import app
+
+    store = c.store(create=False)
+    if json_out:
+        click.echo(json.dumps(app.log_data(store, bisection_id), indent=2))
+    else:
+        click.echo(app.log(store, bisection_id))
+
+@cli.command()
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
+              help="Where to write the demo history (default: the data directory).")
+@click.option("--jobs", type=int, default=None, help="Probes at once (no GPU needed).")
+@click.option("--json", "json_out", is_flag=True)
+@click.pass_obj
+def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> None:
+    """Generate the bundled torchlet history (240 commits, a planted regression, broken builds,
+    release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end."""
+    import shutil
+
+    from bisector import app
+    from bisector.settings import data_dir
+    from bisector.synthetic import generate
+
+    path = directory or data_dir() / "demo" / "torchlet"
+    if path.exists():
+        shutil.rmtree(path)
+    hist = generate(path)
+    err.print(f"demo history: {len(hist.main)} commits on main in {path}; the planted regression "
+              f"is {hist.culprit[:12]} (the bisection does not know that)")
+    # The demo's builds take seconds: with several probes at once, build as many at once.
+    req = Request(repo=path, good="v0.1.0", bad="v0.2.0", oracle="torchlet_norm", jobs=jobs,
+                  build_jobs=jobs or 1)
+    store, bisection_id = app.create(c.store, req)
+    data = _run_and_report(c, store, bisection_id, json_out, resume=False)
+    found = (data["culprit"] or {}).get("sha")
+    err.print("[green]found the planted regression[/]" if found == hist.culprit
+               else "[red]did not find the planted regression[/]")
+    if found != hist.culprit:
+        sys.exit(1)
+
+
+for command in (tools.oracles, tools.check, tools.oracle, tools.images):
+    cli.add_command(command)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        err.print("error: aborted")
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except BisectorError as e:
+        if debug:
+            err.print_exception()
+        err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err.print("error: interrupted")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

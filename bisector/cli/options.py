@@ -1,0 +1,85 @@
+"""The options of `start` and `plan`: one per field of bisector.config.Request, same names."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bisector import defaults
+from bisector.core.verdict import Polarity
+from bisector.kinds import BuildPlace, ExecutorKind
+
+RANGE_OPTIONS = [
+    click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
+                 help="Path of the git clone."),
+    click.option("--good", required=True,
+                 help="A ref where the oracle passes (tag, branch, sha)."),
+    click.option("--bad", required=True, help="A ref where the oracle fails."),
+    click.option("--oracle", required=True,
+                 help="Oracle name from `bisect oracles`, or a path."),
+    click.option("--find-fix", is_flag=True, help="Look for the first commit that fixed it: "
+                 "--good is the older broken ref, --bad the newer fixed one."),
+    click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None,
+                 help="What counts as regressed: the oracle failing (default) or succeeding "
+                 "(seed-style repro scripts that exit 0 when the bug reproduces)."),
+    click.option("--ancestry-path", is_flag=True, help="Walk every commit on the ancestry "
+                 "path instead of first-parent."),
+    click.option("--profile", default=None, help="Project profile (default: detected)."),
+    click.option("--python", "python", default=None,
+                 help=f"Interpreter for builds and probe environments (default: bisector's "
+                 f"own, {sys.executable})."),
+    click.option("--offline", is_flag=True,
+                 help="No index at all: uv uses its cache, no prebuilt wheels are listed."),
+    click.option("--build-timeout", default=defaults.BUILD_TIMEOUT_S, show_default=True,
+                 help="Seconds per build."),
+    click.option("--prebuilt/--no-prebuilt", default=True, show_default=True,
+                 help="Use prebuilt wheels and overlays on them (--no-prebuilt: build every "
+                 "probe)."),
+    click.option("--nightly-index", default=None, metavar="URL",
+                 help="Simple index of nightly wheels (default: the profile's, e.g. "
+                 "PyTorch's whl/nightly/<variant>); '' turns nightlies off."),
+    click.option("--release-index", default=None, metavar="URL",
+                 help="Simple index of release wheels (default for PyTorch: the index pip/uv "
+                 "are configured with)."),
+    click.option("--variant", default=None, help="Wheel variant: cu128, cu126, cpu ... "
+                 "(default: the profile's)."),
+    click.option("--executor", type=click.Choice([e.value for e in ExecutorKind]), default="local",
+                 show_default=True, help="Where oracles run: a local uv virtualenv, or one "
+                 "container per probe of the runtime image."),
+    click.option("--image", default=None, help=f"Runtime image for --executor docker "
+                 f"(default {defaults.RUNTIME_IMAGE}, from `make images`)."),
+    click.option("--gpus", default=None, metavar="all|0,1,...", help="GPUs the probes use: "
+                 "with a list, one probe runs per GPU at once (CUDA_VISIBLE_DEVICES locally, "
+                 "one device request per container); all: every probe sees every GPU."),
+    click.option("--jobs", type=int, default=None, help="Probes at once (default: one per "
+                 "GPU of --gpus, else 1). Each round the search picks that many split points."),
+    click.option("--build-jobs", type=int, default=defaults.BUILD_JOBS, show_default=True,
+                 help="Source builds at once."),
+    click.option("--memory", default=defaults.MEMORY, show_default=True,
+                 help="Memory limit of each oracle container."),
+    click.option("--pids", default=defaults.PIDS, show_default=True,
+                 help="Process limit of each oracle container."),
+    click.option("--build-in", type=click.Choice([b.value for b in BuildPlace]), default=None,
+                 help="Where source builds run: this machine, or the builder image with a "
+                 "ccache volume per repository (default: docker with --executor docker)."),
+    click.option("--builder-image", default=None, help=f"Builder image for --build-in docker "
+                 f"(default {defaults.BUILDER_IMAGE}, from `make images`)."),
+    click.option("--cuda-arch", default=None, metavar="LIST", help="TORCH_CUDA_ARCH_LIST for "
+                 "source builds (default: the GPUs of --gpus / this machine, else 8.0;8.6;9.0)."),
+    click.option("--max-jobs", type=int, default=None,
+                 help="MAX_JOBS for source builds (default: all cores)."),
+    click.option("--build-env", multiple=True, metavar="KEY=VALUE", help="Override a build "
+                 "variable of the profile, e.g. USE_DISTRIBUTED=1 (part of the build's key)."),
+    click.option("--installed-base", default=None, metavar="REF",
+                 help="The torch installed for --python was built from REF: use it as the "
+                 "prebuilt base for overlays (a GPU box with no index)."),
+]
+
+
+def range_options(f: Any) -> Any:
+    for opt in reversed(RANGE_OPTIONS):
+        f = opt(f)
+    return f

@@ -1,0 +1,135 @@
+"""Commands around bisections: list and check oracles, write one, build images."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from bisector.cli.progress import err, out
+from bisector.core.verdict import Polarity
+from bisector.oracle import list_oracles
+
+
+@click.command()
+@click.option("--json", "json_out", is_flag=True)
+def oracles(json_out: bool) -> None:
+    """List the bundled oracles with their one-line descriptions."""
+    found = list_oracles()
+    if json_out:
+        click.echo(json.dumps([{"name": o.name, "description": o.meta.description,
+                                "sha256": o.sha256, "path": str(o.path)} for o in found],
+                              indent=2))
+        return
+    t = Table("name", "description", "gpu")
+    for o in found:
+        t.add_row(o.name, o.meta.description, "yes" if o.meta.needs_gpu else "")
+    out.print(t)
+
+
+@click.command()
+@click.option("--oracle", required=True, help="Oracle name from `bisect oracles`, or a path.")
+@click.option("--env", "env_kind", type=click.Choice(["system"]), default=None,
+              help="Use the Python and torch already installed here (the default).")
+@click.option("--wheel", type=click.Path(path_type=Path), default=None,
+              help="Install this wheel into a fresh uv environment and run there.")
+@click.option("--commit", default=None, help="Build this commit of --repo and run there.")
+@click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path))
+@click.option("--profile", default=None,
+              help="Project profile (default: detected as `start` does; pytorch without a repo).")
+@click.option("--python", "python", default=sys.executable, show_default=True)
+@click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None)
+@click.option("--gpu", default=None, help="Run on this GPU index alone (CUDA_VISIBLE_DEVICES).")
+@click.option("--json", "json_out", is_flag=True)
+def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | None, repo: Path,
+          profile: str | None, python: str, regress: str | None, gpu: str | None,
+          json_out: bool) -> None:
+    """Run one oracle once and print its verdict with the environment facts it ran under."""
+    from bisector.check import check as run_check
+
+    system = env_kind == "system" or (wheel is None and commit is None)
+    res = run_check(oracle, python=python, system=system, wheel=wheel, commit=commit, repo=repo,
+                    profile_name=profile, regress=Polarity(regress) if regress else None,
+                    gpu=gpu)
+    data = res.as_dict()
+    if json_out:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        colour = {"good": "green", "bad": "red", "skip": "yellow"}[data["verdict"]]
+        out.print(f"[bold]{escape(res.oracle.name)}[/]: [{colour}]{data['verdict']}[/] "
+                  f"({escape(data['reason'])}, {data['duration_s']:.1f}s) "
+                  f"on {escape(res.environment)}")
+        t = Table("fact", "value")
+        for k, v in sorted(data["facts"].items()):
+            t.add_row(k, escape(json.dumps(v) if isinstance(v, dict) else str(v)))
+        out.print(t)
+        if data["output_tail"]:
+            out.print("[bold]output (tail):[/]")
+            out.print(escape(data["output_tail"]))
+    sys.exit({"good": 0, "bad": 1, "skip": 125}[data["verdict"]])
+
+
+@click.group()
+def oracle() -> None:
+    """Write new oracles."""
+
+
+@oracle.command(name="new")
+@click.argument("name")
+@click.option("--from-repro", "repro", required=True, type=click.Path(path_type=Path),
+              help="The reproduction script from the bug report.")
+@click.option("--match", default=None, metavar="REGEX", help="The bug reproduced when the "
+              "script's output matches REGEX (default: when it exits non-zero).")
+@click.option("--description", default=None, help="One line for `bisect oracles`.")
+@click.option("--gpu/--no-gpu", "needs_gpu", default=None,
+              help="Whether it needs CUDA (default: detected from the script).")
+@click.option("--timeout", default=900.0, show_default=True)
+@click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
+              help="Where to write it (default: the oracles directory).")
+@click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
+def oracle_new(name: str, repro: Path, match: str | None, description: str | None,
+               needs_gpu: bool | None, timeout: float, directory: Path | None,
+               force: bool) -> None:
+    """Turn a seed-style repro script into an oracle with the right polarity and metadata."""
+    from bisector.oracle import default_oracles_dir
+    from bisector.oracle_new import create
+
+    made = create(name, repro, directory=directory or default_oracles_dir(), match=match,
+                  description=description, needs_gpu=needs_gpu, timeout=timeout, force=force)
+    out.print(f"wrote {made.path}: bad when the repro {escape(made.rule)}; skips when "
+              f"{', '.join(made.requires) or 'nothing'} cannot be imported"
+              f"{' or CUDA is missing' if made.needs_gpu else ''}")
+    out.print(f"try it: bisect check --oracle {made.path}")
+
+
+@click.command()
+@click.option("--build", "build_roles", multiple=True, type=click.Choice(["runtime", "builder"]),
+              help="Build this image (repeatable) before listing.")
+@click.option("--base", default=None, metavar="IMAGE", help="BASE_IMAGE build argument "
+              "(default: the Dockerfile's official CUDA image).")
+@click.option("--json", "json_out", is_flag=True)
+def images(build_roles: tuple[str, ...], base: str | None, json_out: bool) -> None:
+    """Build (--build) and list bisector's images with their digests."""
+    from dataclasses import asdict
+
+    from bisector import images as img
+
+    for role in build_roles:
+        err.print(f"building {img.IMAGES[role]} on {base or 'the default CUDA base'} ...")
+        img.build(role, base)
+    infos = [img.inspect(role) for role in img.IMAGES]
+    volumes = img.ccache_volumes()
+    if json_out:
+        click.echo(json.dumps({"images": [asdict(i) for i in infos],
+                               "ccache_volumes": [asdict(v) for v in volumes]}, indent=2))
+        return
+    for i in infos:
+        state = f"{i.id}  {(i.size or 0) / 2**20:.0f} MiB  {i.created}" if i.id else \
+            "missing: run `make images`"
+        out.print(f"{i.role:<8} {i.tag:<26} {state}")
+    for v in volumes:
+        out.print(f"ccache   {v.name:<26} repository root {v.repository[:12]}  {v.created}")

@@ -1,0 +1,23 @@
+"""Every default in one place: the CLI's ``--help``, the run configuration, the executors and the
+builders all read them from here, so a default can never differ between two of them."""
+
+from __future__ import annotations
+
+import os
+
+RUNTIME_IMAGE = "bisector/runtime:latest"
+BUILDER_IMAGE = "bisector/builder:latest"
+MEMORY = "16g"  # memory limit of each oracle container
+PIDS = 4096  # process limit of each oracle container
+BUILD_TIMEOUT_S = 3600.0  # one source build
+ORACLE_TIMEOUT_S = 600.0  # an oracle without `timeout` in its metadata
+JOBS = 1  # probes at once
+BUILD_JOBS = 1  # source builds at once (each already uses every core)
+CONTAINER_GRACE_S = 10  # SIGTERM -> SIGKILL for a container past its deadline
+PROCESS_GRACE_S = 5.0  # the same for a local process group
+# ccache's default 5 GB holds about one PyTorch CUDA configuration; a bisection walks many.
+CCACHE_MAXSIZE = os.environ.get("BISECTOR_CCACHE_MAXSIZE", "25G")
+# A lease beats while its run lives (also during an hour-long build); one whose beat is older
+# than LEASE_STALE_S belongs to a controller that is gone and may be taken over.
+LEASE_BEAT_S = float(os.environ.get("BISECTOR_LEASE_BEAT_S", "30"))
+LEASE_STALE_S = float(os.environ.get("BISECTOR_LEASE_STALE_S", "600"))

@@ -1,0 +1,46 @@
+"""Typed choices shared by every layer: what used to travel as strings."""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExecutorKind(enum.StrEnum):
+    """Where oracles run."""
+
+    LOCAL = "local"  # a uv virtualenv on this machine
+    DOCKER = "docker"  # one container of the runtime image per probe
+
+
+class BuildPlace(enum.StrEnum):
+    """Where source builds run."""
+
+    HOST = "host"
+    DOCKER = "docker"  # the builder image, with a ccache volume per repository
+
+
+class ArtifactKind(enum.StrEnum):
+    SOURCE = "source"  # built from the commit
+    PREBUILT = "prebuilt"  # a release or nightly wheel of the commit
+    OVERLAY = "overlay"  # the commit's Python files over a nearby wheel
+    INSTALLED = "installed"  # a torch already installed here (--installed-base)
+
+
+class ArtifactStatus(enum.StrEnum):
+    OK = "ok"
+    FAILED = "failed"  # the commit does not build: a fact, reused forever
+    ERROR = "error"  # the build could not run (engine down, timeout): retried
+
+
+class State(enum.StrEnum):
+    """A bisection's life."""
+
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    DONE = "done"  # a culprit
+    AMBIGUOUS = "ambiguous"  # a window of suspects hidden by skips
+    FAILED = "failed"  # an endpoint did not behave as claimed
+
+    @property
+    def finished(self) -> bool:
+        return self in (State.DONE, State.AMBIGUOUS, State.FAILED)

@@ -1,0 +1,121 @@
+"""Building a run's parts from its configuration, in one place.
+
+``start``, ``resume``, ``plan`` and (later) a worker all get their executor, builder and
+artifact provider here, from the stored :class:`~bisector.config.RunConfig`, so a resumed run
+builds and executes exactly the way it started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from functools import cached_property
+
+import git
+
+from bisector import history
+from bisector.artifacts.build import Builder, HostBuilder
+from bisector.artifacts.docker_build import DockerBuilder
+from bisector.artifacts.provider import Provider, Recipe, Sources
+from bisector.config import RunConfig
+from bisector.events import Events
+from bisector.executors.base import Executor
+from bisector.executors.docker import DockerExecutor
+from bisector.executors.local import LocalExecutor
+from bisector.kinds import BuildPlace, ExecutorKind
+from bisector.oracle import Oracle, parse_metadata
+from bisector.profiles import Profile, get_profile
+from bisector.settings import cache_dir
+from bisector.store.artifacts import ArtifactStore
+from bisector.store.db import Store
+from bisector.store.records import OracleRecord
+
+
+def profile_of(cfg: RunConfig) -> Profile:
+    """The stored profile with the user's ``--build-env`` overrides applied."""
+    prof = get_profile(cfg.profile)
+    env = cfg.build.env
+    return replace(prof, build_env={**prof.build_env, **env}) if env else prof
+
+
+def executor_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Executor:
+    import_name = profile_of(cfg).import_name
+    if cfg.executor is ExecutorKind.DOCKER:
+        d = cfg.docker
+        return DockerExecutor(import_name, image=d.image, gpus=cfg.request.gpus,
+                              memory=d.memory, pids=d.pids, offline=cfg.offline, labels=labels)
+    return LocalExecutor(cfg.python, import_name, cfg.offline)
+
+
+def builder_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Builder:
+    b = cfg.build
+    if b.place is BuildPlace.DOCKER:
+        return DockerBuilder(b.repo_id, image=b.image, cuda_arch=b.cuda_arch,
+                             max_jobs=b.max_jobs, offline=cfg.offline, requires=b.requires,
+                             labels=labels)
+    return HostBuilder(cfg.python, b.cuda_arch)
+
+
+class Repos:
+    """One GitPython ``Repo`` per thread: its cat-file helper processes are not thread-safe."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._local = threading.local()
+
+    def __call__(self) -> git.Repo:
+        repo: git.Repo | None = getattr(self._local, "repo", None)
+        if repo is None:
+            repo = history.open_repo(self.path)
+            self._local.repo = repo
+        return repo
+
+
+def provider_for(store: Store, cfg: RunConfig, candidates: list[str], repos: Callable[[],
+                 git.Repo], events: Events, builder: Builder) -> Provider:
+    sources = Sources({p.position: p.wheel for p in cfg.prebuilts}, cfg.installed)
+    recipe = Recipe(profile_of(cfg), cfg.python, builder, cfg.build.timeout_s, cfg.build_jobs)
+    return Provider(ArtifactStore(store), repos, candidates, recipe, sources, events)
+
+
+def materialise_oracle(row: OracleRecord) -> Oracle:
+    """The oracle exactly as stored (resume never picks up later edits of the file), written
+    to a cache file that is checked against the stored hash before every use."""
+    content = row.content.encode("utf-8")
+    if hashlib.sha256(content).hexdigest() != row.sha256:
+        from bisector.errors import StoreError
+
+        raise StoreError(f"the stored oracle {row.name} does not match its hash "
+                         f"{row.sha256[:12]}: the store was edited; start a new bisection")
+    path = cache_dir() / "oracles" / row.sha256[:16] / f"{row.name}.py"
+    if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != row.sha256:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(content)
+        tmp.replace(path)  # a copy edited in the cache is replaced, never run
+    return Oracle(row.name, path, content, parse_metadata(row.content, row.name))
+
+
+class Parts:
+    """The executor, builder and provider of one stored run, made on first use."""
+
+    def __init__(self, store: Store, cfg: RunConfig, candidates: list[str], events: Events,
+                 labels: dict[str, str] | None = None) -> None:
+        self.store, self.cfg, self.candidates = store, cfg, candidates
+        self.events, self.labels = events, labels
+        self.repos = Repos(cfg.repo)
+
+    @cached_property
+    def executor(self) -> Executor:
+        return executor_for(self.cfg, self.labels)
+
+    @cached_property
+    def builder(self) -> Builder:
+        return builder_for(self.cfg, self.labels)
+
+    @cached_property
+    def provider(self) -> Provider:
+        return provider_for(self.store, self.cfg, self.candidates, self.repos, self.events,
+                            self.builder)

@@ -1,0 +1,95 @@
+"""Owning a bisection: a lease whose heartbeat beats for as long as the run lives.
+
+The beat comes from a thread, not from the probe loop, so an hour-long build or oracle run
+keeps it fresh (rq's ``monitor_work_horse`` does the same for a job). A lease is taken over
+only when its owner is gone: on this host, its process (pid and start time) no longer exists;
+on another host, its heartbeat is older than ``defaults.LEASE_STALE_S``. Taking over is a
+compare-and-set on the owner the taker saw, so two takers never both win, and a live owner is
+never displaced. When a beat finds the lease is no longer ours, the run stops writing (every
+probe write checks the owner) and says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+
+from bisector import defaults
+from bisector.errors import BusyError
+from bisector.kinds import State
+from bisector.owner import local_pid_alive, owner_id
+from bisector.store import bisections
+from bisector.store.db import Store
+
+
+def owner_alive(owner: str | None, heartbeat: datetime | None,
+                stale_s: float = defaults.LEASE_STALE_S) -> bool:
+    if not owner:
+        return False
+    local = local_pid_alive(owner)
+    if local is not None:
+        return local
+    if heartbeat is None:
+        return False
+    if heartbeat.tzinfo is None:
+        heartbeat = heartbeat.replace(tzinfo=UTC)
+    return datetime.now(UTC) - heartbeat < timedelta(seconds=stale_s)
+
+
+class Lease:
+    def __init__(self, store: Store, bisection_id: int, *, me: str | None = None,
+                 beat_s: float = defaults.LEASE_BEAT_S,
+                 stale_s: float = defaults.LEASE_STALE_S) -> None:
+        self.store, self.id = store, bisection_id
+        self.me = me or owner_id()
+        self.beat_s, self.stale_s = beat_s, stale_s
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self) -> None:
+        """Own the bisection, or raise BusyError naming the live owner."""
+        b = bisections.get(self.store, self.id)
+        if b.owner != self.me:
+            if b.state is State.RUNNING and owner_alive(b.owner, b.heartbeat_at, self.stale_s):
+                raise BusyError(f"bisection {self.id} is being run by {b.owner}: wait for it, "
+                                f"or stop that process and run `bisect resume {self.id}`")
+            if not bisections.take(self.store, self.id, me=self.me, seen=b.owner):
+                raise BusyError(f"bisection {self.id} was just taken by another process: "
+                                f"see `bisect list`")
+        else:
+            bisections.take(self.store, self.id, me=self.me, seen=self.me)
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{self.id}",
+                                        daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.beat_s):
+            try:
+                ok = bisections.beat(self.store, self.id, me=self.me)
+            except Exception:  # a database hiccup: try again at the next beat
+                continue
+            if not ok:
+                self.lost.set()
+                return
+
+    def stop_beating(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def release(self, state: State = State.INTERRUPTED) -> None:
+        """Stop beating and hand the bisection back (only if it is still ours)."""
+        self.stop_beating()
+        bisections.release(self.store, self.id, me=self.me, state=state)
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,124 @@
+"""One probe: obtain -> execute -> judge -> record.
+
+Every probe of every bisection goes through :meth:`Pipeline.probe`, and so does ``bisect
+check`` (with a recorder that stores nothing), so a verdict from ``check`` means exactly what a
+probe's verdict means. A run that was killed because the user stopped the bisection is never
+recorded: it says nothing about the commit, and ``resume`` runs it again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol
+
+from bisector import cancel
+from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.core.search import Verdict
+from bisector.core.verdict import Outcome, Rules
+from bisector.errors import LeaseLost
+from bisector.events import Events, QuietEvents
+from bisector.executors.base import Executor, RunResult
+from bisector.oracle import Oracle
+from bisector.settings import logs_dir
+from bisector.store import verdicts
+from bisector.store.db import Store
+from bisector.store.records import NewRun
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    position: int
+    sha: str
+    verdict: Verdict
+    run: RunResult
+    seconds: float  # wall time of the whole probe: obtaining included
+    obtained: Obtained | None
+
+
+class Recorder(Protocol):
+    def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
+               round_: int | None) -> None: ...
+
+
+class StoreRecorder:
+    """Stores the run as a verdict and appends the probe, while the lease is ours."""
+
+    def __init__(self, store: Store, bisection_id: int, key: verdicts.Key, me: str) -> None:
+        self.store, self.bisection_id, self.key, self.me = store, bisection_id, key, me
+        # Probes of one round finish in any order; their sequence numbers are taken one at a
+        # time (only the lease holder appends, so a lock in this process is enough).
+        self._append = threading.Lock()
+
+    def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
+               round_: int | None) -> None:
+        run_id = verdicts.save_run(self.store, self.key, run)  # kept even if the lease is gone
+        with self._append:
+            appended = verdicts.add_probe(self.store, self.bisection_id, self.me,
+                                          position=position, commit_sha=sha, run_id=run_id,
+                                          verdict=verdict.value, round_=round_)
+        if not appended:
+            raise LeaseLost(f"bisection {self.bisection_id} was taken over by another process; "
+                            f"this one stops (its last run is stored as a verdict)")
+
+
+class NullRecorder:
+    """``bisect check``: the verdict is shown, nothing is stored."""
+
+    def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
+               round_: int | None) -> None:
+        pass
+
+
+class Pipeline:
+    def __init__(
+        self,
+        obtain: Callable[[int], Obtained | Unobtainable],
+        executor: Executor,
+        oracle: Oracle,
+        rules: Rules,
+        recorder: Recorder,
+        events: Events | None = None,
+    ) -> None:
+        self.obtain, self.executor, self.oracle = obtain, executor, oracle
+        self.rules, self.recorder = rules, recorder
+        self.events: Events = events or QuietEvents()
+
+    def probe(self, position: int, sha: str, *, gpu: str | None = None,
+              round_: int | None = None) -> ProbeResult:
+        started, t0 = datetime.now(UTC), time.monotonic()
+        got = self.obtain(position)
+        if isinstance(got, Unobtainable):
+            # A commit that does not build is a fact (reusable); one the machine could not
+            # build now is retried by a later probe.
+            run = RunResult(Outcome.SKIP, got.reason, None,
+                            got.artifact.duration_s if got.artifact else 0.0,
+                            reusable=got.permanent)
+            artifact_id = got.artifact.id if got.artifact else None
+            obtained = None
+        else:
+            on = f" on GPU {gpu}" if gpu is not None else ""
+            self.events.phase(f"running {self.oracle.name} on {sha[:12]}{on}")
+            run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
+            run = self.executor.run(inst=got.installable, oracle=self.oracle, commit=sha,
+                                    run_dir=run_dir, gpu=gpu)
+            artifact_id = got.artifact.id if got.artifact else None
+            obtained = got
+        facts = {**run.facts, "artifact_fresh": got.fresh}
+        if cancel.stopping():
+            raise cancel.Stopped("stopped by the user; this run is not recorded")
+        verdict = self.rules.judge(run.outcome)
+        self.recorder.record(position, sha, NewRun(
+            commit_sha=sha, outcome=run.outcome, reason=run.reason, reusable=run.reusable,
+            started_at=started, exit_code=run.exit_code, duration_s=run.duration_s,
+            artifact_id=artifact_id,
+            stdout_path=str(run.stdout_path) if run.stdout_path else None,
+            stderr_path=str(run.stderr_path) if run.stderr_path else None,
+            output_tail=run.output_tail, facts=facts), verdict, round_)
+        seconds = time.monotonic() - t0
+        self.events.probe_done(position, sha, verdict, run.reason, seconds, False)
+        return ProbeResult(position, sha, verdict, run, seconds, obtained)

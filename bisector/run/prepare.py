@@ -1,0 +1,244 @@
+"""From a request to a stored bisection: validate, resolve, discover wheels, record.
+
+``prepare`` checks every input (repository, refs, range, oracle, profile, executor, builder)
+and resolves the :class:`~bisector.config.RunConfig` without touching the store, so a refused
+``start`` does not even create a database. ``discover`` maps the indexes' wheels onto the
+candidates (an index problem stops here, before anything is recorded); ``record`` stores the
+bisection and its frozen candidate list in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import cattrs
+import git
+
+from bisector import history
+from bisector.artifacts.build import build_settings, detect_cuda_arch, python_tag
+from bisector.artifacts.docker_build import DockerBuilder, repository_id
+from bisector.artifacts.installable import InstalledBase, find_installed
+from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
+from bisector.config import (
+    BuildConfig,
+    DockerConfig,
+    PlacedPrebuilt,
+    Request,
+    RunConfig,
+    encode,
+)
+from bisector.core.verdict import Rules
+from bisector.errors import UsageError
+from bisector.executors.docker import DockerExecutor
+from bisector.kinds import BuildPlace, ExecutorKind
+from bisector.oracle import Oracle, default_oracles_dir, load_oracle
+from bisector.owner import owner_id
+from bisector.profiles import Profile, detect_profile, get_profile
+from bisector.run.factory import builder_for, executor_for
+from bisector.store import bisections
+from bisector.store.artifacts import ArtifactStore
+from bisector.store.db import Store
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated start request: everything checked, nothing written yet."""
+
+    plan: history.RangePlan
+    oracle: Oracle
+    config: RunConfig
+    fingerprint: str
+    environment: dict[str, Any]
+    discovery: Discovery | None = None
+
+
+def env_fingerprint(executor_facts: dict[str, Any], build: dict[str, Any]) -> str:
+    blob = json.dumps({"executor": executor_facts, "build": build}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def parse_build_env(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        k, sep, v = pair.partition("=")
+        if not sep or not k or not k.replace("_", "").isalnum():
+            raise UsageError(f"--build-env {pair!r}: write KEY=VALUE, e.g. USE_DISTRIBUTED=1")
+        out[k] = v
+    return out
+
+
+def resolve_cuda_arch(profile: Profile, req: Request) -> str | None:
+    """TORCH_CUDA_ARCH_LIST: asked for, else the GPUs the probes will use, else the default.
+
+    None when the profile's build does not use it, so it never splits the cache for nothing.
+    """
+    if not any("{cuda_arch}" in v for v in profile.build_env.values()):
+        return None
+    return req.cuda_arch or detect_cuda_arch(req.gpus) or profile.default_cuda_arch
+
+
+def pick_profile(repo: git.Repo, bad_sha: str, name: str | None) -> Profile:
+    if name:
+        return get_profile(name)
+
+    def exists(path: str) -> bool:
+        try:
+            repo.git.cat_file("-e", f"{bad_sha}:{path}")
+            return True
+        except git.GitCommandError:
+            return False
+
+    return detect_profile(exists)
+
+
+def configured_index() -> str | None:
+    """The release index pip/uv are configured with (never a host written in this code)."""
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
+        if os.environ.get(var):
+            return os.environ[var]
+    r = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
+                       capture_output=True, text=True, check=False)
+    if r.returncode == 0 and r.stdout.strip():
+        return r.stdout.strip()
+    try:
+        from pip._internal.models.index import PyPI  # pip's own default
+
+        return str(PyPI.simple_url)
+    except ImportError:
+        return None
+
+
+def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
+    """Check every input without touching the store, and resolve the run configuration."""
+    req.check()
+    repo = history.open_repo(req.repo)
+    plan = history.plan_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
+    oracle = load_oracle(req.oracle, oracles_dir)
+    profile = pick_profile(repo, plan.bad_sha, req.profile)
+    python = req.python or sys.executable
+    overrides = parse_build_env(req.build_env)
+    profile = replace(profile, build_env={**profile.build_env, **overrides})
+    place = req.build_in or (BuildPlace.DOCKER if req.executor is ExecutorKind.DOCKER
+                             else BuildPlace.HOST)
+    build = BuildConfig(place=place, cuda_arch=resolve_cuda_arch(profile, req),
+                        env=overrides, timeout_s=req.build_timeout)
+    if place is BuildPlace.DOCKER:
+        build = replace(build, image=req.builder_image or build.image,
+                        repo_id=repository_id(repo), max_jobs=req.max_jobs,
+                        requires=tuple(profile.build_requires))
+    docker = DockerConfig(memory=req.memory, pids=req.pids)
+    if req.image:
+        docker = replace(docker, image=req.image)
+    repo_path = str(Path(repo.working_dir).resolve())
+    variant = req.variant or profile.default_variant
+    use_index = req.prebuilt and not req.offline and profile.distribution is not None
+    nightly = req.nightly_index if req.nightly_index is not None else (
+        profile.nightly_index.format(variant=variant) if profile.nightly_index else None)
+    release = req.release_index if req.release_index is not None else (
+        configured_index() if profile.name == "pytorch" else None)
+    bundled = oracle.path.parent == (oracles_dir or default_oracles_dir()).resolve()
+    cfg = RunConfig(
+        # Absolute repository and oracle (or a bundled oracle's name): the reproduce line
+        # derived from the request then works from any directory.
+        request=replace(req, repo=Path(repo_path),
+                        oracle=oracle.name if bundled else str(oracle.path)),
+        repo=repo_path, profile=profile.name, python=python,
+        rules=Rules(req.regress or oracle.meta.polarity, req.find_fix, oracle.meta.on_timeout),
+        executor=req.executor, docker=docker, build=build, variant=variant,
+        nightly_index=(nightly or None) if use_index else None,
+        release_index=(release or None) if use_index else None,
+        installed=_installed_base(repo, profile, req, python),
+        gpus=req.gpu_list, width=req.width, build_jobs=req.build_jobs,
+    )
+    executor = executor_for(cfg, labels={"bisector.role": "check"})
+    if isinstance(executor, DockerExecutor) and not executor.image_id:
+        raise UsageError(f"image {executor.image_name} does not exist: run `make images` "
+                         f"(or pass --image)")
+    builder = builder_for(cfg)
+    if isinstance(builder, DockerBuilder):
+        builder.require_image()
+        runs_on = (executor.python_tag if isinstance(executor, DockerExecutor)
+                   else python_tag(python))
+        if builder.python_tag != runs_on:
+            raise UsageError(
+                f"the builder image makes {builder.python_tag} wheels but probes run on "
+                f"{runs_on}: build both images on one BASE_IMAGE (make images), or --build-in host")
+    build_facts = build_settings(profile, python, builder)
+    environment = {"executor": executor.fingerprint_facts(), "build": build_facts}
+    return Prepared(plan, oracle, cfg,
+                    env_fingerprint(environment["executor"], build_facts), environment)
+
+
+def _installed_base(repo: git.Repo, profile: Profile, req: Request,
+                    python: str) -> InstalledBase | None:
+    if not req.installed_base:
+        return None
+    sha = history.resolve(repo, req.installed_base, "installed-base")
+    roots = tuple(dict.fromkeys(p.split("/")[0] for p in profile.overlay_install))
+    site, packages = find_installed(python, roots)
+    if not packages:
+        raise UsageError(f"--installed-base: {python} has none of {', '.join(roots)} "
+                         f"installed; pass --python of the environment that has it")
+    return InstalledBase(sha, python, site, packages)
+
+
+def discover(store: Store, p: Prepared) -> Prepared:
+    """Map the indexes' wheels onto the candidates (cached in the store), before any probe."""
+    cfg = p.config
+    if not (cfg.nightly_index or cfg.release_index):
+        return p
+    repo = history.open_repo(cfg.repo)
+    arts = ArtifactStore(store)
+    cached = {url: Prebuilt.from_json(d) for url, d in arts.prebuilt_cache().items()}
+    cands = list(p.plan.candidates)
+    found = Discoverer(repo, get_profile(cfg.profile), python_tag(cfg.python), cfg.variant,
+                       cached).discover(cands, nightly_index=cfg.nightly_index,
+                                        release_index=cfg.release_index,
+                                        dates=_date_span(repo, cands))
+    arts.remember_prebuilts(pb.to_json() for pb in found.fresh)
+    notes = list(p.plan.notes)
+    kinds = [pb.kind for pb in found.by_position.values()]
+    notes.append(f"{len(kinds)} prebuilt wheels inside the range "
+                 f"({kinds.count('release')} releases, {kinds.count('nightly')} nightlies)")
+    if found.missing:
+        names = ", ".join(pb.filename for pb in found.missing[:5])
+        notes.append(f"{len(found.missing)} prebuilt wheels of the range are gone from the "
+                     f"index and will not be used: {names}")
+    if found.unmapped:
+        notes.append(f"{len(found.unmapped)} wheels could not be mapped to a commit "
+                     f"(first: {found.unmapped[0].filename}: {found.unmapped[0].reason})")
+    placed = tuple(PlacedPrebuilt(pos, pb) for pos, pb in sorted(found.by_position.items()))
+    return replace(p, config=replace(cfg, prebuilts=placed),
+                   plan=replace(p.plan, notes=tuple(notes)), discovery=found)
+
+
+def _date_span(repo: git.Repo, cands: list[str]) -> tuple[date, date]:
+    stamps = [int(repo.git.show("-s", "--format=%ct", sha)) for sha in (cands[0], cands[-1])]
+    days = [datetime.fromtimestamp(t, UTC).date() for t in stamps]
+    return min(days), max(days)
+
+
+def _meta_json(oracle: Oracle) -> dict[str, Any]:
+    plain: dict[str, Any] = cattrs.Converter().unstructure(asdict(oracle.meta))
+    return plain
+
+
+def record(store: Store, p: Prepared) -> int:
+    """Store the oracle, the bisection and its frozen candidate list; owned by this process."""
+    oracle, plan = p.oracle, p.plan
+    bisections.save_oracle(store, oracle.sha256, oracle.name, oracle.content.decode("utf-8"),
+                           _meta_json(oracle))
+    return bisections.create(
+        store, candidates=plan.candidates, owner=owner_id(), repo_path=p.config.repo,
+        good_ref=plan.good_ref, bad_ref=plan.bad_ref, good_sha=plan.good_sha,
+        bad_sha=plan.bad_sha, oracle_name=oracle.name, oracle_sha256=oracle.sha256,
+        polarity=p.config.rules.polarity.value, env_fingerprint=p.fingerprint,
+        environment=p.environment, settings=encode(p.config), notes=list(plan.notes))

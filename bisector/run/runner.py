@@ -1,0 +1,239 @@
+"""Driving one stored bisection to its end: claim -> pick the next K commits -> dispatch -> finish.
+
+Each round the pure search is asked for K split points (multisection), given every verdict
+known for the candidates: this bisection's own probes and every reusable verdict any
+bisection has stored under the same (oracle, environment) key. The K probes run at once, one
+per slot (a GPU, or none), each through the same :class:`~bisector.run.pipeline.Pipeline`,
+and each result is stored the moment it exists. Ctrl-C (or SIGTERM) kills every probe in
+flight; none of them is recorded, so ``resume`` re-runs exactly those and, the search being
+deterministic, reaches the same culprit.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Protocol
+
+from bisector import cancel
+from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.core.search import (
+    Culprit,
+    Probe,
+    Problem,
+    Step,
+    Stop,
+    Verdict,
+    Window,
+    next_step,
+    remaining_estimate,
+)
+from bisector.core.verdict import Rules
+from bisector.errors import EndpointError, LeaseLost
+from bisector.events import Events, QuietEvents
+from bisector.executors.base import Executor
+from bisector.kinds import State
+from bisector.oracle import Oracle
+from bisector.run.lease import Lease
+from bisector.run.pipeline import Pipeline, StoreRecorder
+from bisector.store import bisections, verdicts
+from bisector.store.db import Store
+from bisector.store.records import BisectionRecord
+
+
+class Source(Protocol):
+    """Where a probe's torch comes from (the artifact provider), and what each costs."""
+
+    def obtain(self, pos: int) -> Obtained | Unobtainable: ...
+    def cost(self, pos: int) -> int: ...
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a run ended (the record holds the culprit or window)."""
+
+    record: BisectionRecord
+    rounds: int  # search rounds this process ran (resume counts its own)
+
+
+class Runner:
+    def __init__(
+        self,
+        store: Store,
+        record: BisectionRecord,
+        candidates: list[str],
+        oracle: Oracle,
+        rules: Rules,
+        source: Source,
+        executor: Executor,
+        *,
+        slots: list[str | None] | None = None,
+        events: Events | None = None,
+        subject: Callable[[str], str] = lambda _sha: "",
+        lease: Lease | None = None,
+    ) -> None:
+        self.store, self.record, self.candidates = store, record, candidates
+        self.oracle, self.rules, self.source = oracle, rules, source
+        self.slots = slots or [None]
+        self.events: Events = events or QuietEvents()
+        self.subject = subject
+        self.lease = lease or Lease(store, record.id)
+        self.key = verdicts.Key(record.oracle_sha256, record.env_fingerprint)
+        self.pipeline = Pipeline(source.obtain, executor, oracle, rules,
+                                 StoreRecorder(store, record.id, self.key, self.lease.me),
+                                 self.events)
+        self._seq = 0
+
+    @property
+    def width(self) -> int:
+        return len(self.slots)
+
+    def run(self) -> Finished:
+        cancel.reset()
+        self.lease.acquire()
+        rec = bisections.get(self.store, self.record.id)
+        in_flight = rec.in_flight or {}
+        round_ = max(verdicts.last_round(self.store, rec.id), int(in_flight.get("round", 0)))
+        ran = 0
+        try:
+            while True:
+                if self.lease.lost.is_set():
+                    raise LeaseLost(f"bisection {self.record.id} was taken over by another "
+                                    f"process; this one stops")
+                known = self.known(round_ + 1)
+                # Probes of a round that was stopped (Ctrl-C, kill -9) and never recorded are
+                # run first, as that round: exactly what was in flight, nothing else.
+                missing = tuple(p for p in in_flight.get("positions", ()) if p not in known)
+                in_flight = {}
+                if missing:
+                    positions = missing
+                else:
+                    step = next_step(len(self.candidates), known, width=self.width,
+                                     cost=self.source.cost if self.width == 1 else None)
+                    if not isinstance(step, Probe):
+                        return Finished(self._finish(step), ran)
+                    round_ += 1
+                    positions = step.positions
+                if not bisections.set_in_flight(self.store, rec.id, me=self.lease.me,
+                                                round_=round_, positions=positions):
+                    raise LeaseLost(f"bisection {rec.id} was taken over by another process")
+                ran += 1
+                self.events.round_start(round_, self.width,
+                                        remaining_estimate(len(self.candidates), known))
+                self._dispatch(positions, round_, known)
+        finally:
+            self.lease.release()  # a no-op once finished: the owner is already cleared
+
+    # -- verdicts --------------------------------------------------------------------------
+
+    def known(self, round_: int) -> dict[int, Verdict]:
+        """This bisection's probes plus every reusable verdict stored for its candidates.
+
+        Verdicts judged elsewhere are adopted as reused probes first, so the log shows them.
+        """
+        own = {pos: Verdict(v) for pos, v in
+               verdicts.probed_positions(self.store, self.record.id).items()}
+        position = {sha: i for i, sha in enumerate(self.candidates)}
+        found = verdicts.reusable(self.store, self.key, self.candidates)
+        adopted = []
+        for sha, run in sorted(found.items(), key=lambda kv: position[kv[0]]):
+            pos = position[sha]
+            if pos not in own:
+                v = self.rules.judge(run.outcome)
+                adopted.append((verdicts.Adopted(pos, sha, run.id, v.value), run.reason))
+                own[pos] = v
+        if not verdicts.adopt(self.store, self.record.id, self.lease.me,
+                              [a for a, _ in adopted], round_):
+            raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
+        for a, reason in adopted:
+            self.events.probe_done(a.position, a.commit_sha, Verdict(a.verdict), reason, 0.0,
+                                   True)
+        return own
+
+    # -- probes ----------------------------------------------------------------------------
+
+    def _dispatch(self, positions: tuple[int, ...], round_: int,
+                  known: dict[int, Verdict]) -> None:
+        left = remaining_estimate(len(self.candidates), known)
+        for pos in positions:
+            self._seq += 1
+            sha = self.candidates[pos]
+            self.events.probe_start(self._seq, pos, sha, self.subject(sha), left)
+        if self.width == 1:
+            for pos in positions:  # the endpoints with one slot: one after the other
+                self.pipeline.probe(pos, self.candidates[pos], gpu=self.slots[0],
+                                    round_=round_)
+            return
+        free: queue.Queue[str | None] = queue.Queue()
+        for slot in self.slots:
+            free.put(slot)
+
+        def work(pos: int) -> None:
+            gpu = free.get()
+            try:
+                self.pipeline.probe(pos, self.candidates[pos], gpu=gpu, round_=round_)
+            finally:
+                free.put(gpu)
+
+        with ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="probe") as pool:
+            futures = [pool.submit(work, pos) for pos in positions]
+            try:
+                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                for f in done:
+                    f.result()  # a probe that failed (not a verdict: a bug, a lost lease)
+            except BaseException:
+                cancel.stop_all()  # Ctrl-C or a failure: kill what is still in flight
+                wait(futures)
+                raise
+
+    # -- the answer ------------------------------------------------------------------------
+
+    def _finish(self, step: Step) -> BisectionRecord:
+        b, cands = self.record, self.candidates
+        culprit = None
+        if isinstance(step, Culprit):
+            state, culprit = State.DONE, cands[step.position]
+            result: dict[str, object] = {"kind": "culprit", "position": step.position}
+            message = None
+        elif isinstance(step, Window):
+            state = State.AMBIGUOUS
+            result = {"kind": "window", "suspects": cands[step.first:step.last + 1]}
+            message = (f"skipped commits hide the first {self.rules.terms[1]} commit: it is "
+                       f"one of {step.last - step.first + 1} suspects")
+        else:
+            assert isinstance(step, Stop)
+            state = State.FAILED
+            result = {"kind": "stop", "problem": step.problem.value, "position": step.position}
+            message = self.stop_message(step)
+        if not bisections.finish(self.store, b.id, me=self.lease.me, state=state,
+                                 result=result, culprit_sha=culprit, message=message):
+            raise LeaseLost(f"bisection {b.id} was taken over by another process before it "
+                            f"finished here")
+        self.lease.stop_beating()
+        if isinstance(step, Stop):
+            raise EndpointError(message or "")
+        return bisections.get(self.store, b.id)
+
+    def stop_message(self, step: Stop) -> str:
+        b = self.record
+        sha = self.candidates[step.position][:12]
+        old, new = self.rules.terms
+        merge_base = self.candidates[0] != b.good_sha
+        good_desc = "the merge-base of your refs" if merge_base else f"{old} {b.good_ref}"
+        if step.problem is Problem.GOOD_IS_BAD:
+            return (f"{good_desc} ({sha}) is already {new}: the change is older; "
+                    f"pick an older --good")
+        if step.problem is Problem.BAD_IS_GOOD:
+            return (f"{new} {b.bad_ref} ({sha}) is {old} with this oracle: check that the "
+                    f"oracle reproduces there (bisect check), or use --find-fix / --regress")
+        if step.problem is Problem.GOOD_UNTESTABLE:
+            return (f"the {old} endpoint {sha} could not be tested (see `bisect show "
+                    f"{b.id}`): fix the cause or pick another --good")
+        if step.problem is Problem.BAD_UNTESTABLE:
+            return (f"the {new} endpoint {sha} could not be tested (see `bisect show "
+                    f"{b.id}`): fix the cause or pick another --bad")
+        return (f"commit {sha} is {new} but a newer commit is {old}: the oracle is flaky or "
+                f"the behaviour comes and goes; make the oracle deterministic (run `bisect "
+                f"check` on both commits a few times) or narrow the range")

@@ -1,0 +1,151 @@
+"""Bisections: create one with its frozen candidates, read it, own it, finish it.
+
+Ownership is a compare-and-set on ``bisection.owner``: taking a lease succeeds only if the
+owner is still the one the caller saw, so two processes that both decide to take over a dead
+run cannot both win, and every beat and every recorded probe checks the owner is still us.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
+
+from bisector.errors import NotFoundError
+from bisector.kinds import State
+from bisector.store import models as m
+from bisector.store.db import Store
+from bisector.store.records import BisectionRecord, OracleRecord
+
+
+def _record(b: m.Bisection) -> BisectionRecord:
+    return BisectionRecord(
+        id=b.id, state=State(b.state), repo_path=b.repo_path, good_ref=b.good_ref,
+        bad_ref=b.bad_ref, good_sha=b.good_sha, bad_sha=b.bad_sha, oracle_name=b.oracle_name,
+        oracle_sha256=b.oracle_sha256, polarity=b.polarity, env_fingerprint=b.env_fingerprint,
+        environment=dict(b.environment), settings=dict(b.settings), notes=list(b.notes),
+        n_candidates=b.n_candidates, owner=b.owner, heartbeat_at=_aware(b.heartbeat_at),
+        result=dict(b.result or {}), culprit_sha=b.culprit_sha, message=b.message,
+        created_at=_aware(b.created_at) or datetime.now(UTC),
+        in_flight=dict(b.in_flight) if b.in_flight else None,
+    )
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    """SQLite hands back naive datetimes; everything we write is UTC."""
+    return t.replace(tzinfo=UTC) if t is not None and t.tzinfo is None else t
+
+
+def save_oracle(store: Store, sha256: str, name: str, content: str,
+                meta: dict[str, Any]) -> None:
+    """Keep the oracle's exact text once; a concurrent insert of the same oracle is fine."""
+    with store.session() as s:
+        if s.get(m.OracleRow, sha256) is not None:
+            return
+    try:
+        with store.session() as s:
+            s.add(m.OracleRow(sha256=sha256, name=name, content=content, meta=meta))
+    except IntegrityError:
+        pass  # another process stored the same bytes first
+
+
+def get_oracle(store: Store, sha256: str) -> OracleRecord:
+    with store.session() as s:
+        row = s.get(m.OracleRow, sha256)
+        if row is None:
+            raise NotFoundError(f"oracle {sha256[:12]} is missing from the store: the database "
+                                f"was edited by hand; start the bisection again")
+        return OracleRecord(row.sha256, row.name, row.content, dict(row.meta))
+
+
+def create(store: Store, *, candidates: Sequence[str], owner: str, **fields: Any) -> int:
+    """Store a bisection and its frozen candidate list in one transaction, owned by ``owner``."""
+    with store.session() as s:
+        b = m.Bisection(state=State.RUNNING.value, owner=owner, heartbeat_at=datetime.now(UTC),
+                        n_candidates=len(candidates), result={}, **fields)
+        s.add(b)
+        s.flush()
+        s.add_all(m.Candidate(bisection_id=b.id, position=i, sha=sha)
+                  for i, sha in enumerate(candidates))
+        return b.id
+
+
+def get(store: Store, bisection_id: int) -> BisectionRecord:
+    with store.session() as s:
+        b = s.get(m.Bisection, bisection_id) if 0 < bisection_id < 2**63 else None
+        if b is None:
+            raise NotFoundError(
+                f"no bisection with id {bisection_id} in {store.url}: see `bisect list`")
+        return _record(b)
+
+
+def candidates(store: Store, bisection_id: int) -> list[str]:
+    with store.session() as s:
+        return list(s.scalars(select(m.Candidate.sha)
+                              .where(m.Candidate.bisection_id == bisection_id)
+                              .order_by(m.Candidate.position)))
+
+
+def listing(store: Store, limit: int) -> list[BisectionRecord]:
+    with store.session() as s:
+        rows = s.scalars(select(m.Bisection).order_by(m.Bisection.id.desc()).limit(limit))
+        return [_record(b) for b in rows]
+
+
+def take(store: Store, bisection_id: int, *, me: str, seen: str | None) -> bool:
+    """Become the owner if the owner is still ``seen`` (compare-and-set)."""
+    cond = m.Bisection.owner.is_(None) if seen is None else m.Bisection.owner == seen
+    with store.session() as s:
+        res = s.execute(update(m.Bisection).where(m.Bisection.id == bisection_id, cond)
+                        .values(owner=me, state=State.RUNNING.value,
+                                heartbeat_at=datetime.now(UTC)))
+        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def beat(store: Store, bisection_id: int, *, me: str) -> bool:
+    """Move the heartbeat; False when the lease is no longer ours."""
+    with store.session() as s:
+        res = s.execute(update(m.Bisection)
+                        .where(m.Bisection.id == bisection_id, m.Bisection.owner == me)
+                        .values(heartbeat_at=datetime.now(UTC)))
+        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def release(store: Store, bisection_id: int, *, me: str, state: State) -> None:
+    """Give the lease back (interrupted): only if it is still ours."""
+    with store.session() as s:
+        s.execute(update(m.Bisection)
+                  .where(m.Bisection.id == bisection_id, m.Bisection.owner == me,
+                         m.Bisection.state == State.RUNNING.value)
+                  .values(owner=None, state=state.value))
+
+
+def finish(store: Store, bisection_id: int, *, me: str, state: State, result: dict[str, Any],
+           culprit_sha: str | None, message: str | None) -> bool:
+    """Write the answer, if the lease is still ours; False when another process owns it."""
+    with store.session() as s:
+        res = s.execute(update(m.Bisection)
+                        .where(m.Bisection.id == bisection_id, m.Bisection.owner == me)
+                        .values(owner=None, state=state.value, result=result,
+                                culprit_sha=culprit_sha, message=message, in_flight=None))
+        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def set_in_flight(store: Store, bisection_id: int, *, me: str, round_: int,
+                  positions: Sequence[int]) -> bool:
+    """Note the round about to run, before it runs: ``resume`` re-runs what of it is missing."""
+    with store.session() as s:
+        res = s.execute(update(m.Bisection)
+                        .where(m.Bisection.id == bisection_id, m.Bisection.owner == me)
+                        .values(in_flight={"round": round_, "positions": list(positions)}))
+        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def owned_by(s: Any, bisection_id: int, me: str) -> bool:
+    """Inside a caller's transaction: is the lease still ours (row locked where supported)?"""
+    owner = s.scalar(select(m.Bisection.owner).where(m.Bisection.id == bisection_id)
+                     .with_for_update())
+    return bool(owner == me)

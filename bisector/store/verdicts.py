@@ -1,0 +1,146 @@
+"""Oracle runs, the reusable verdicts among them, and each bisection's probes.
+
+A verdict is a fact about (commit, oracle sha256, environment fingerprint) shared by every
+bisection: a partial unique index keeps one reusable row per key. A run that lands on a key
+another process has just decided is still kept (as history, not reusable), so no GPU time is
+ever thrown away, and the probe points at it.
+
+A probe is one bisection's use of a run, in order, which is what ``bisect log`` replays. It is
+written only while the bisection's lease is ours: a controller that lost its lease cannot
+append to a run someone else now drives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from bisector.core.verdict import Outcome
+from bisector.store import models as m
+from bisector.store.bisections import owned_by
+from bisector.store.db import Store
+from bisector.store.records import NewRun, ProbeRecord, RunRecord
+
+
+@dataclass(frozen=True)
+class Key:
+    """What makes two runs comparable."""
+
+    oracle_sha256: str
+    env_fingerprint: str
+
+
+def _run(v: m.VerdictRow) -> RunRecord:
+    return RunRecord(id=v.id, commit_sha=v.commit_sha, outcome=Outcome(v.outcome),
+                     reason=v.reason, reusable=v.reusable, exit_code=v.exit_code,
+                     duration_s=v.duration_s)
+
+
+def reusable(store: Store, key: Key, shas: Iterable[str]) -> dict[str, RunRecord]:
+    """Every reusable verdict stored for these commits under ``key`` (a pure read)."""
+    wanted = set(shas)
+    with store.session() as s:
+        rows = s.scalars(select(m.VerdictRow)
+                         .where(m.VerdictRow.oracle_sha256 == key.oracle_sha256,
+                                m.VerdictRow.env_fingerprint == key.env_fingerprint,
+                                m.VerdictRow.reusable.is_(True))
+                         .order_by(m.VerdictRow.id))
+        return {v.commit_sha: _run(v) for v in rows if v.commit_sha in wanted}
+
+
+def probed_positions(store: Store, bisection_id: int) -> dict[int, str]:
+    """position -> verdict of this bisection's own probes (paid for or adopted)."""
+    with store.session() as s:
+        rows = s.execute(select(m.Probe.position, m.Probe.verdict)
+                         .where(m.Probe.bisection_id == bisection_id)
+                         .order_by(m.Probe.seq))
+        return {int(pos): str(v) for pos, v in rows}
+
+
+def _next_seq(s: Session, bisection_id: int) -> int:
+    n = s.scalar(select(func.max(m.Probe.seq)).where(m.Probe.bisection_id == bisection_id))
+    return 1 if n is None else int(n) + 1
+
+
+@dataclass(frozen=True)
+class Adopted:
+    position: int
+    commit_sha: str
+    run_id: int
+    verdict: str
+
+
+def adopt(store: Store, bisection_id: int, me: str, found: Sequence[Adopted],
+          round_: int | None) -> bool:
+    """Log verdicts judged elsewhere as this bisection's reused probes (so the log shows them).
+
+    False, and nothing written, when the lease is no longer ours.
+    """
+    if not found:
+        return True
+    with store.session() as s:
+        if not owned_by(s, bisection_id, me):
+            return False
+        seq = _next_seq(s, bisection_id)
+        for i, a in enumerate(found):
+            s.add(m.Probe(bisection_id=bisection_id, seq=seq + i, position=a.position,
+                          commit_sha=a.commit_sha, verdict_id=a.run_id, verdict=a.verdict,
+                          reused=True, round=round_))
+    return True
+
+
+def _insert_run(store: Store, key: Key, run: NewRun, reusable: bool) -> int:
+    with store.session() as s:
+        row = m.VerdictRow(
+            commit_sha=run.commit_sha, oracle_sha256=key.oracle_sha256,
+            env_fingerprint=key.env_fingerprint, outcome=run.outcome.value,
+            exit_code=run.exit_code, reason=run.reason, reusable=reusable,
+            duration_s=run.duration_s, started_at=run.started_at, artifact_id=run.artifact_id,
+            stdout_path=run.stdout_path, stderr_path=run.stderr_path,
+            output_tail=run.output_tail, facts=run.facts)
+        s.add(row)
+        s.flush()
+        return int(row.id)
+
+
+def save_run(store: Store, key: Key, run: NewRun) -> int:
+    """Store one run; if its key was decided meanwhile, keep it as non-reusable history."""
+    try:
+        return _insert_run(store, key, run, run.reusable)
+    except IntegrityError:
+        if not run.reusable:
+            raise
+        return _insert_run(store, key, run, False)
+
+
+def add_probe(store: Store, bisection_id: int, me: str, *, position: int, commit_sha: str,
+              run_id: int, verdict: str, round_: int | None) -> bool:
+    """Append a paid-for probe; False (nothing written) when the lease is not ours."""
+    with store.session() as s:
+        if not owned_by(s, bisection_id, me):
+            return False
+        s.add(m.Probe(bisection_id=bisection_id, seq=_next_seq(s, bisection_id),
+                      position=position, commit_sha=commit_sha, verdict_id=run_id,
+                      verdict=verdict, reused=False, round=round_))
+    return True
+
+
+def probes(store: Store, bisection_id: int) -> list[ProbeRecord]:
+    with store.session() as s:
+        rows = s.execute(select(m.Probe, m.VerdictRow)
+                         .join(m.VerdictRow, m.Probe.verdict_id == m.VerdictRow.id)
+                         .where(m.Probe.bisection_id == bisection_id)
+                         .order_by(m.Probe.seq)).all()
+        return [ProbeRecord(p.seq, p.position, p.commit_sha, p.verdict, p.reused, p.round,
+                            _run(v)) for p, v in rows]
+
+
+def last_round(store: Store, bisection_id: int) -> int:
+    """The highest round any probe of this bisection was recorded in (0: none yet)."""
+    with store.session() as s:
+        n = s.scalar(select(func.max(m.Probe.round)).where(m.Probe.bisection_id == bisection_id))
+        return int(n or 0)

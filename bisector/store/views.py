@@ -1,0 +1,47 @@
+"""Read-side queries for reports: a bisection's probes with their runs and artifacts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from bisector.store import models as m
+from bisector.store.artifacts import _record as artifact_record
+from bisector.store.db import Store
+from bisector.store.records import ArtifactRecord
+
+
+@dataclass(frozen=True)
+class ProbeView:
+    seq: int
+    position: int
+    commit_sha: str
+    verdict: str
+    reused: bool
+    round: int | None
+    outcome: str
+    exit_code: int | None
+    reason: str
+    duration_s: float
+    stdout_path: str | None
+    stderr_path: str | None
+    output_tail: str
+    facts: dict[str, Any]
+    artifact: ArtifactRecord | None
+
+
+def probe_views(store: Store, bisection_id: int) -> list[ProbeView]:
+    with store.session() as s:
+        rows = s.execute(
+            select(m.Probe, m.VerdictRow, m.Artifact)
+            .join(m.VerdictRow, m.Probe.verdict_id == m.VerdictRow.id)
+            .outerjoin(m.Artifact, m.VerdictRow.artifact_id == m.Artifact.id)
+            .where(m.Probe.bisection_id == bisection_id)
+            .order_by(m.Probe.seq)).all()
+        return [ProbeView(p.seq, p.position, p.commit_sha, p.verdict, p.reused, p.round,
+                          v.outcome, v.exit_code, v.reason, v.duration_s, v.stdout_path,
+                          v.stderr_path, v.output_tail, dict(v.facts or {}),
+                          artifact_record(a) if a is not None else None)
+                for p, v, a in rows]

@@ -1,0 +1,155 @@
+"""Fakes of our own protocols (Source, Executor, Builder) for fast in-process runner tests.
+
+Each has a real end-to-end counterpart in tests/integration (the demo history through the
+local executor, the Docker executor, the builder container).
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bisector import cancel
+from bisector.artifacts.build import BuildRun
+from bisector.artifacts.installable import Installable
+from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.core.verdict import Outcome, Polarity, Rules
+from bisector.executors.base import RunResult
+from bisector.oracle import Oracle, OracleMeta
+from bisector.owner import owner_id
+from bisector.run.lease import Lease
+from bisector.run.runner import Runner
+from bisector.store import bisections
+from bisector.store.db import Store
+
+
+def shas(n: int) -> list[str]:
+    return [f"{i:040x}" for i in range(n)]
+
+
+@dataclass
+class FakeSource:
+    """Every commit installs, except ``broken`` (does not build) and ``flaky_infra``."""
+
+    broken: set[int] = field(default_factory=set)
+    flaky_infra: set[int] = field(default_factory=set)
+
+    def obtain(self, pos: int) -> Obtained | Unobtainable:
+        if pos in self.broken:
+            return Unobtainable("build failed: x.c:1: error: no", permanent=True)
+        if pos in self.flaky_infra:
+            return Unobtainable("build could not run: engine down", permanent=False)
+        return Obtained(Installable(f"key{pos}", "fake"), None)
+
+    def cost(self, pos: int) -> int:
+        return 0
+
+
+@dataclass
+class Call:
+    commit: str
+    gpu: str | None
+    start: float
+    end: float = 0.0
+
+
+class FakeExecutor:
+    """Judges by position: bad from ``culprit`` on (the oracle exits 1 there).
+
+    ``hook(call_index, commit)`` runs inside each run (to interrupt, to steal a lease ...);
+    ``sleep_s`` makes runs overlap measurably when several run at once.
+    """
+
+    name = "fake"
+
+    def __init__(self, candidates: list[str], culprit: int, *, sleep_s: float = 0.0,
+                 hook: Callable[[int, str], None] | None = None,
+                 outcome: Callable[[int], Outcome] | None = None) -> None:
+        self.position = {sha: i for i, sha in enumerate(candidates)}
+        self.culprit, self.sleep_s, self.hook = culprit, sleep_s, hook
+        self.outcome = outcome
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+
+    def fingerprint_facts(self) -> dict[str, Any]:
+        return {"executor": self.name}
+
+    def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+            gpu: str | None = None) -> RunResult:
+        call = Call(commit, gpu, time.monotonic())
+        with self._lock:
+            self.calls.append(call)
+            index = len(self.calls)
+        if self.hook is not None:
+            self.hook(index, commit)
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+        call.end = time.monotonic()
+        pos = self.position[commit]
+        out = self.outcome(pos) if self.outcome else (
+            Outcome.FAIL if pos >= self.culprit else Outcome.PASS)
+        rc = {Outcome.PASS: 0, Outcome.FAIL: 1}.get(out)
+        return RunResult(out, f"exit {rc}", rc, 0.01, True, facts={"gpu_index": gpu})
+
+
+def block_until_stopped(index: int, commit: str) -> None:
+    """An oracle that runs until the controller stops it (registered like a real child)."""
+    done = threading.Event()
+    with cancel.killable(done.set):
+        done.wait(5)
+
+
+class FakeBuilder:
+    """The Builder protocol without a compiler: writes a tiny wheel, or fails for ``broken``."""
+
+    where = "host"
+
+    def __init__(self, broken: set[str] | None = None) -> None:
+        self.broken = broken or set()
+        self.built: list[str] = []
+
+    def settings(self) -> dict[str, Any]:
+        return {"python": "cp3x", "fake": True}
+
+    def places(self, src: Path, out: Path) -> dict[str, str]:
+        return {"src": str(src), "out": str(out), "python": "python", "uv": "uv",
+                "cuda_arch": "", "max_jobs": "1"}
+
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+            log: Path, timeout_s: float, commit: str) -> BuildRun:
+        self.built.append(commit)
+        if commit in self.broken:
+            log.write_text("x.c:1:1: error: this commit does not build\n")
+            return BuildRun(1, False, 0.01)
+        log.write_text("built\n")
+        shutil.make_archive(str(out / "pkg-0.0.0-py3-none-any"), "zip", src)
+        (out / "pkg-0.0.0-py3-none-any.zip").rename(out / "pkg-0.0.0-py3-none-any.whl")
+        return BuildRun(0, False, 0.01)
+
+
+ORACLE = Oracle("fake", Path("fake.py"), b"raise SystemExit(0)\n", OracleMeta())
+
+
+def new_bisection(store: Store, candidates: list[str], *, owner: str | None = None,
+                  env: str = "env0", oracle: Oracle = ORACLE) -> int:
+    bisections.save_oracle(store, oracle.sha256, oracle.name, oracle.content.decode(), {})
+    return bisections.create(
+        store, candidates=candidates, owner=owner or owner_id(), repo_path="/nowhere",
+        good_ref="good", bad_ref="bad", good_sha=candidates[0], bad_sha=candidates[-1],
+        oracle_name=oracle.name, oracle_sha256=oracle.sha256,
+        polarity=Polarity.FAILURE.value, env_fingerprint=env, environment={}, settings={},
+        notes=[])
+
+
+def make_runner(store: Store, bisection_id: int, candidates: list[str], executor: FakeExecutor,
+                *, source: FakeSource | None = None, width: int = 1,
+                gpus: bool = True, rules: Rules | None = None,
+                lease: Lease | None = None) -> Runner:
+    slots: list[str | None] = [str(i) for i in range(width)] if gpus else [None] * width
+    return Runner(store, bisections.get(store, bisection_id), candidates, ORACLE,
+                  rules or Rules(), source or FakeSource(), executor, slots=slots, lease=lease)
