@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from bisector import history, report
+from bisector.artifacts.cache import sweep_scratch
 from bisector.config import Request, RunConfig, decode, legacy_rules
 from bisector.containers import client, local_owner_alive, sweep_orphans
 from bisector.errors import UsageError
 from bisector.events import Events, QuietEvents
 from bisector.kinds import BuildPlace, ExecutorKind, State
+from bisector.owner import local_pid_alive
 from bisector.plan import PlanReport, make_plan
+from bisector.proc import sweep_probes
 from bisector.run.factory import Parts, materialise_oracle
 from bisector.run.prepare import Prepared, discover, prepare, record
 from bisector.run.runner import Finished, Runner
@@ -81,12 +84,21 @@ def run(store: Store, bisection_id: int, events: Events | None = None) -> Finish
     events = events or QuietEvents()
     r = runner(store, bisection_id, events)
     cfg = config_of(store, bisection_id)
+    sweep_leftovers(events)
     if cfg.executor is ExecutorKind.DOCKER or cfg.build.place is BuildPlace.DOCKER:
         for name in sweep_orphans(client(), local_owner_alive):
             events.note(f"removed container {name} left by a controller that is gone")
     for note in r.record.notes:
         events.note(str(note))
     return r.run()
+
+
+def sweep_leftovers(events: Events) -> None:
+    """What killed controllers left on this host: probe processes and scratch folders."""
+    killed = sweep_probes(lambda owner: local_pid_alive(owner) is False)
+    if killed:
+        events.note(f"stopped {len(killed)} oracle process(es) left by a controller that is gone")
+    sweep_scratch()
 
 
 def resume(store: Store, bisection_id: int, events: Events | None = None) -> Finished:

@@ -11,6 +11,7 @@ forgotten there without a test noticing.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -82,6 +83,8 @@ class Request:
         if gpus and self.jobs is not None and self.jobs > len(gpus):
             raise UsageError(f"--jobs {self.jobs} with {len(gpus)} GPU(s) in --gpus "
                              f"{self.gpus}: one probe runs per GPU; name more GPUs or lower --jobs")
+        if not re.fullmatch(r"\d+(\.\d+)?[bkmgBKMG]?", self.memory):
+            raise UsageError(f"--memory {self.memory!r}: write a size like 16g or 512m")
         if self.pids < 1:
             raise UsageError(f"--pids {self.pids}: give a positive process limit")
         if self.build_timeout <= 0:

@@ -295,3 +295,37 @@ def _seconds(started: str, finished: str) -> float:
         return max(0.0, (parse(finished) - parse(started)).total_seconds())
     except ValueError:
         return 0.0
+
+
+def run_as(c: Any, image: str) -> tuple[str, int]:
+    """The user a container that runs repository code runs as: never root.
+
+    The host user when the controller is not root (files it writes stay the user's), else the
+    image's own non-root user (``USER`` of the Dockerfile, uid 1000 by default).
+    """
+    if os.getuid() != 0:
+        return f"{os.getuid()}:{os.getgid()}", os.getuid()
+    user = str(c.images.get(image).attrs["Config"].get("User") or "")
+    head = user.split(":")[0]
+    uid = int(head) if head.isdigit() and int(head) != 0 else 1000
+    return f"{uid}:{uid}", uid
+
+
+def hand_over(paths: list[Path], uid: int, *, once: bool = False) -> None:
+    """Give folders the controller made to the container's user (only needed as root).
+
+    ``once``: a shared folder (uv's cache) is handed over the first time only, marked so."""
+    if os.getuid() != 0 or uid == 0:
+        return
+    for folder in paths:
+        folder.mkdir(parents=True, exist_ok=True)
+        marker = folder / f".owned-by-{uid}"
+        if once and marker.exists():
+            continue
+        for root, dirs, files in os.walk(folder):
+            for name in [*dirs, *files]:
+                with contextlib.suppress(OSError):
+                    os.lchown(os.path.join(root, name), uid, uid)
+        os.chown(folder, uid, uid)
+        if once:
+            marker.touch()

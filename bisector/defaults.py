@@ -21,3 +21,5 @@ CCACHE_MAXSIZE = os.environ.get("BISECTOR_CCACHE_MAXSIZE", "25G")
 # than LEASE_STALE_S belongs to a controller that is gone and may be taken over.
 LEASE_BEAT_S = float(os.environ.get("BISECTOR_LEASE_BEAT_S", "30"))
 LEASE_STALE_S = float(os.environ.get("BISECTOR_LEASE_STALE_S", "600"))
+# An oracle's stdout and stderr keep at most this much (head and tail) on disk.
+OUTPUT_CAP = 64 * 2**20

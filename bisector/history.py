@@ -177,6 +177,15 @@ def _cherry_picked(repo: git.Repo, upstream: str, head: str) -> list[str]:
     return [line[2:] for line in out.splitlines() if line.startswith("- ")]
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from a repository with control characters (terminal escapes, bells) replaced:
+    a commit subject can never drive the user's terminal."""
+    return _CONTROL.sub("\ufffd", text)
+
+
 def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
     c = repo.commit(sha)
     message = str(c.message)
@@ -192,9 +201,9 @@ def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
             pr_number = int(s.group(1))
     return CommitInfo(
         sha=c.hexsha,
-        subject=subject,
-        author=str(c.author.name),
-        author_email=str(c.author.email),
+        subject=printable(subject),
+        author=printable(str(c.author.name)),
+        author_email=printable(str(c.author.email)),
         date=c.authored_datetime.isoformat(),
         pr_number=pr_number,
         pr_url=pr_url,

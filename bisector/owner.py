@@ -1,16 +1,20 @@
 """Who runs what: owner ids shared by bisection leases and container labels.
 
-An owner is ``host:pid:start``, where ``start`` is the process's start time in clock ticks
-since boot (``/proc/PID/stat``). The start time makes an owner unique even when the kernel
-reuses the pid: a new process with the old pid is not the old owner, so its bisection can be
-taken over instead of looking alive forever.
+An owner is ``host@pidns:pid:start``, where ``pidns`` is the pid namespace (a controller in a
+container is another host even under the same name) and ``start`` is the process's start time
+in clock ticks since boot (``/proc/PID/stat``). The start time makes an owner unique even when
+the kernel reuses the pid: a new process with the old pid is not the old owner, so its
+bisection can be taken over instead of looking alive forever.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from datetime import UTC, datetime, timedelta
 from functools import cache
+
+from bisector import defaults
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -24,9 +28,21 @@ def _start_ticks(pid: int) -> str | None:
 
 
 @cache
+def _host() -> str:
+    """This host as seen from this pid namespace: a controller in a container that shares the
+    host's name but not its pids is another host (its pids mean nothing here)."""
+    try:
+        ns = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return socket.gethostname()
+    digits = "".join(ch for ch in ns if ch.isdigit())
+    return f"{socket.gethostname()}@{digits}" if digits else socket.gethostname()
+
+
+@cache
 def _me(pid: int) -> str:
     start = _start_ticks(pid)
-    return f"{socket.gethostname()}:{pid}" + (f":{start}" if start else "")
+    return f"{_host()}:{pid}" + (f":{start}" if start else "")
 
 
 def owner_id() -> str:
@@ -42,7 +58,7 @@ def local_pid_alive(owner: str) -> bool | None:
         (host, pid_s), start = parts, None
     else:
         return False
-    if host != socket.gethostname():
+    if host != (_host() if "@" in host else socket.gethostname()):
         return None
     try:
         pid = int(pid_s)
@@ -53,3 +69,17 @@ def local_pid_alive(owner: str) -> bool | None:
         pass
     # A different start time: the pid was reused by another process.
     return start is None or _start_ticks(pid) in (start, None)
+
+
+def owner_alive(owner: str | None, heartbeat: datetime | None,
+                stale_s: float = defaults.LEASE_STALE_S) -> bool:
+    if not owner:
+        return False
+    local = local_pid_alive(owner)
+    if local is not None:
+        return local
+    if heartbeat is None:
+        return False
+    if heartbeat.tzinfo is None:
+        heartbeat = heartbeat.replace(tzinfo=UTC)
+    return datetime.now(UTC) - heartbeat < timedelta(seconds=stale_s)

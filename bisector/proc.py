@@ -11,10 +11,12 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bisector import cancel, defaults
 
@@ -31,7 +33,7 @@ class ProcResult:
         return -rc if rc is not None and rc < 0 else None
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+def _kill_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
     for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
         try:
             os.killpg(proc.pid, sig)
@@ -100,3 +102,90 @@ def tail(path: Path | None, lines: int = 20, max_chars: int = 4000) -> str:
         f.seek(max(0, size - max_chars))
         data = f.read().decode("utf-8", errors="replace")
     return "\n".join(data.splitlines()[-lines:])
+
+
+REAPER = Path(__file__).resolve().parent / "reaper.py"
+MARK_VAR = "BISECTOR_PROBE"
+
+
+def reaped(cmd: Sequence[str], mark: str) -> list[str]:
+    """``cmd`` run under the reaper: nothing it starts (a daemon included) outlives it.
+
+    ``mark`` (``owner|run``) is put in the environment of everything it starts, so that a
+    sweep can find leftovers even when the reaper itself was killed.
+    """
+    return [sys.executable, "-I", str(REAPER), mark, "--", *cmd]
+
+
+def reaper_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment for :func:`reaped`: the reaper checks it still has this parent."""
+    return {**env, "BISECTOR_REAPER_PARENT": str(os.getpid())}
+
+
+def sweep_probes(owner_gone: Callable[[str], bool]) -> list[int]:
+    """Kill processes of probes whose controller is gone (read from their ``BISECTOR_PROBE``);
+    returns the pids killed. Run at every start and resume."""
+    killed = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(MARK_VAR.encode() + b"="):
+                owner = item.split(b"=", 1)[1].decode(errors="replace").split("|", 1)[0]
+                if owner_gone(owner):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(int(entry), signal.SIGKILL)
+                        killed.append(int(entry))
+                break
+    return killed
+
+
+def cap_output(path: Path, cap: int = defaults.OUTPUT_CAP) -> None:
+    """Keep at most ``cap`` bytes of an output file: its head and its tail, with a note of
+    what was cut between. Copied in chunks, so a 300 MB line never sits in memory."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    if size <= cap:
+        return
+    half = cap // 2
+    tmp = path.with_suffix(path.suffix + ".cap")
+    with path.open("rb") as src, tmp.open("wb") as dst:
+        copied = 0
+        while copied < half:
+            chunk = src.read(min(1 << 20, half - copied))
+            if not chunk:
+                break
+            dst.write(chunk)
+            copied += len(chunk)
+        dst.write(f"\n[bisector: {size - 2 * half} bytes cut]\n".encode())
+        src.seek(size - half)
+        while chunk := src.read(1 << 20):
+            dst.write(chunk)
+    tmp.replace(path)
+
+
+def call(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float | None = None,
+         stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
+         ) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` (text, no check) that a stop from another thread can kill: installs
+    and facts collection of K probes at once must not outlive Ctrl-C."""
+    proc = subprocess.Popen(list(cmd), env=dict(env), stdin=subprocess.DEVNULL, stdout=stdout,
+                            stderr=stderr, text=True, start_new_session=True)
+    try:
+        with cancel.killable(lambda: _kill_group(proc, 0.5)):
+            out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc, 1.0)
+        out, err = proc.communicate()
+    except BaseException:
+        _kill_group(proc, 0.5)
+        raise
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)

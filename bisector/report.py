@@ -13,7 +13,8 @@ import git
 from bisector import history
 from bisector.config import RunConfig, reproduce_command
 from bisector.core.verdict import Polarity
-from bisector.kinds import ArtifactKind, ArtifactStatus
+from bisector.kinds import ArtifactKind, ArtifactStatus, State
+from bisector.owner import owner_alive
 from bisector.store import bisections, views
 from bisector.store.db import Store
 
@@ -25,7 +26,9 @@ def list_data(store: Store, limit: int = 50) -> list[dict[str, Any]]:
             "repo": b.repo_path,
             "range": f"{b.good_ref}..{b.bad_ref}",
             "oracle": b.oracle_name,
-            "state": b.state.value,
+            # A run whose controller is gone (kill -9, a crash) is not running any more.
+            "state": (State.INTERRUPTED.value if b.state is State.RUNNING
+                      and not owner_alive(b.owner, b.heartbeat_at) else b.state.value),
             "culprit": b.culprit_sha,
             "created": b.created_at.isoformat(timespec="seconds"),
         }

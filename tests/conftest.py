@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers follow the folder, so a test's cost class is where it lives."""
     for item in items:
         parts = Path(str(item.fspath)).parts
-        for marker in ("unit", "integration", "gpu"):
+        for marker in ("unit", "integration", "gpu", "adversarial"):
             if marker in parts:
                 item.add_marker(getattr(pytest.mark, marker))
 

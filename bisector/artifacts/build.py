@@ -1,4 +1,4 @@
-"""Source builds: export a commit with ``git archive`` and build a wheel from it.
+"""Source builds: export a commit's exact tree (artifacts/export.py) and build a wheel from it.
 
 The user's working tree is never touched. A failed build is not an error of the bisection: it is
 recorded (with its log) and the commit becomes a SKIP, and the failure is remembered so no later
@@ -7,11 +7,9 @@ bisection pays for the same broken build again.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import sys
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,7 +18,9 @@ from typing import Any, Protocol
 
 import git
 
+from bisector import cancel
 from bisector.artifacts.cache import artifact_key, file_sha256, publish, scratch_dir, wheel_dir
+from bisector.artifacts.export import ExportError, export_tree
 from bisector.proc import run_logged, tail
 from bisector.profiles import Profile
 from bisector.settings import logs_dir
@@ -94,8 +94,14 @@ class HostBuilder:
         full = {**os.environ, **env}
         full.pop("VIRTUAL_ENV", None)
         res = run_logged(cmd, cwd=src, env=full, stdout_path=log, timeout_s=timeout_s)
-        return BuildRun(res.returncode, res.timed_out, res.duration_s,
-                        infra=f"build timed out after {timeout_s:.0f}s" if res.timed_out else None)
+        if cancel.stopping():  # killed because the user stopped: says nothing about the commit
+            raise cancel.Stopped("build stopped by the user")
+        infra = None
+        if res.timed_out:
+            infra = f"build timed out after {timeout_s:.0f}s"
+        elif res.returncode is not None and res.returncode < 0:
+            infra = f"the build was killed by signal {-res.returncode}"  # the machine's doing
+        return BuildRun(res.returncode, res.timed_out, res.duration_s, infra=infra)
 
 
 def build_settings(profile: Profile, python: str,
@@ -123,8 +129,24 @@ def python_tag(python: str) -> str:
     return out.stdout.strip()
 
 
-class ExportError(Exception):
-    """A commit's tree cannot be exported whole (a submodule commit the clone does not have)."""
+def gpu_inventory() -> list[tuple[str, str, str]] | None:
+    """(index, name, compute capability) of this machine's NVIDIA GPUs; None without a driver."""
+    import subprocess
+
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=index,name,compute_cap",
+                            "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    out = []
+    for line in r.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 3:
+            out.append((parts[0], parts[1], parts[2]))
+    return out
 
 
 def detect_cuda_arch(gpus: str | None = None) -> str | None:
@@ -148,70 +170,6 @@ def detect_cuda_arch(gpus: str | None = None) -> str | None:
         if cap and (wanted is None or idx in wanted):
             caps.add(cap)
     return ";".join(sorted(caps, key=lambda c: tuple(int(x) for x in c.split(".")))) or None
-
-
-def export_tree(repo: git.Repo, sha: str, dest: Path) -> None:
-    """The commit's tree with every submodule at the commit it pins, recursively.
-
-    ``git archive`` leaves submodules empty; PyTorch's ``third_party/`` is made of them, and
-    each commit pins its own versions, so they are synced per commit from the clone's own
-    submodule repositories (``.git/modules``), never from the network.
-    """
-    buf = io.BytesIO()
-    repo.archive(buf, treeish=sha, format="tar")
-    buf.seek(0)
-    with tarfile.open(fileobj=buf) as tar:
-        tar.extractall(dest, filter="data")
-    for path, sub_sha in gitlinks(repo, sha):
-        sub = submodule_repo(repo, sha, path)
-        fix = f"run `git -C {repo.working_dir} submodule update --init --recursive`"
-        if sub is None:
-            raise ExportError(f"submodule {path} is not initialised: {fix}")
-        try:
-            sub.git.cat_file("-e", f"{sub_sha}^{{commit}}")
-        except git.GitCommandError:
-            raise ExportError(f"submodule {path} at {sub_sha[:12]} is missing from the clone: "
-                              f"{fix} (or fetch in {path})") from None
-        export_tree(sub, sub_sha, dest / path)
-
-
-def gitlinks(repo: git.Repo, sha: str) -> list[tuple[str, str]]:
-    """(path, pinned commit) of the submodules in ``sha``'s tree."""
-    try:
-        repo.git.cat_file("-e", f"{sha}:.gitmodules")
-    except git.GitCommandError:
-        return []
-    out = []
-    for entry in repo.git.ls_tree("-r", "-z", sha).split("\0"):
-        meta, _, path = entry.partition("\t")
-        parts = meta.split()
-        if len(parts) == 3 and parts[1] == "commit":
-            out.append((path, parts[2]))
-    return out
-
-
-def submodule_repo(repo: git.Repo, sha: str, path: str) -> git.Repo | None:
-    """The clone's repository of the submodule at ``path`` (named as ``sha``'s .gitmodules says)."""
-    try:
-        conf = repo.git.config("--blob", f"{sha}:.gitmodules", "--get-regexp", r"\.path$")
-    except git.GitCommandError:
-        conf = ""
-    names = [ln.split(" ", 1)[0][len("submodule."):-len(".path")]
-             for ln in conf.splitlines() if ln.split(" ", 1)[-1] == path]
-    places = [Path(repo.working_tree_dir) / path / ".git"] if repo.working_tree_dir else []
-    places += [Path(repo.git_dir) / "modules" / n for n in names]
-    for place in places:
-        if not place.exists():
-            continue
-        try:
-            if place.name == ".git":  # a checked-out submodule
-                return git.Repo(place.parent)
-            sub = git.Repo(place)  # only its git dir: its core.worktree is relative to
-            sub.git = git.Git(str(place))  # that dir, so run git inside it instead
-            return sub
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            continue
-    return None
 
 
 def build_key(profile: Profile, commit: str, python: str,
@@ -273,6 +231,7 @@ def build_wheel(
         if not ok:
             return BuildResult(key, commit, False, None, log_path, tail(log_path, 15),
                                res.duration_s, settings, res.stats, res.infra)
+        (out / SUMS).write_text(f"{file_sha256(wheels[0])}  {wheels[0].name}\n")
         final = publish(out, key)
         wheel = final / wheels[0].name
         return BuildResult(key, commit, True, wheel, log_path, tail(log_path, 5),
@@ -325,10 +284,18 @@ def wheel_digest(path: Path) -> tuple[str, int]:
     return file_sha256(path), path.stat().st_size
 
 
+SUMS = "SHA256SUMS"  # beside each built wheel: what it was when it was published
+
+
 def cached_build(key: str, commit: str, settings: dict[str, Any]) -> BuildResult | None:
     """A wheel already in the content-addressed cache (built for another store), if any."""
     wheels = sorted(wheel_dir(key).glob("*.whl"))
     if len(wheels) != 1:
+        return None
+    sums = wheel_dir(key) / SUMS
+    recorded = sums.read_text().split()[0] if sums.exists() else None
+    if recorded is None or file_sha256(wheels[0]) != recorded:
+        shutil.rmtree(wheel_dir(key), ignore_errors=True)  # changed since it was built
         return None
     return BuildResult(key, commit, True, wheels[0], logs_dir() / "builds" / f"{key}.log",
                        "", 0.0, settings, cached=True)

@@ -48,8 +48,34 @@ def publish(tmp_dir: Path, key: str) -> Path:
 
 
 def scratch_dir(prefix: str) -> Path:
+    """A private folder under the cache, named with this process's pid so that a sweep can
+    tell one left by a killed process (``sweep_scratch``)."""
+    import os
     import tempfile
 
     root = cache_dir() / "tmp"
     root.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root))
+
+
+def sweep_scratch() -> list[str]:
+    """Remove scratch folders whose process is gone (builds and installs cut by kill -9)."""
+    import os
+    import re
+
+    root = cache_dir() / "tmp"
+    removed = []
+    for d in root.glob("*") if root.is_dir() else []:
+        m = re.search(r"-(\d+)-[^-]*$", d.name)
+        if not m:
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+            continue  # alive (or another user's): leave it
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d.name)
+    return removed

@@ -32,9 +32,11 @@ from bisector.containers import (
     ContainerFailed,
     client,
     docker,
+    hand_over,
     host_ca_bundle,
     image_id,
     image_python_tag,
+    run_as,
     run_container,
 )
 from bisector.errors import UsageError
@@ -68,6 +70,7 @@ class DockerBuilder:
         self.max_jobs = max_jobs or os.cpu_count() or 1
         self.offline, self.requires = offline, requires
         self.labels = dict(labels or {})
+        self._volume_ready = False
 
     @cached_property
     def docker(self) -> Any:
@@ -101,28 +104,39 @@ class DockerBuilder:
         return {"src": "/src", "out": "/out", "python": f"{BUILD_ENV}/bin/python", "uv": "uv",
                 "cuda_arch": self.cuda_arch or "", "max_jobs": str(self.max_jobs)}
 
+    @cached_property
+    def _run_as(self) -> tuple[str, int]:
+        return run_as(self.docker, self.image)
+
+    @property
+    def user(self) -> str:
+        """Builds run the commit's code: never as root (``containers.run_as``)."""
+        return self._run_as[0]
+
     def ensure_volume(self) -> str:
-        """The repository's ccache volume, made once and handed to the build user."""
+        """The repository's ccache volume, made once and owned by the build user (also one
+        made by an older bisector, or for another user: handed over once per process)."""
+        if self._volume_ready:
+            return self.volume
+        made = False
         try:
             self.docker.volumes.get(self.volume)
-            return self.volume
         except docker.errors.NotFound:
-            pass
-        vol = self.docker.volumes.create(self.volume, labels={"bisector.ccache": self.repo_id})
-        ok = False
-        try:
-            done = run_container(
-                self.docker, self.image, ["chown", f"{os.getuid()}:{os.getgid()}", "/ccache"],
-                role="setup", timeout_s=120, logs=True, user="0", network_mode="none",
-                volumes={self.volume: {"bind": "/ccache", "mode": "rw"}})
-            ok = done.exit_code == 0
-            if not ok:
-                raise ContainerFailed(f"the ccache volume {self.volume} could not be handed to "
-                                      f"the build user: {done.logs.strip()[-200:]}")
-        finally:
-            if not ok:  # not handed over: drop it, so the next build makes it again
+            self.docker.volumes.create(self.volume, labels={"bisector.ccache": self.repo_id})
+            made = True
+        uid = self.user.split(":")[0]
+        done = run_container(
+            self.docker, self.image,
+            ["sh", "-c", f'test "$(stat -c %u /ccache)" = {uid} || chown -R {self.user} /ccache'],
+            role="setup", timeout_s=600, logs=True, user="0", network_mode="none",
+            volumes={self.volume: {"bind": "/ccache", "mode": "rw"}})
+        if done.exit_code != 0:
+            if made:  # not handed over: drop it, so the next build makes it again
                 with contextlib.suppress(Exception):
-                    vol.remove(force=True)
+                    self.docker.volumes.get(self.volume).remove(force=True)
+            raise ContainerFailed(f"the ccache volume {self.volume} could not be handed to "
+                                  f"the build user: {done.logs.strip()[-200:]}")
+        self._volume_ready = True
         return self.volume
 
     def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
@@ -144,6 +158,9 @@ class DockerBuilder:
                    f"exec {shlex.join(cmd)}"]
         uv_cache = cache_dir() / "docker" / "uv-cache"
         uv_cache.mkdir(parents=True, exist_ok=True)
+        uid = self._run_as[1]
+        hand_over([src, out, meta], uid)
+        hand_over([uv_cache], uid, once=True)
         vols = {str(src): {"bind": "/src", "mode": "rw"},
                 str(out): {"bind": "/out", "mode": "rw"},
                 str(meta): {"bind": "/meta", "mode": "rw"},
@@ -165,7 +182,7 @@ class DockerBuilder:
             done = run_container(
                 self.docker, self.image, ["sh", "-c", "\n".join(script)], role="build",
                 labels=labels, timeout_s=timeout_s, volumes=vols, environment=full_env,
-                user=f"{os.getuid()}:{os.getgid()}", working_dir="/src",
+                user=self.user, working_dir="/src",
                 network_mode="none" if self.offline else "bridge")
         except ContainerFailed as e:
             if e.image_missing:

@@ -34,6 +34,7 @@ class Installable:
     installed: InstalledBase | None = None
     overlay: Path | None = None
     extra: tuple[str, ...] = ()
+    sha256: str | None = None  # of ``wheel`` as stored: checked before it is installed
 
 
 def find_installed(python: str, packages: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

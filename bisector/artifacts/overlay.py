@@ -151,6 +151,10 @@ def make_overlay(
 def apply_overlay(overlay_dir: Path, site_packages: Path) -> dict[str, object]:
     """Lay an overlay into an installed environment; returns what was done, for the facts."""
     manifest = json.loads((overlay_dir / MANIFEST).read_text())
+    for path in [*manifest["changed"], *manifest["deleted"]]:
+        parts = str(path).split("/")
+        if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"refusing overlay path {path!r}: it would leave site-packages")
     for path in manifest["changed"]:
         dest = site_packages / path
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from typing import Any
 
 import git
 
+from bisector import cancel
 from bisector.artifacts import overlay
 from bisector.artifacts.build import (
     Builder,
@@ -221,6 +222,8 @@ class Provider:
                 return got
             if base in self.prebuilts or base == self.installed_pos:
                 break  # the exact diff refused what the quick index allowed: build instead
+            with self._lock:  # the base was dropped (by this or another thread): look again
+                self._base_memo.pop(pos, None)
         return self._build(pos)
 
     def _existing(self, key: str) -> ArtifactRecord | None:
@@ -244,18 +247,19 @@ class Provider:
             return Installable(a.key, f"overlay of {a.commit_sha[:12]} on "
                                f"{a.settings.get('base_desc', base_key[:12])}",
                                wheel=base.wheel, installed=base.installed,
-                               overlay=Path(a.path), extra=base.extra)
+                               overlay=Path(a.path), extra=base.extra, sha256=base.sha256)
         if a.kind is ArtifactKind.INSTALLED and self.installed is not None:
             return Installable(a.key, "installed", installed=self.installed)
         obtained = {ArtifactKind.SOURCE: "source build",
                     ArtifactKind.PREBUILT: f"prebuilt {Path(a.path).name}"}
         return Installable(a.key, obtained.get(a.kind, a.kind.value), wheel=Path(a.path),
-                           extra=tuple(a.settings.get("extra", ())))
+                           extra=tuple(a.settings.get("extra", ())), sha256=a.sha256)
 
     def _base_installable(self, base_key: str, settings: dict[str, Any]) -> Installable:
         if self.installed is not None and base_key == self.installed.key:
             return Installable(base_key, "installed", installed=self.installed)
-        return Installable(base_key, "prebuilt", wheel=Path(str(settings["base_path"])))
+        return Installable(base_key, "prebuilt", wheel=Path(str(settings["base_path"])),
+                           sha256=settings.get("base_sha256"))
 
     def _installed(self) -> Obtained:
         inst = self.installed
@@ -278,13 +282,19 @@ class Provider:
             if row is not None and row.status is ArtifactStatus.OK and row.path:
                 return Obtained(self._installable(row), row)
             dest = wheel_dir(key) / pb.filename
+            if dest.exists() and pb.sha256 and wheel_digest(dest)[0] != pb.sha256:
+                dest.unlink()  # changed on disk since it was downloaded: fetch it again
             if not dest.exists():
                 self.events.phase(f"downloading {pb.filename}")
                 client = self.client_for(pb.url.rsplit("/", 1)[0])
                 f = IndexFile(pb.filename, pb.url, {"sha256": pb.sha256} if pb.sha256 else {})
+                def progress(done: int, total: int) -> None:
+                    if cancel.stopping():
+                        raise cancel.Stopped("download stopped by the user")
+                    self.events.download(pb.filename, done, total)
+
                 try:
-                    client.download(f, dest, lambda done, total: self.events.download(
-                        pb.filename, done, total))
+                    client.download(f, dest, progress)
                 except IndexProblem as e:
                     # Never a verdict from a wheel we could not trust: drop it, try the next way.
                     self.events.note(f"prebuilt wheel not used: {e.message}")
@@ -298,8 +308,8 @@ class Provider:
             row = self.artifacts.save(NewArtifact(
                 key, sha, ArtifactKind.PREBUILT, ArtifactStatus.OK, settings, path=str(dest),
                 sha256=digest, size=size))
-        return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest), row,
-                        fresh=True)
+        return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest,
+                                    sha256=digest), row, fresh=True)
 
     def _overlay(self, pos: int, base: int) -> Obtained | None:
         sha = self.candidates[pos]
@@ -322,13 +332,15 @@ class Provider:
         key = overlay.overlay_key(base_row.key, sha, self.profile)
         desc = f"{base_row.kind.value} {base_sha[:12]}"
         settings = {"base_key": base_row.key, "base_path": base_row.path,
+                    "base_sha256": base_row.sha256,
                     "base_commit": base_sha, "base_desc": desc,
                     "changed": len(result.changed), "deleted": len(result.deleted)}
         row = self.artifacts.save(NewArtifact(key, sha, ArtifactKind.OVERLAY, ArtifactStatus.OK,
                                               settings, path=str(path)))
         return Obtained(Installable(key, f"overlay of {sha[:12]} on {desc}",
                                     wheel=base_inst.wheel, installed=base_inst.installed,
-                                    overlay=path, extra=base_inst.extra), row, fresh=True)
+                                    overlay=path, extra=base_inst.extra,
+                                    sha256=base_inst.sha256), row, fresh=True)
 
     def _build(self, pos: int) -> Obtained | Unobtainable:
         sha = self.candidates[pos]

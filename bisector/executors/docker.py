@@ -35,8 +35,10 @@ from bisector.containers import (
     ContainerFailed,
     client,
     gpu_requests,
+    hand_over,
     image_id,
     image_python_tag,
+    run_as,
     run_container,
 )
 from bisector.core.verdict import classify
@@ -168,9 +170,17 @@ class DockerExecutor:
         return image_python_tag(self.docker, self.image_name) if self.image_id else "unknown"
 
     def fingerprint_facts(self) -> dict[str, Any]:
-        """The image digest keys verdicts: a rebuilt image is a new environment."""
+        """The image digest keys verdicts: a rebuilt image is a new environment. The limits
+        too: an oracle that passes under 4096 processes may fail under 64."""
         return {"executor": self.name, "image": self.image_name, "image_id": self.image_id,
-                "python": self.python_tag, "gpus": self.gpus or "none"}
+                "python": self.python_tag, "gpus": self.gpus or "none",
+                "memory": self.memory, "pids": self.pids}
+
+    def _env_user(self) -> str:
+        """Never root (see ``containers.run_as``); the folders it writes are handed over."""
+        user, uid = run_as(self.docker, self.image_name)
+        hand_over([self.data / "envs", self.data / "uv-cache"], uid, once=True)
+        return user
 
     def _devices(self, gpu: str | None) -> list[Any]:
         """One pinned GPU for this probe, else the configured ``--gpus``."""
@@ -213,11 +223,13 @@ class DockerExecutor:
         env = {"UV_CACHE_DIR": "/data/uv-cache", "UV_LINK_MODE": "hardlink"}
         if self.offline:
             env["UV_OFFLINE"] = "1"
+        # The network only when something must come from an index (an oracle's dependencies,
+        # a Triton pin); a wheel and an overlay install from the mounted files alone.
+        needs_index = bool(inst.extra or deps) and not self.offline
         done = run_container(
             self.docker, self.image_name, ["python3", "-c", ENV_SCRIPT, json.dumps(spec)],
             role="env", labels=self.labels, logs=True, volumes=vols, environment=env,
-            user=f"{os.getuid()}:{os.getgid()}",
-            network_mode="none" if self.offline else "bridge",
+            user=self._env_user(), network_mode="bridge" if needs_index else "none",
             device_requests=self._devices(gpu),
         )
         log = self.data / "envs" / f"{name}.log"

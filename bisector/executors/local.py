@@ -14,17 +14,21 @@ import os
 import platform
 import shutil
 import subprocess
+import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bisector import cancel
 from bisector.artifacts.build import python_tag, uv_binary
-from bisector.artifacts.cache import scratch_dir
+from bisector.artifacts.cache import file_sha256, scratch_dir
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
 from bisector.oracle import Oracle
-from bisector.proc import run_logged, tail
+from bisector.owner import owner_id
+from bisector.proc import call, cap_output, reaped, reaper_env, run_logged, tail
 from bisector.settings import cache_dir
 
 FACTS_SCRIPT = Path(__file__).resolve().parent.parent / "facts_probe.py"
@@ -70,10 +74,22 @@ class LocalExecutor:
         return cache_dir() / "envs" / hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     def ensure_env(self, inst: Installable, deps: tuple[str, ...]) -> Path:
-        """The environment for an installable, made once and reused by every later probe."""
+        """The environment for an installable, made once and reused by every later probe.
+
+        One whose files changed since it was made (an oracle edited its torch, say) is made
+        again, and uv's cache entries behind its hardlinks are dropped with it: a changed
+        environment is never trusted.
+        """
         final = self.env_dir(inst.key, deps)
         if (final / ".bisector-ready").exists():
-            return final
+            if not changed_files(final):
+                return final
+            self.discard(final)
+        elif final.exists():
+            shutil.rmtree(final, ignore_errors=True)  # half made (a kill -9): make it again
+        if inst.wheel is not None and inst.sha256 and file_sha256(inst.wheel) != inst.sha256:
+            raise InstallFailed(f"the cached wheel {inst.wheel.name} changed since it was "
+                                f"stored (sha256 differs): remove it and run again")
         tmp = scratch_dir("env-")
         log = tmp / "install.log"
         uv, env = uv_binary(), self._uv_env()
@@ -86,7 +102,9 @@ class LocalExecutor:
             _logged(mk, log, env)
             reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra, *deps]
             if reqs:
-                _logged([uv, "pip", "install", "-q", "--python", py, *reqs], log, env)
+                with _UV_LOCK:  # never while a discard cleans uv's cache
+                    _logged([uv, "pip", "install", "-q", "--python", py, "--", *reqs], log,
+                            env)
             site = Path(_purelib(py))
             if inst.installed is not None:
                 for pkg in inst.installed.packages:
@@ -100,6 +118,7 @@ class LocalExecutor:
             facts = collect_facts(py, self.import_name, inst.obtained)
             facts.update(extra_facts)
             (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
+            write_manifest(venv)
             (venv / ".bisector-ready").write_text("ok\n")
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -111,6 +130,16 @@ class LocalExecutor:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def discard(self, env_dir: Path) -> None:
+        """Remove a changed environment and the uv cache entries its files are linked to."""
+        dists = sorted({d.name.split("-")[0] for d in env_dir.glob("lib/python*/site-packages/"
+                                                                  "*.dist-info")})
+        shutil.rmtree(env_dir, ignore_errors=True)
+        if dists:
+            with _UV_LOCK:
+                subprocess.run([uv_binary(), "cache", "clean", *dists], env=self._uv_env(),
+                               capture_output=True, check=False)
+
     def run(
         self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
         gpu: str | None = None,
@@ -121,14 +150,60 @@ class LocalExecutor:
         except (InstallFailed, OSError, subprocess.SubprocessError) as e:
             return infra_skip(f"environment install failed: {e}".strip())
         facts = json.loads((venv / "bisector-facts.json").read_text())
-        return run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts, gpu)
+        result = run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts, gpu)
+        touched = changed_files(venv)
+        if touched:
+            # The oracle edited its own environment: its answer is kept for this run only,
+            # and the environment is made again for the next probe.
+            self.discard(venv)
+            result = replace(result, reusable=False, reason=(
+                f"{result.reason}; the oracle changed its environment ({len(touched)} files, "
+                f"e.g. {touched[0]}): not reused"))
+        return result
+
+
+MANIFEST_FILE = "bisector-manifest.json"
+# Installs (several probes at once) and discards of changed environments share uv's cache.
+_UV_LOCK = threading.Lock()
+
+
+def _site_files(env_dir: Path) -> dict[str, list[int]]:
+    """size and mtime of every installed file (through symlinks: an installed base's too)."""
+    out: dict[str, list[int]] = {}
+    for site in env_dir.glob("lib/python*/site-packages"):
+        for root, dirs, files in os.walk(site):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            for name in files:
+                p = os.path.join(root, name)
+                try:
+                    st = os.stat(p)
+                except OSError:
+                    continue
+                out[os.path.relpath(p, env_dir)] = [st.st_size, st.st_mtime_ns]
+    return out
+
+
+def write_manifest(env_dir: Path) -> None:
+    (env_dir / MANIFEST_FILE).write_text(json.dumps(_site_files(env_dir)))
+
+
+def changed_files(env_dir: Path) -> list[str]:
+    """Installed files added, removed or changed since the environment was made."""
+    try:
+        before = json.loads((env_dir / MANIFEST_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return ["(no manifest)"]
+    now = _site_files(env_dir)
+    return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
 
 
 def _logged(cmd: list[str], log: Path, env: dict[str, str]) -> None:
     with log.open("a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, check=False)
+        r = call(cmd, env=env, stdout=f, stderr=subprocess.STDOUT)
+    if cancel.stopping():
+        raise cancel.Stopped("install stopped by the user")
     if r.returncode != 0:
         raise InstallFailed(tail(log, 6))
 
@@ -155,8 +230,7 @@ def link_tree(src: Path, dest: Path) -> None:
 def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[str, Any]:
     """Ask the environment's own Python what it has (see facts_probe.py)."""
     env = clean_env()
-    r = subprocess.run([python, str(FACTS_SCRIPT), import_name or ""], capture_output=True,
-                       text=True, timeout=300, env=env, check=False)
+    r = call([python, str(FACTS_SCRIPT), import_name or ""], env=env, timeout_s=300)
     try:
         facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
@@ -183,15 +257,22 @@ def run_oracle(
         "BISECTOR_RUN_DIR": str(run_dir),
         "PYTHONUNBUFFERED": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
+        # Bytecode only from a fresh folder of this run: a .pyc planted in site-packages'
+        # __pycache__ by an earlier oracle is never read.
+        "PYTHONPYCACHEPREFIX": str(run_dir / "pycache"),
     })
     if gpu is not None:
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the numbering nvidia-smi and --gpus use
         env["CUDA_VISIBLE_DEVICES"] = gpu
         facts = {**facts, "gpu_index": gpu}
     out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
     work = run_dir / "work"
     work.mkdir(exist_ok=True)
-    res = run_logged([python, str(script)], cwd=work, env=env, stdout_path=out,
-                     stderr_path=err, timeout_s=oracle.meta.timeout)
+    mark = f"{owner_id()}|{run_dir.name}"
+    res = run_logged(reaped([python, str(script)], mark), cwd=work, env=reaper_env(env),
+                     stdout_path=out, stderr_path=err, timeout_s=oracle.meta.timeout)
+    cap_output(out)
+    cap_output(err)
     c = classify(res.returncode, timed_out=res.timed_out, timeout_s=oracle.meta.timeout)
     output_tail, facts = collect_output(out, err, facts)
     return RunResult(c.outcome, c.reason, res.returncode, res.duration_s, c.reusable,
@@ -213,14 +294,20 @@ def structured_result(stdout: Path) -> dict[str, Any] | None:
     found: dict[str, Any] | None = None
     if not stdout.exists():
         return None
-    with stdout.open(errors="replace") as f:
-        for line in f:
-            if line.startswith(RESULT_PREFIX):
-                try:
-                    value = json.loads(line[len(RESULT_PREFIX):])
-                except json.JSONDecodeError:
-                    value = {"unparsed": line[len(RESULT_PREFIX):].strip()[:2000]}
-                found = value if isinstance(value, dict) else {"value": value}
+    prefix = RESULT_PREFIX.encode()
+    with stdout.open("rb") as f:
+        while line := f.readline(1 << 20):  # bounded: a newline-free flood is read in pieces
+            whole = line.endswith(b"\n") or len(line) < 1 << 20  # or the file's last line
+            while not line.endswith(b"\n") and (more := f.readline(1 << 20)):
+                line = more  # the rest of an over-long line: skipped
+            if not (whole and line.startswith(prefix)):
+                continue
+            text = line[len(prefix):].decode(errors="replace")
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                value = {"unparsed": text.strip()[:2000]}
+            found = value if isinstance(value, dict) else {"value": value}
     return found
 
 

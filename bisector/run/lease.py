@@ -12,29 +12,14 @@ probe write checks the owner) and says so.
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime, timedelta
 from types import TracebackType
 
 from bisector import defaults
 from bisector.errors import BusyError
 from bisector.kinds import State
-from bisector.owner import local_pid_alive, owner_id
-from bisector.store import bisections
+from bisector.owner import owner_alive, owner_id
+from bisector.store import bisections, claims
 from bisector.store.db import Store
-
-
-def owner_alive(owner: str | None, heartbeat: datetime | None,
-                stale_s: float = defaults.LEASE_STALE_S) -> bool:
-    if not owner:
-        return False
-    local = local_pid_alive(owner)
-    if local is not None:
-        return local
-    if heartbeat is None:
-        return False
-    if heartbeat.tzinfo is None:
-        heartbeat = heartbeat.replace(tzinfo=UTC)
-    return datetime.now(UTC) - heartbeat < timedelta(seconds=stale_s)
 
 
 class Lease:
@@ -69,6 +54,7 @@ class Lease:
         while not self._stop.wait(self.beat_s):
             try:
                 ok = bisections.beat(self.store, self.id, me=self.me)
+                claims.beat(self.store, self.me)
             except Exception:  # a database hiccup: try again at the next beat
                 continue
             if not ok:

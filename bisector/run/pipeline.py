@@ -24,10 +24,11 @@ from bisector.errors import LeaseLost
 from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor, RunResult
 from bisector.oracle import Oracle
+from bisector.owner import owner_alive
 from bisector.settings import logs_dir
-from bisector.store import verdicts
+from bisector.store import claims, verdicts
 from bisector.store.db import Store
-from bisector.store.records import NewRun
+from bisector.store.records import NewRun, RunRecord
 
 
 @dataclass(frozen=True)
@@ -41,18 +42,67 @@ class ProbeResult:
 
 
 class Recorder(Protocol):
+    def begin(self, sha: str) -> RunRecord | None:
+        """Before judging: a verdict another process has (or is about to have), else None."""
+        ...
+
+    def end(self, sha: str) -> None: ...
+
+    def adopt(self, position: int, sha: str, run: RunRecord, verdict: Verdict,
+              round_: int | None) -> None: ...
+
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None: ...
 
 
 class StoreRecorder:
-    """Stores the run as a verdict and appends the probe, while the lease is ours."""
+    """Stores the run as a verdict and appends the probe, while the lease is ours.
+
+    Before a probe runs, its verdict key is claimed: a commit that another live process is
+    judging right now is waited for (its verdict is then adopted), not judged twice.
+    """
+
+    poll_s = 1.0
 
     def __init__(self, store: Store, bisection_id: int, key: verdicts.Key, me: str) -> None:
         self.store, self.bisection_id, self.key, self.me = store, bisection_id, key, me
         # Probes of one round finish in any order; their sequence numbers are taken one at a
         # time (only the lease holder appends, so a lock in this process is enough).
         self._append = threading.Lock()
+
+    def begin(self, sha: str) -> RunRecord | None:
+        k = self.key
+        while True:
+            found = verdicts.reusable(self.store, k, [sha]).get(sha)
+            if found is not None:
+                return found
+            holder = claims.claim(self.store, k.oracle_sha256, k.env_fingerprint, sha, self.me)
+            if holder is None:
+                # Decided just before we claimed it? Then reuse that, never run it again.
+                found = verdicts.reusable(self.store, k, [sha]).get(sha)
+                if found is not None:
+                    self.end(sha)
+                return found
+            if holder.owner and not owner_alive(holder.owner, holder.at):
+                claims.take_over(self.store, k.oracle_sha256, k.env_fingerprint, sha, self.me,
+                                 holder.owner)
+                continue
+            if cancel.stopping():
+                raise cancel.Stopped("stopped while waiting for another process")
+            time.sleep(self.poll_s)
+
+    def end(self, sha: str) -> None:
+        claims.release(self.store, self.key.oracle_sha256, self.key.env_fingerprint, sha,
+                       self.me)
+
+    def adopt(self, position: int, sha: str, run: RunRecord, verdict: Verdict,
+              round_: int | None) -> None:
+        with self._append:
+            appended = verdicts.add_probe(self.store, self.bisection_id, self.me,
+                                          position=position, commit_sha=sha, run_id=run.id,
+                                          verdict=verdict.value, round_=round_, reused=True)
+        if not appended:
+            raise LeaseLost(f"bisection {self.bisection_id} was taken over by another process")
 
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:
@@ -68,6 +118,16 @@ class StoreRecorder:
 
 class NullRecorder:
     """``bisect check``: the verdict is shown, nothing is stored."""
+
+    def begin(self, sha: str) -> RunRecord | None:
+        return None
+
+    def end(self, sha: str) -> None:
+        pass
+
+    def adopt(self, position: int, sha: str, run: RunRecord, verdict: Verdict,
+              round_: int | None) -> None:
+        pass
 
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:
@@ -91,6 +151,21 @@ class Pipeline:
     def probe(self, position: int, sha: str, *, gpu: str | None = None,
               round_: int | None = None) -> ProbeResult:
         started, t0 = datetime.now(UTC), time.monotonic()
+        decided = self.recorder.begin(sha)
+        if decided is not None:  # judged by another process meanwhile: reuse, never re-run
+            verdict = self.rules.judge(decided.outcome)
+            self.recorder.adopt(position, sha, decided, verdict, round_)
+            self.events.probe_done(position, sha, verdict, decided.reason, 0.0, True)
+            run = RunResult(decided.outcome, decided.reason, decided.exit_code,
+                            decided.duration_s, decided.reusable)
+            return ProbeResult(position, sha, verdict, run, time.monotonic() - t0, None)
+        try:
+            return self._judge(position, sha, gpu, round_, started, t0)
+        finally:
+            self.recorder.end(sha)
+
+    def _judge(self, position: int, sha: str, gpu: str | None, round_: int | None,
+               started: datetime, t0: float) -> ProbeResult:
         got = self.obtain(position)
         if isinstance(got, Unobtainable):
             # A commit that does not build is a fact (reusable); one the machine could not

@@ -23,7 +23,12 @@ import cattrs
 import git
 
 from bisector import history
-from bisector.artifacts.build import build_settings, detect_cuda_arch, python_tag
+from bisector.artifacts.build import (
+    build_settings,
+    detect_cuda_arch,
+    gpu_inventory,
+    python_tag,
+)
 from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import InstalledBase, find_installed
 from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
@@ -172,9 +177,31 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
                 f"the builder image makes {builder.python_tag} wheels but probes run on "
                 f"{runs_on}: build both images on one BASE_IMAGE (make images), or --build-in host")
     build_facts = build_settings(profile, python, builder)
-    environment = {"executor": executor.fingerprint_facts(), "build": build_facts}
+    facts = executor.fingerprint_facts()
+    models = _gpu_models(req)
+    if models:  # a verdict on one GPU model says nothing about another
+        facts["gpu_models"] = models
+    environment = {"executor": facts, "build": build_facts}
     return Prepared(plan, oracle, cfg,
                     env_fingerprint(environment["executor"], build_facts), environment)
+
+
+def _gpu_models(req: Request) -> list[str]:
+    """The GPU models the probes will run on; --gpus naming GPUs this machine lacks is refused
+    here (before anything is stored) for the local executor, whose GPUs are this machine's."""
+    inventory = gpu_inventory()
+    wanted = req.gpu_list
+    if inventory is None:
+        if wanted and req.executor is ExecutorKind.LOCAL:
+            raise UsageError(f"--gpus {req.gpus}: this machine has no NVIDIA GPU (nvidia-smi "
+                             f"finds none); drop --gpus, or use --jobs for parallel CPU probes")
+        return []
+    have = {idx: name for idx, name, _ in inventory}
+    missing = [g for g in wanted if g not in have]
+    if missing and req.executor is ExecutorKind.LOCAL:
+        raise UsageError(f"--gpus {req.gpus}: no GPU {', '.join(missing)} here (this machine "
+                         f"has {', '.join(sorted(have)) or 'none'}); see nvidia-smi -L")
+    return sorted({have[g] for g in wanted if g in have} if wanted else set(have.values()))
 
 
 def _installed_base(repo: git.Repo, profile: Profile, req: Request,

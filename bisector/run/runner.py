@@ -102,10 +102,11 @@ class Runner:
                 if self.lease.lost.is_set():
                     raise LeaseLost(f"bisection {self.record.id} was taken over by another "
                                     f"process; this one stops")
-                known = self.known(round_ + 1)
+                known, adopted = self.known()
                 # Probes of a round that was stopped (Ctrl-C, kill -9) and never recorded are
                 # run first, as that round: exactly what was in flight, nothing else.
                 missing = tuple(p for p in in_flight.get("positions", ()) if p not in known)
+                this_round = int(in_flight.get("round", 0)) if missing else round_ + 1
                 in_flight = {}
                 if missing:
                     positions = missing
@@ -113,26 +114,26 @@ class Runner:
                     step = next_step(len(self.candidates), known, width=self.width,
                                      cost=self.source.cost if self.width == 1 else None)
                     if not isinstance(step, Probe):
+                        self._adopt(adopted, None)
                         return Finished(self._finish(step), ran)
-                    round_ += 1
                     positions = step.positions
+                round_ = max(round_, this_round)
+                self._adopt(adopted, this_round)
                 if not bisections.set_in_flight(self.store, rec.id, me=self.lease.me,
-                                                round_=round_, positions=positions):
+                                                round_=this_round, positions=positions):
                     raise LeaseLost(f"bisection {rec.id} was taken over by another process")
                 ran += 1
-                self.events.round_start(round_, self.width,
+                self.events.round_start(this_round, self.width,
                                         remaining_estimate(len(self.candidates), known))
-                self._dispatch(positions, round_, known)
+                self._dispatch(positions, this_round, known)
         finally:
             self.lease.release()  # a no-op once finished: the owner is already cleared
 
     # -- verdicts --------------------------------------------------------------------------
 
-    def known(self, round_: int) -> dict[int, Verdict]:
-        """This bisection's probes plus every reusable verdict stored for its candidates.
-
-        Verdicts judged elsewhere are adopted as reused probes first, so the log shows them.
-        """
+    def known(self) -> tuple[dict[int, Verdict], list[tuple[verdicts.Adopted, str]]]:
+        """This bisection's probes plus every reusable verdict stored for its candidates, and
+        the verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
         own = {pos: Verdict(v) for pos, v in
                verdicts.probed_positions(self.store, self.record.id).items()}
         position = {sha: i for i, sha in enumerate(self.candidates)}
@@ -144,13 +145,17 @@ class Runner:
                 v = self.rules.judge(run.outcome)
                 adopted.append((verdicts.Adopted(pos, sha, run.id, v.value), run.reason))
                 own[pos] = v
+        return own, adopted
+
+    def _adopt(self, adopted: list[tuple[verdicts.Adopted, str]], round_: int | None) -> None:
+        """Log verdicts judged elsewhere as reused probes, labelled with the round they
+        informed, so ``bisect log`` shows them."""
         if not verdicts.adopt(self.store, self.record.id, self.lease.me,
                               [a for a, _ in adopted], round_):
             raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
         for a, reason in adopted:
             self.events.probe_done(a.position, a.commit_sha, Verdict(a.verdict), reason, 0.0,
                                    True)
-        return own
 
     # -- probes ----------------------------------------------------------------------------
 

@@ -145,7 +145,10 @@ def set_in_flight(store: Store, bisection_id: int, *, me: str, round_: int,
 
 
 def owned_by(s: Any, bisection_id: int, me: str) -> bool:
-    """Inside a caller's transaction: is the lease still ours (row locked where supported)?"""
-    owner = s.scalar(select(m.Bisection.owner).where(m.Bisection.id == bisection_id)
-                     .with_for_update())
-    return bool(owner == me)
+    """Inside a caller's transaction: is the lease still ours? A write (the heartbeat), so the
+    check and the caller's insert are one transaction on SQLite too (a SELECT would run before
+    SQLite's BEGIN, and FOR UPDATE means nothing there)."""
+    res = s.execute(update(m.Bisection)
+                    .where(m.Bisection.id == bisection_id, m.Bisection.owner == me)
+                    .values(heartbeat_at=datetime.now(UTC)))
+    return bool(res.rowcount == 1)

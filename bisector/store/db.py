@@ -85,9 +85,21 @@ def open_store(db: str, *, create: bool = True) -> Store:
     url = url_from(db)
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
+        if path.is_dir():
+            raise StoreError(f"--db {path} is a directory: name a file in it, e.g. "
+                             f"{path / 'bisector.db'}")
         if not path.exists() and not create:
             raise StoreError(f"no bisector database at {path}: run a bisection first or fix --db")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create {path.parent} ({e.strerror}): point --db "
+                             f"somewhere writable") from None
+        # SQLite writes its journal beside the file, so the folder must be writable too.
+        if not os.access(path.parent, os.W_OK) or (
+                path.exists() and not os.access(path, os.W_OK)):
+            raise StoreError(f"cannot write {path} (the folder or the file is read-only): "
+                             f"fix its permissions or point --db elsewhere")
         _check_sqlite_file(path)
     try:
         engine = create_engine(url, pool_pre_ping=True)

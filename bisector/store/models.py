@@ -185,3 +185,15 @@ class PrebuiltRow(Base):
     commit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True, index=True)
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     checked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Claim(Base):
+    """A verdict being judged right now by ``owner``: another process waits instead of judging
+    the same (commit, oracle, environment) again."""
+
+    __tablename__ = "claim"
+    commit_sha: Mapped[str] = mapped_column(String(40), primary_key=True)
+    oracle_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    env_fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    owner: Mapped[str] = mapped_column(String(200))
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -43,12 +43,15 @@ def _run(v: m.VerdictRow) -> RunRecord:
 def reusable(store: Store, key: Key, shas: Iterable[str]) -> dict[str, RunRecord]:
     """Every reusable verdict stored for these commits under ``key`` (a pure read)."""
     wanted = set(shas)
+    q = (select(m.VerdictRow)
+         .where(m.VerdictRow.oracle_sha256 == key.oracle_sha256,
+                m.VerdictRow.env_fingerprint == key.env_fingerprint,
+                m.VerdictRow.reusable.is_(True))
+         .order_by(m.VerdictRow.id))
+    if len(wanted) <= 100:  # a probe's own check: by commit, in the database
+        q = q.where(m.VerdictRow.commit_sha.in_(wanted))
     with store.session() as s:
-        rows = s.scalars(select(m.VerdictRow)
-                         .where(m.VerdictRow.oracle_sha256 == key.oracle_sha256,
-                                m.VerdictRow.env_fingerprint == key.env_fingerprint,
-                                m.VerdictRow.reusable.is_(True))
-                         .order_by(m.VerdictRow.id))
+        rows = s.scalars(q)
         return {v.commit_sha: _run(v) for v in rows if v.commit_sha in wanted}
 
 
@@ -118,14 +121,14 @@ def save_run(store: Store, key: Key, run: NewRun) -> int:
 
 
 def add_probe(store: Store, bisection_id: int, me: str, *, position: int, commit_sha: str,
-              run_id: int, verdict: str, round_: int | None) -> bool:
+              run_id: int, verdict: str, round_: int | None, reused: bool = False) -> bool:
     """Append a paid-for probe; False (nothing written) when the lease is not ours."""
     with store.session() as s:
         if not owned_by(s, bisection_id, me):
             return False
         s.add(m.Probe(bisection_id=bisection_id, seq=_next_seq(s, bisection_id),
                       position=position, commit_sha=commit_sha, verdict_id=run_id,
-                      verdict=verdict, reused=False, round=round_))
+                      verdict=verdict, reused=reused, round=round_))
     return True
 
 
@@ -142,5 +145,6 @@ def probes(store: Store, bisection_id: int) -> list[ProbeRecord]:
 def last_round(store: Store, bisection_id: int) -> int:
     """The highest round any probe of this bisection was recorded in (0: none yet)."""
     with store.session() as s:
-        n = s.scalar(select(func.max(m.Probe.round)).where(m.Probe.bisection_id == bisection_id))
+        n = s.scalar(select(func.max(m.Probe.round))
+                     .where(m.Probe.bisection_id == bisection_id, m.Probe.reused.is_(False)))
         return int(n or 0)

@@ -253,8 +253,9 @@ def test_two_bisections_at_once_on_one_sqlite_file(home: Path, hist: SyntheticHi
     con.close()
 
 
-def test_show_names_the_walk_and_counts_only_builds_it_paid_for(home: Path,
-                                                                 hist: SyntheticHistory) -> None:
+def test_show_names_the_walk_and_counts_only_builds_it_paid_for(
+        home: Path, hist: SyntheticHistory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(home / "cache"))  # builds happen here
     db = home / "b.db"
     first = start(db, hist.path, hist.main[50], hist.main[62], "torchlet_norm",
                   "--ancestry-path")

@@ -159,6 +159,7 @@ def test_a_pinned_probe_gets_that_gpu_only(home: Path) -> None:
     assert [r["Count"] for r in ex._devices(None)] == [-1]
 
 
+@pytest.mark.adversarial
 def test_overlay_paths_are_data_never_shell(tmp_path: Path) -> None:
     """Repository file names reach the environment maker as data: a name with ``$(...)`` is
     laid over literally, a path that leaves site-packages is refused. (Runs the fixed program
@@ -188,6 +189,32 @@ def test_overlay_paths_are_data_never_shell(tmp_path: Path) -> None:
         r = make([bad], "bad")
         assert r.returncode == 1 and "refusing overlay path" in r.stderr, r.stderr
         assert not (tmp_path / "bad").exists() and not list(tmp_path.glob(".tmp-*"))
+
+
+@pytest.mark.adversarial
+def test_env_container_is_unprivileged(home: Path, images: None, hist: SyntheticHistory,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment container never runs as root, and has no network when everything it
+    installs is a mounted file (a wheel, an overlay)."""
+    import bisector.executors.docker as dx
+
+    seen: list[dict[str, object]] = []
+    real = dx.run_container
+
+    def spy(*args: object, **kw: object) -> object:
+        if kw.get("role") == "env":
+            seen.append(kw)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dx, "run_container", spy)
+    ex = DockerExecutor("torchlet", memory="1g")
+    inst = _wheel(hist)  # under a fresh key: an environment made here, not found from before
+    name = ex.ensure_env(Installable(uuid.uuid4().hex, inst.obtained, wheel=inst.wheel), ())
+    assert seen and seen[0]["network_mode"] == "none"
+    user = str(seen[0]["user"])
+    assert user and not user.startswith("0:") and user.split(":")[0] != "root"
+    made = ex.data / "envs" / name / "bisector-facts.json"
+    assert made.stat().st_uid != 0 or os.getuid() != 0
 
 
 @pytest.fixture

@@ -28,10 +28,9 @@ def test_installed_base_overlay_proof_on_torchlet(home: Path, tmp_path: Path) ->
     assert result["source_builds"] == 0
     assert set(result["artifact_kinds"]) == {"installed", "overlay"}  # type: ignore[arg-type]
     assert result["probe_facts"]["overlay"]["base_commit"]  # type: ignore[index]
-    # The same history with two probes at once, one per "GPU" (CUDA_VISIBLE_DEVICES on CPU).
+    # The same history with two probes at once (the GPU box pins one per GPU with --gpus).
     two = run_proof("torchlet", tmp_path / "proof", str(venv / "bin" / "python"), harmless=12,
-                    extra=("--jobs", "2", "--gpus", "0,1"), shas=result["shas"],  # type: ignore[arg-type]
+                    extra=("--jobs", "2"), shas=result["shas"],  # type: ignore[arg-type]
                     tag="-jobs2")
     assert two["ok"] and two["culprit"] == result["culprit"], two
-    assert {g for _, _, _, g, _ in two["gpu_per_probe"]} == {"0", "1"}  # type: ignore[attr-defined]
     assert two["rounds"] < result["rounds"]  # type: ignore[operator]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import git
 
-from bisector.artifacts.build import build_wheel, export_tree, gitlinks
+from bisector.artifacts.build import build_wheel
+from bisector.artifacts.export import export_tree, gitlinks
 from bisector.profiles import PYTORCH
 from tests import minitorch
 

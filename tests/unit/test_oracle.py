@@ -61,7 +61,7 @@ def test_on_timeout_bad_is_bad_whatever_the_polarity(oracle_polarity: str,
 @pytest.mark.parametrize(
     ("line", "needle"),
     [
-        ("# timeout = -1", "timeout must be positive"),
+        ("# timeout = -1", "timeout must be a positive"),
         ('# timeout = "soon"', "timeout has the wrong type"),
         ('# on-timeout = "maybe"', "on-timeout must be"),
         ('# polarity = "up"', "polarity must be"),
