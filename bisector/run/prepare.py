@@ -187,21 +187,21 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
 
 
 def _gpu_models(req: Request) -> list[str]:
-    """The GPU models the probes will run on; --gpus naming GPUs this machine lacks is refused
-    here (before anything is stored) for the local executor, whose GPUs are this machine's."""
+    """The GPU models the probes will run on. ``--gpus`` naming GPUs this machine lacks is
+    refused here, before anything is stored (containers see the host's GPUs too)."""
     inventory = gpu_inventory()
     wanted = req.gpu_list
     if inventory is None:
-        if wanted and req.executor is ExecutorKind.LOCAL:
+        if req.gpus:
             raise UsageError(f"--gpus {req.gpus}: this machine has no NVIDIA GPU (nvidia-smi "
                              f"finds none); drop --gpus, or use --jobs for parallel CPU probes")
         return []
     have = {idx: name for idx, name, _ in inventory}
     missing = [g for g in wanted if g not in have]
-    if missing and req.executor is ExecutorKind.LOCAL:
+    if missing:
         raise UsageError(f"--gpus {req.gpus}: no GPU {', '.join(missing)} here (this machine "
                          f"has {', '.join(sorted(have)) or 'none'}); see nvidia-smi -L")
-    return sorted({have[g] for g in wanted if g in have} if wanted else set(have.values()))
+    return sorted({have[g] for g in wanted} if wanted else set(have.values()))
 
 
 def _installed_base(repo: git.Repo, profile: Profile, req: Request,
