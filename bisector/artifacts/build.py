@@ -144,8 +144,8 @@ def gpu_inventory() -> list[tuple[str, str, str]] | None:
     out = []
     for line in r.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 3:
-            out.append((parts[0], parts[1], parts[2]))
+        if len(parts) >= 3:  # a name may hold a comma: index first, capability last
+            out.append((parts[0], ",".join(parts[1:-1]).strip(), parts[-1]))
     return out
 
 
@@ -153,22 +153,11 @@ def detect_cuda_arch(gpus: str | None = None) -> str | None:
     """Compute capabilities of this machine's GPUs (``9.0``, or ``8.0;9.0``), as
     TORCH_CUDA_ARCH_LIST wants them; only those of ``gpus`` (``0,1``) when given; None without
     an NVIDIA driver. Building for the GPU the probes run on keeps a build to one arch."""
-    import subprocess
-
-    try:
-        r = subprocess.run(["nvidia-smi", "--query-gpu=index,compute_cap",
-                            "--format=csv,noheader"], capture_output=True, text=True,
-                           timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if r.returncode != 0:
+    inventory = gpu_inventory()
+    if inventory is None:
         return None
     wanted = None if gpus in (None, "", "all") else set(str(gpus).split(","))
-    caps = set()
-    for line in r.stdout.splitlines():
-        idx, _, cap = (part.strip() for part in line.partition(","))
-        if cap and (wanted is None or idx in wanted):
-            caps.add(cap)
+    caps = {cap for idx, _, cap in inventory if cap and (wanted is None or idx in wanted)}
     return ";".join(sorted(caps, key=lambda c: tuple(int(x) for x in c.split(".")))) or None
 
 

@@ -49,23 +49,6 @@ class OracleRecord:
 
 
 @dataclass(frozen=True)
-class ArtifactRecord:
-    id: int
-    key: str
-    commit_sha: str
-    kind: ArtifactKind
-    status: ArtifactStatus
-    path: str | None
-    settings: dict[str, Any]
-    sha256: str | None = None
-    size: int | None = None
-    log_path: str | None = None
-    log_tail: str | None = None
-    duration_s: float = 0.0
-    stats: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True)
 class NewArtifact:
     """An artifact about to be stored (or updated, by key)."""
 
@@ -81,6 +64,13 @@ class NewArtifact:
     log_tail: str | None = None
     duration_s: float = 0.0
     stats: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArtifactRecord(NewArtifact):
+    """An artifact as stored: what was made, and its row id."""
+
+    id: int
 
 
 @dataclass(frozen=True)
