@@ -22,6 +22,7 @@ demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no
 	BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo
 
 test: $(STAMP) ## Run lint, types and every test that this machine can run
+	scripts/test-deps
 	$(BIN)/ruff check bisector tests migrations bench
 	$(BIN)/mypy
 	$(BIN)/pytest -m "not gpu"

@@ -8,6 +8,7 @@ already installed on this host (``system``), a given wheel, or a commit built fr
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from bisector.core.verdict import Polarity, Rules
 from bisector.errors import BisectorError, BuildError, UsageError
 from bisector.executors.base import Executor, RunResult
 from bisector.executors.local import LocalExecutor, SystemExecutor
+from bisector.interpreter import choose_python
 from bisector.oracle import Oracle, load_oracle
 from bisector.profiles import Profile, get_profile
 from bisector.run.pipeline import NullRecorder, Pipeline
@@ -35,12 +37,14 @@ class CheckResult:
     polarity: Polarity
     run: RunResult
     environment: str
+    python: str
 
     def as_dict(self) -> dict[str, Any]:
         r = self.run
         return {
             "oracle": {"name": self.oracle.name, "sha256": self.oracle.sha256},
             "environment": self.environment,
+            "python": self.python,
             "verdict": self.verdict.value,
             "outcome": r.outcome.value,
             "polarity": self.polarity.value,
@@ -57,7 +61,7 @@ class CheckResult:
 def check(
     oracle_spec: str,
     *,
-    python: str,
+    python: str | None = None,
     system: bool = False,
     wheel: Path | None = None,
     commit: str | None = None,
@@ -65,13 +69,21 @@ def check(
     profile_name: str | None = None,
     regress: Polarity | None = None,
     gpu: str | None = None,
+    note: Callable[[str], None] = lambda _text: None,
 ) -> CheckResult:
-    """Obtain the environment, then the one probe pipeline with a recorder that stores nothing."""
+    """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
+
+    ``python`` None: the interpreter :func:`~bisector.interpreter.choose_python` picks for the
+    profile's package, told to ``note`` before anything runs (a long build included).
+    """
     if sum((system, wheel is not None, commit is not None)) != 1:
         raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
     oracle = load_oracle(oracle_spec)
     rules = Rules(regress or oracle.meta.polarity, False, oracle.meta.on_timeout)
     profile = _profile(repo, commit, profile_name)
+    interpreter = choose_python(python, profile.import_name)
+    note(interpreter.note)
+    python = interpreter.path
     executor: Executor = LocalExecutor(python, profile.import_name)
     sha = ""
     if system:
@@ -100,7 +112,7 @@ def check(
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known
         sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")
-    return CheckResult(oracle, res.verdict, rules.polarity, run, env)
+    return CheckResult(oracle, res.verdict, rules.polarity, run, env, python)
 
 
 def _profile(repo: Path, commit: str | None, name: str | None) -> Profile:

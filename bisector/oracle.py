@@ -4,8 +4,9 @@ An oracle's identity is the sha256 of its bytes, so editing an oracle can never 
 of the old version. Metadata rides along as PEP 723 inline script metadata: ``dependencies``
 for its environment plus a ``[tool.bisector]`` table for what bisector needs to know.
 
-Names given with ``--oracle NAME`` resolve only inside the oracles directory (a name can never
-climb out of it); anything that looks like a path (``./x.py``, ``/abs/x.py``) is taken as is.
+Names given with ``--oracle NAME`` resolve only inside the oracles directories (a name can never
+climb out of one): ``$BISECTOR_ORACLES_DIR`` first, where a team keeps its own, then the bundled
+ones. Anything that looks like a path (``./x.py``, ``/abs/x.py``) is taken as is.
 """
 
 from __future__ import annotations
@@ -62,11 +63,8 @@ class Oracle:
         return f"{self.name}@{self.sha256[:12]}"
 
 
-def default_oracles_dir() -> Path:
+def bundled_oracles_dir() -> Path:
     """The repository's ``oracles/`` in a checkout, or the copy packaged into the wheel."""
-    env = os.environ.get("BISECTOR_ORACLES_DIR")
-    if env:
-        return Path(env)
     here = Path(__file__).resolve().parent
     for cand in (here.parent / "oracles", here / "_oracles"):
         if cand.is_dir():
@@ -74,8 +72,23 @@ def default_oracles_dir() -> Path:
     return here.parent / "oracles"
 
 
+def team_oracles_dir() -> Path | None:
+    """``$BISECTOR_ORACLES_DIR``: a team's own oracles, found by name like the bundled ones
+    (and before them), and where ``bisect oracle new`` writes; None when it is not set."""
+    env = os.environ.get("BISECTOR_ORACLES_DIR")
+    return Path(env).expanduser() if env else None
+
+
+def oracle_dirs(oracles_dir: Path | None = None) -> list[Path]:
+    """Where names are looked up, first match wins: ``oracles_dir`` alone when given (tests, a
+    caller with its own set), else ``$BISECTOR_ORACLES_DIR`` and then the bundled oracles."""
+    if oracles_dir is not None:
+        return [oracles_dir]
+    team = team_oracles_dir()
+    return [team, bundled_oracles_dir()] if team else [bundled_oracles_dir()]
+
+
 def resolve_oracle(spec: str, oracles_dir: Path | None = None) -> Path:
-    base = (oracles_dir or default_oracles_dir()).resolve()
     # A path is explicit (./x.py, ../x.py, /abs/x.py, ~/x.py, or any *.py); anything else is a
     # name, and a name never leaves the oracles directory.
     if spec.startswith(("./", "../", "/", "~")) or spec.endswith(".py"):
@@ -88,13 +101,15 @@ def resolve_oracle(spec: str, oracles_dir: Path | None = None) -> Path:
             f"oracle name {spec!r} is not a plain name: use a name from `bisect oracles` "
             f"or a path like ./my_oracle.py"
         )
-    for cand in (base / f"{spec}.py", base / spec):
-        resolved = cand.resolve()
-        if resolved.is_file() and resolved.parent == base:
-            return resolved
+    bases = [d.resolve() for d in oracle_dirs(oracles_dir)]
+    for base in bases:
+        for cand in (base / f"{spec}.py", base / spec):
+            resolved = cand.resolve()
+            if resolved.is_file() and resolved.parent == base:
+                return resolved
     raise OracleError(
-        f"no oracle named {spec!r} in {base}: run `bisect oracles` to list them, "
-        f"or pass a path like ./my_oracle.py"
+        f"no oracle named {spec!r} in {' or '.join(map(str, bases))}: run `bisect oracles` to "
+        f"list them, or pass a path like ./my_oracle.py"
     )
 
 
@@ -225,10 +240,13 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
 
 
 def list_oracles(oracles_dir: Path | None = None) -> list[Oracle]:
-    base = oracles_dir or default_oracles_dir()
-    out = []
-    for p in sorted(base.glob("*.py")):
-        if p.name.startswith("_") or not p.is_file():
-            continue
-        out.append(load_oracle(str(p.resolve()), base))
+    """Every oracle a name can reach, in lookup order; one that a team's oracle of the same
+    name shadows is left out (``--oracle NAME`` would never run it)."""
+    out: list[Oracle] = []
+    for base in oracle_dirs(oracles_dir):
+        names = {o.name for o in out}
+        for p in sorted(base.glob("*.py")):
+            if p.name.startswith("_") or not p.is_file() or p.stem in names:
+                continue
+            out.append(load_oracle(str(p.resolve()), base))
     return out

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,8 @@ RANGE_OPTIONS = [
                  "path instead of first-parent."),
     click.option("--profile", default=None, help="Project profile (default: detected)."),
     click.option("--python", "python", default=None,
-                 help=f"Interpreter for builds and probe environments (default: bisector's "
-                 f"own, {sys.executable})."),
+                 help="Interpreter for builds and probe environments (default: the first "
+                 "python3, then python, on PATH that imports the profile's package)."),
     click.option("--offline", is_flag=True,
                  help="No index at all: uv uses its cache, no prebuilt wheels are listed."),
     click.option("--build-timeout", default=defaults.BUILD_TIMEOUT_S, show_default=True,

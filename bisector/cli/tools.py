@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -12,22 +13,26 @@ from rich.table import Table
 
 from bisector.cli.progress import err, out
 from bisector.core.verdict import Polarity
-from bisector.oracle import list_oracles
+from bisector.oracle import list_oracles, team_oracles_dir
 
 
 @click.command()
 @click.option("--json", "json_out", is_flag=True)
 def oracles(json_out: bool) -> None:
-    """List the bundled oracles with their one-line descriptions."""
+    """List the oracles --oracle NAME can find ($BISECTOR_ORACLES_DIR's, then the bundled ones)
+    with their one-line descriptions."""
     found = list_oracles()
     if json_out:
         click.echo(json.dumps([{"name": o.name, "description": o.meta.description,
                                 "sha256": o.sha256, "path": str(o.path)} for o in found],
                               indent=2))
         return
-    t = Table("name", "description", "gpu")
+    team = team_oracles_dir()
+    t = Table("name", "description", "gpu", "from")
     for o in found:
-        t.add_row(o.name, o.meta.description, "yes" if o.meta.needs_gpu else "")
+        where = "$BISECTOR_ORACLES_DIR" if team and o.path.parent == team.resolve() else "bundled"
+        t.add_row(escape(o.name), escape(o.meta.description), "yes" if o.meta.needs_gpu else "",
+                  where)
     out.print(t)
 
 
@@ -41,12 +46,13 @@ def oracles(json_out: bool) -> None:
 @click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path))
 @click.option("--profile", default=None,
               help="Project profile (default: detected as `start` does; pytorch without a repo).")
-@click.option("--python", "python", default=sys.executable, show_default=True)
+@click.option("--python", "python", default=None, help="Interpreter to run (default: the first "
+              "python3, then python, on PATH that imports the profile's package).")
 @click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None)
 @click.option("--gpu", default=None, help="Run on this GPU index alone (CUDA_VISIBLE_DEVICES).")
 @click.option("--json", "json_out", is_flag=True)
 def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | None, repo: Path,
-          profile: str | None, python: str, regress: str | None, gpu: str | None,
+          profile: str | None, python: str | None, regress: str | None, gpu: str | None,
           json_out: bool) -> None:
     """Run one oracle once and print its verdict with the environment facts it ran under."""
     from bisector.check import check as run_check
@@ -54,7 +60,7 @@ def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | N
     system = env_kind == "system" or (wheel is None and commit is None)
     res = run_check(oracle, python=python, system=system, wheel=wheel, commit=commit, repo=repo,
                     profile_name=profile, regress=Polarity(regress) if regress else None,
-                    gpu=gpu)
+                    gpu=gpu, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"))
     data = res.as_dict()
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -89,21 +95,29 @@ def oracle() -> None:
               help="Whether it needs CUDA (default: detected from the script).")
 @click.option("--timeout", default=900.0, show_default=True)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
-              help="Where to write it (default: the oracles directory).")
+              help="Where to write it (default: $BISECTOR_ORACLES_DIR when set, else the "
+              "current directory).")
 @click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
 def oracle_new(name: str, repro: Path, match: str | None, description: str | None,
                needs_gpu: bool | None, timeout: float, directory: Path | None,
                force: bool) -> None:
-    """Turn a seed-style repro script into an oracle with the right polarity and metadata."""
-    from bisector.oracle import default_oracles_dir
+    """Turn a seed-style repro script into an oracle with the right polarity and metadata.
+
+    It is written where the user works (or the team's $BISECTOR_ORACLES_DIR), never into
+    bisector's install folder: that one is replaced on upgrade and often not writable.
+    """
     from bisector.oracle_new import create
 
-    made = create(name, repro, directory=directory or default_oracles_dir(), match=match,
-                  description=description, needs_gpu=needs_gpu, timeout=timeout, force=force)
-    out.print(f"wrote {made.path}: bad when the repro {escape(made.rule)}; skips when "
+    made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
+                  match=match, description=description, needs_gpu=needs_gpu, timeout=timeout,
+                  force=force)
+    path = shlex.quote(str(made.path.resolve()))
+    out.print(f"wrote {escape(path)}: bad when the repro {escape(made.rule)}; skips when "
               f"{', '.join(made.requires) or 'nothing'} cannot be imported"
               f"{' or CUDA is missing' if made.needs_gpu else ''}")
-    out.print(f"try it: bisect check --oracle {made.path}")
+    out.print(f"try it: bisect check --oracle {escape(path)}")
+    out.print(f"bisect with it: bisect start --oracle {escape(path)} --repo DIR --good REF "
+              f"--bad REF")
 
 
 @click.command()

@@ -43,8 +43,9 @@ from bisector.config import (
 from bisector.core.verdict import Rules
 from bisector.errors import UsageError
 from bisector.executors.docker import DockerExecutor
+from bisector.interpreter import choose_python
 from bisector.kinds import BuildPlace, ExecutorKind
-from bisector.oracle import Oracle, default_oracles_dir, load_oracle
+from bisector.oracle import Oracle, bundled_oracles_dir, load_oracle
 from bisector.owner import owner_id
 from bisector.profiles import Profile, detect_profile, get_profile
 from bisector.run.factory import builder_for, executor_for
@@ -128,7 +129,10 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     plan = history.plan_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
     oracle = load_oracle(req.oracle, oracles_dir)
     profile = pick_profile(repo, plan.bad_sha, req.profile)
-    python = req.python or sys.executable
+    # The user's interpreter, not bisector's own; the note names it in `plan`, `start`, `show`.
+    interpreter = choose_python(req.python, profile.import_name)
+    python = interpreter.path
+    plan = replace(plan, notes=(*plan.notes, interpreter.note))
     overrides = parse_build_env(req.build_env)
     profile = replace(profile, build_env={**profile.build_env, **overrides})
     place = req.build_in or (BuildPlace.DOCKER if req.executor is ExecutorKind.DOCKER
@@ -149,7 +153,9 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
         profile.nightly_index.format(variant=variant) if profile.nightly_index else None)
     release = req.release_index if req.release_index is not None else (
         configured_index() if profile.name == "pytorch" else None)
-    bundled = oracle.path.parent == (oracles_dir or default_oracles_dir()).resolve()
+    # A team's oracle ($BISECTOR_ORACLES_DIR) is stored by path: the reproduce line must not
+    # depend on a variable set in this shell only.
+    bundled = oracle.path.parent == (oracles_dir or bundled_oracles_dir()).resolve()
     cfg = RunConfig(
         # Absolute repository and oracle (or a bundled oracle's name): the reproduce line
         # derived from the request then works from any directory.

@@ -1,0 +1,109 @@
+"""Which Python runs the user's code when ``--python`` is not given.
+
+bisector lives in its own virtualenv, which has no torch: defaulting to bisector's interpreter
+made ``bisect check --env system`` test an environment the user never runs, and every verdict
+said "skip: cannot import torch". The interpreter that matters is the one the user types,
+``python3`` on PATH, and among several the one that has the project installed. ``check``,
+``start`` and ``plan`` all call :func:`choose_python`, so they can never disagree, and the choice
+is always reported: a verdict from the wrong interpreter answers the wrong question.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+NAMES = ("python3", "python")  # what a user types, in the order a user would try them
+PROBE_TIMEOUT_S = 120.0  # importing torch cold from a network file system can take a while
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The chosen interpreter and one line saying which it is and why (printed as a note)."""
+
+    path: str
+    note: str
+
+
+def choose_python(given: str | None, package: str | None) -> Interpreter:
+    """``given`` (``--python``) as is; else the first python3, then python, on PATH that imports
+    ``package`` (bisector's own virtualenv skipped); else the first of them at all, said so."""
+    if given:
+        return Interpreter(given, f"Python: {given} (from --python)")
+    found = on_path()
+    if not found:
+        return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own: there is "
+                           f"no python3 or python on PATH; pass --python to choose one)")
+    if package is None:
+        first = resolve(found[0])
+        return Interpreter(first, f"Python: {first} (the first python3 on PATH; pass "
+                           f"--python to choose another)")
+    for cand in found:
+        if imports(cand, package):
+            cand = resolve(cand)
+            return Interpreter(cand, f"Python: {cand} (the first on PATH that imports "
+                               f"{package}; pass --python to choose another)")
+    if imports(sys.executable, package):  # bisector installed into the user's own environment
+        return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own; it is "
+                           f"the only one that imports {package})")
+    first = resolve(found[0])
+    return Interpreter(first, f"Python: {first} (no python3 or python on PATH imports "
+                       f"{package}; pass --python of the environment that has it)")
+
+
+def resolve(python: str) -> str:
+    """The interpreter behind a pyenv or asdf shim (a shim picks its Python per folder at every
+    call; the store must record the one that ran). Anything else stays itself: a user's wrapper
+    script may set up the environment it execs into, and a venv's python is the venv."""
+    if Path(python).parent.name != "shims":
+        return python
+    try:
+        r = subprocess.run([python, "-c", "import sys; print(sys.executable)"],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return python
+    out = r.stdout.strip()
+    return out if r.returncode == 0 and out and Path(out).is_file() else python
+
+
+def on_path() -> list[str]:
+    """Every python3, then every python, on PATH, in PATH order; bisector's own virtualenv's
+    interpreter left out, and the same file reached through two spellings listed once."""
+    own = _own_bin()
+    seen: set[tuple[Path, str]] = set()
+    found = []
+    for name in NAMES:
+        for entry in os.environ.get("PATH", "").split(os.pathsep):
+            cand = Path(entry or ".") / name
+            if not (cand.is_file() and os.access(cand, os.X_OK)):
+                continue
+            # The folder decides the environment (a venv's python3 links to the system's);
+            # the file decides the interpreter (python and python3 are often one file).
+            folder = cand.parent.resolve()
+            key = (folder, os.path.realpath(cand))
+            if folder == own or key in seen:
+                continue
+            seen.add(key)
+            found.append(str(cand.absolute()))
+    return found
+
+
+def imports(python: str, package: str) -> bool:
+    """Whether ``python -c "import package"`` succeeds (a broken or hung interpreter: no)."""
+    try:
+        r = subprocess.run([python, "-c", f"import {package}"], capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+def _own_bin() -> Path | None:
+    """The scripts folder of the virtualenv bisector runs from; None outside a virtualenv."""
+    if sys.prefix == sys.base_prefix:
+        return None
+    return (Path(sys.prefix) / "bin").resolve()

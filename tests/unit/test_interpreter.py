@@ -1,0 +1,53 @@
+"""The default interpreter, the parts that start no process: which files on PATH count."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bisector.interpreter import choose_python, on_path
+
+
+def _exe(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_bisectors_own_venv_is_skipped_and_duplicates_listed_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    venv, user = tmp_path / "venv", tmp_path / "user" / "bin"
+    _exe(venv / "bin" / "python3")
+    _exe(user / "python3")
+    (user / "python").symlink_to("python3")  # one file, two names
+    (tmp_path / "alias").symlink_to(user)  # one folder, two spellings
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "base"))
+    monkeypatch.setenv("PATH", os.pathsep.join([str(venv / "bin"), str(user),
+                                                str(tmp_path / "alias")]))
+    assert on_path() == [str(user / "python3")]
+
+
+def test_without_a_package_the_first_python3_on_path(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = _exe(tmp_path / "a" / "python3"), _exe(tmp_path / "b" / "python3")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(first.parent), str(second.parent)]))
+    chosen = choose_python(None, None)
+    assert chosen.path == str(first) and str(first) in chosen.note
+
+
+def test_a_given_python_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing there: nothing is searched either
+    chosen = choose_python("/opt/py/bin/python3", "torch")
+    assert chosen.path == "/opt/py/bin/python3" and "--python" in chosen.note
+
+
+def test_no_python_on_path_falls_back_to_bisectors_own(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    chosen = choose_python(None, None)
+    assert chosen.path == sys.executable and "no python3 or python on PATH" in chosen.note
