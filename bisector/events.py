@@ -13,11 +13,23 @@ from bisector.core.search import Verdict
 
 class Events(Protocol):
     def note(self, text: str) -> None: ...
-    def phase(self, text: str) -> None: ...
-    def download(self, name: str, done: int, total: int) -> None: ...
+    def phase(self, sha: str, text: str) -> None:
+        """The probe of ``sha`` starts a step (building, overlaying, running the oracle); it
+        lasts until that probe's next step or its end. Keyed by commit because the steps of K
+        probes at once interleave."""
+    def build_line(self, sha: str, text: str) -> None:
+        """The newest non-empty line the running build of ``sha`` wrote to its log (called
+        from the thread that follows the log)."""
+    def download(self, name: str, done: int, total: int | None) -> None:
+        """``done`` bytes of ``name`` so far, ``total`` None while the server has not said.
+        Called once more with ``done == total`` when the download ended, also when it broke
+        off, so a display can take it down."""
     def round_start(self, round_: int, width: int, left: int) -> None:
         """A search round starts; ``width``: how many probes this run runs at once."""
-    def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int) -> None: ...
+    def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
+                    eta_s: float | None) -> None:
+        """``left``: probes the search needs at most from here; ``eta_s``: how long they
+        should take at the probe cost measured on this repository (None: nothing measured)."""
     def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,
                    reused: bool) -> None: ...
 
@@ -28,16 +40,20 @@ class QuietEvents:
     def note(self, text: str) -> None:
         pass
 
-    def phase(self, text: str) -> None:
+    def phase(self, sha: str, text: str) -> None:
         pass
 
-    def download(self, name: str, done: int, total: int) -> None:
+    def build_line(self, sha: str, text: str) -> None:
+        pass
+
+    def download(self, name: str, done: int, total: int | None) -> None:
         pass
 
     def round_start(self, round_: int, width: int, left: int) -> None:
         pass
 
-    def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int) -> None:
+    def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
+                    eta_s: float | None) -> None:
         pass
 
     def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,

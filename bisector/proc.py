@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,8 +57,12 @@ def run_logged(
     stderr_path: Path | None = None,
     timeout_s: float,
     grace_s: float = defaults.PROCESS_GRACE_S,
+    on_line: Callable[[str], None] | None = None,
 ) -> ProcResult:
-    """Run ``cmd``; stdout to ``stdout_path`` and stderr to ``stderr_path`` (or merged)."""
+    """Run ``cmd``; stdout to ``stdout_path`` and stderr to ``stderr_path`` (or merged).
+
+    ``on_line`` is told the newest line of ``stdout_path`` while it runs (see :func:`follow`).
+    """
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with stdout_path.open("wb") as out:
@@ -74,7 +80,8 @@ def run_logged(
             try:
                 # Registered so a stop asked for by another thread (Ctrl-C with several
                 # probes in flight) kills this group too.
-                with cancel.killable(lambda: _kill_group(proc, 0.5)):
+                with cancel.killable(lambda: _kill_group(proc, 0.5)), \
+                        follow(stdout_path, on_line):
                     rc: int | None = proc.wait(timeout=timeout_s)
                 timed_out = False
             except subprocess.TimeoutExpired:
@@ -91,6 +98,69 @@ def run_logged(
             if err_f:
                 err_f.close()
     return ProcResult(returncode=rc, timed_out=timed_out, duration_s=time.monotonic() - start)
+
+
+FOLLOW_WINDOW = 64 * 1024  # bytes read back per look: a line longer than that is cut
+
+
+@contextlib.contextmanager
+def follow(path: Path, on_line: Callable[[str], None] | None,
+           every_s: float = 0.5) -> Iterator[None]:
+    """While the block runs, tell ``on_line`` the newest complete non-empty line ``path``
+    gained, every ``every_s`` (and once more at the end, unfinished last line included).
+
+    The log file is followed, rather than the child's output piped through this process,
+    because the child writes its log straight to the file: the log stays whole whatever
+    happens to the controller, and a build in a container writes to a bind-mounted file the
+    same way. Only the newest line of each look is passed (a live display needs no more), and
+    only the last ``FOLLOW_WINDOW`` bytes are read, so a build that writes megabytes a second
+    costs one small read per look. ``\r`` ends a line too (progress counters redraw with it).
+    """
+    if on_line is None:
+        yield
+        return
+    callback = on_line
+    stop = threading.Event()
+    pos, last = 0, ""  # where the next look starts (after the last whole line); what was told
+
+    def look(final: bool) -> None:
+        nonlocal pos, last
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return
+        if size <= pos:
+            return
+        start = max(pos, size - FOLLOW_WINDOW)
+        with path.open("rb") as f:
+            f.seek(start)
+            data = f.read(size - start)
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        whole = data if final else data[:cut + 1] if cut >= 0 else b""
+        parts = re.split(rb"[\r\n]", whole)
+        if start > pos:
+            parts = parts[1:]  # begins mid-line: the window cut it
+        pos = start + len(whole)
+        for raw in reversed(parts):
+            line = raw.decode("utf-8", errors="replace").strip()
+            if line:
+                if line != last:
+                    last = line
+                    callback(line)
+                return
+
+    def pump() -> None:
+        while not stop.wait(every_s):
+            look(final=False)
+        look(final=True)
+
+    thread = threading.Thread(target=pump, name=f"follow-{path.name}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def tail(path: Path | None, lines: int = 20, max_chars: int = 4000) -> str:

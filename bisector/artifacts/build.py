@@ -69,7 +69,11 @@ class Builder(Protocol):
     def places(self, src: Path, out: Path) -> dict[str, str]: ...
 
     def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
-            log: Path, timeout_s: float, commit: str) -> BuildRun: ...
+            log: Path, timeout_s: float, commit: str,
+            on_line: Callable[[str], None] | None = None) -> BuildRun:
+        """Run the build, its output to ``log``; ``on_line`` is told the log's newest line
+        while it runs (a live display of a build that can take an hour)."""
+        ...
 
 
 class HostBuilder:
@@ -90,10 +94,12 @@ class HostBuilder:
                 "max_jobs": str(os.cpu_count() or 1)}
 
     def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
-            log: Path, timeout_s: float, commit: str) -> BuildRun:
+            log: Path, timeout_s: float, commit: str,
+            on_line: Callable[[str], None] | None = None) -> BuildRun:
         full = {**os.environ, **env}
         full.pop("VIRTUAL_ENV", None)
-        res = run_logged(cmd, cwd=src, env=full, stdout_path=log, timeout_s=timeout_s)
+        res = run_logged(cmd, cwd=src, env=full, stdout_path=log, timeout_s=timeout_s,
+                         on_line=on_line)
         if cancel.stopping():  # killed because the user stopped: says nothing about the commit
             raise cancel.Stopped("build stopped by the user")
         infra = None
@@ -176,8 +182,10 @@ def build_wheel(
     timeout_s: float = 3600.0,
     version: str | None = None,
     builder: Builder | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> BuildResult:
-    """Build ``commit``; ``version`` overrides the ``+git<sha>`` one (a nightly's ``.devDATE``)."""
+    """Build ``commit``; ``version`` overrides the ``+git<sha>`` one (a nightly's ``.devDATE``);
+    ``on_line`` is told the build log's newest line while it runs."""
     builder = builder or HostBuilder(python)
     key, settings = build_key(profile, commit, python, builder)
     if version is not None:
@@ -207,7 +215,7 @@ def build_wheel(
         env = {k: v.format(**subst) for k, v in profile.build_env.items()}
         log_path.write_text(f"$ {' '.join(cmd)}\n")
         res = builder.run(cmd, env, src=src, out=out, work=work, log=work / "build.log",
-                          timeout_s=timeout_s, commit=commit)
+                          timeout_s=timeout_s, commit=commit, on_line=on_line)
         with log_path.open("a") as f:
             if (work / "build.log").exists():
                 f.write((work / "build.log").read_text(errors="replace"))
@@ -314,8 +322,10 @@ def failure_summary(log_path: Path) -> str:
 def obtain_wheel(
     repo: git.Repo, commit: str, profile: Profile, *, python: str, timeout_s: float = 3600.0,
     on_build: Callable[[], None] | None = None, builder: Builder | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> BuildResult:
-    """The commit's wheel from the content-addressed cache, or built now (``on_build`` is told)."""
+    """The commit's wheel from the content-addressed cache, or built now (``on_build`` is told,
+    then ``on_line`` the build log's newest line as it goes)."""
     key, settings = build_key(profile, commit, python, builder)
     cached = cached_build(key, commit, settings)
     if cached is not None:
@@ -323,4 +333,4 @@ def obtain_wheel(
     if on_build is not None:
         on_build()
     return build_wheel(repo, commit, profile, python=python, timeout_s=timeout_s,
-                       builder=builder)
+                       builder=builder, on_line=on_line)

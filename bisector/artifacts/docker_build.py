@@ -20,6 +20,7 @@ import contextlib
 import os
 import shlex
 import shutil
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from bisector.containers import (
     run_container,
 )
 from bisector.errors import UsageError
-from bisector.proc import tail
+from bisector.proc import follow, tail
 from bisector.settings import cache_dir
 
 BUILD_ENV = "/tmp/build-env"
@@ -140,7 +141,8 @@ class DockerBuilder:
         return self.volume
 
     def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
-            log: Path, timeout_s: float, commit: str) -> BuildRun:
+            log: Path, timeout_s: float, commit: str,
+            on_line: Callable[[str], None] | None = None) -> BuildRun:
         meta = work / "meta"
         meta.mkdir(exist_ok=True)
         # /meta/phase tells a failed set-up (no index, say: the machine's fault) from a failed
@@ -179,11 +181,13 @@ class DockerBuilder:
         labels = {**self.labels, "bisector.commit": commit}
         try:
             vols[self.ensure_volume()] = {"bind": "/ccache", "mode": "rw"}
-            done = run_container(
-                self.docker, self.image, ["sh", "-c", "\n".join(script)], role="build",
-                labels=labels, timeout_s=timeout_s, volumes=vols, environment=full_env,
-                user=self.user, working_dir="/src",
-                network_mode="none" if self.offline else "bridge")
+            # The container writes its log to the bind-mounted /meta: followed from here.
+            with follow(meta / "build.log", on_line):
+                done = run_container(
+                    self.docker, self.image, ["sh", "-c", "\n".join(script)], role="build",
+                    labels=labels, timeout_s=timeout_s, volumes=vols, environment=full_env,
+                    user=self.user, working_dir="/src",
+                    network_mode="none" if self.offline else "bridge")
         except ContainerFailed as e:
             if e.image_missing:
                 return BuildRun(None, False, 0.0,

@@ -188,9 +188,12 @@ class IndexClient:
         self,
         f: IndexFile,
         dest: Path,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int | None], None] | None = None,
     ) -> str:
-        """Download to ``dest`` (resuming ``dest.part``), check the hash, return its sha256."""
+        """Download to ``dest`` (resuming ``dest.part``), check the hash, return its sha256.
+
+        ``progress(done, total)`` after each chunk: bytes of the whole file on disk so far, and
+        its size (None when the server does not say)."""
         part = dest.with_name(dest.name + ".part")
         dest.parent.mkdir(parents=True, exist_ok=True)
         have = part.stat().st_size if part.exists() else 0
@@ -208,7 +211,7 @@ class IndexClient:
                 if r.status_code != 416:
                     if r.status_code == 200:
                         have = 0
-                    total = have + int(r.headers.get("content-length", "0") or 0)
+                    total = whole_size(r, have)
                     with part.open("ab" if have else "wb") as out:
                         for chunk in r.iter_bytes(CHUNK):
                             out.write(chunk)
@@ -229,6 +232,25 @@ class IndexClient:
             )
         part.rename(dest)
         return digest
+
+
+def whole_size(r: httpx.Response, have: int) -> int | None:
+    """The size of the whole file a download response delivers (``have`` bytes already on
+    disk), or None when the server does not say.
+
+    A 206 names it after the slash of Content-Range (``bytes 100-199/200``); otherwise
+    Content-Length counts the bytes still to come, unless the body is compressed in transit
+    (then it counts compressed bytes, not the file's). Never a guess: a wrong size would show
+    a download stuck past 100%.
+    """
+    if r.status_code == 206:
+        size = r.headers.get("content-range", "").rpartition("/")[2].strip()
+        if size.isdigit():
+            return int(size)
+    length = r.headers.get("content-length", "").strip()
+    if length.isdigit() and r.headers.get("content-encoding", "identity") == "identity":
+        return have + int(length)
+    return None
 
 
 def _sha256(path: Path) -> str:

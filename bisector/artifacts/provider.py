@@ -285,12 +285,15 @@ class Provider:
             if dest.exists() and pb.sha256 and wheel_digest(dest)[0] != pb.sha256:
                 dest.unlink()  # changed on disk since it was downloaded: fetch it again
             if not dest.exists():
-                self.events.phase(f"downloading {pb.filename}")
                 client = self.client_for(pb.url.rsplit("/", 1)[0])
                 f = IndexFile(pb.filename, pb.url, {"sha256": pb.sha256} if pb.sha256 else {})
-                def progress(done: int, total: int) -> None:
+                fetched = 0
+
+                def progress(done: int, total: int | None) -> None:
+                    nonlocal fetched
                     if cancel.stopping():
                         raise cancel.Stopped("download stopped by the user")
+                    fetched = done
                     self.events.download(pb.filename, done, total)
 
                 try:
@@ -302,6 +305,8 @@ class Provider:
                         self.prebuilts.pop(pos, None)
                         self._base_memo.clear()
                     return None
+                finally:
+                    self.events.download(pb.filename, fetched, fetched)  # ended, either way
             digest, size = wheel_digest(dest)
             settings = {"url": pb.url, "filename": pb.filename, "kind": pb.kind,
                         "version": pb.version, "triton": triton_of(pb.requires)}
@@ -326,7 +331,7 @@ class Provider:
         result = overlay.check(self._repo(), base_sha, sha, self.profile)
         if not result.ok:
             return None
-        self.events.phase(f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
+        self.events.phase(sha, f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
         path = overlay.make_overlay(self._repo(), base_row.key, base_sha, sha, result,
                                     self.profile)
         key = overlay.overlay_key(base_row.key, sha, self.profile)
@@ -352,7 +357,8 @@ class Provider:
             res = obtain_wheel(
                 self._repo(), sha, self.profile, python=self.recipe.python,
                 timeout_s=self.recipe.timeout_s, builder=builder,
-                on_build=lambda: self.events.phase(f"building {sha[:12]} {where}"),
+                on_build=lambda: self.events.phase(sha, f"building {sha[:12]} {where}"),
+                on_line=lambda line: self.events.build_line(sha, line),
             )
         status = ArtifactStatus.OK if res.ok else (
             ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)

@@ -177,13 +177,16 @@ class Pipeline:
             obtained = None
         else:
             on = f" on GPU {gpu}" if gpu is not None else ""
-            self.events.phase(f"running {self.oracle.name} on {sha[:12]}{on}")
+            self.events.phase(sha, f"running {self.oracle.name} on {sha[:12]}{on}")
             run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
             run = self.executor.run(inst=got.installable, oracle=self.oracle, commit=sha,
                                     run_dir=run_dir, gpu=gpu)
             artifact_id = got.artifact.id if got.artifact else None
             obtained = got
-        facts = {**run.facts, "artifact_fresh": got.fresh}
+        # The probe's whole wall time (obtaining and installing included, which the oracle's
+        # own duration leaves out): what the estimate of a run's time left is made of.
+        facts = {**run.facts, "artifact_fresh": got.fresh,
+                 "probe_s": round(time.monotonic() - t0, 3)}
         if cancel.stopping():
             raise cancel.Stopped("stopped by the user; this run is not recorded")
         verdict = self.rules.judge(run.outcome)

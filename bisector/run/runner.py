@@ -11,8 +11,9 @@ deterministic, reaches the same culprit.
 
 from __future__ import annotations
 
+import math
 import queue
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Protocol
@@ -38,9 +39,9 @@ from bisector.kinds import State
 from bisector.oracle import Oracle
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, StoreRecorder
-from bisector.store import bisections, verdicts
+from bisector.store import bisections, durations, verdicts
 from bisector.store.db import Store
-from bisector.store.records import BisectionRecord
+from bisector.store.records import BisectionRecord, RunRecord
 
 
 class Source(Protocol):
@@ -56,6 +57,19 @@ class Finished:
 
     record: BisectionRecord
     rounds: int  # search rounds this process ran (resume counts its own)
+
+
+def stored_verdicts(store: Store, key: verdicts.Key, candidates: Sequence[str],
+                    rules: Rules) -> dict[int, tuple[RunRecord, Verdict]]:
+    """position -> (stored run, its verdict under ``rules``) for every reusable verdict stored
+    under ``key`` for the candidates.
+
+    A run seeds its search with all of them before its first probe, so they cost nothing;
+    ``bisect plan`` calls this same function, so what it counts as free is what a run reuses.
+    """
+    position = {sha: i for i, sha in enumerate(candidates)}
+    return {position[sha]: (run, rules.judge(run.outcome))
+            for sha, run in verdicts.reusable(store, key, candidates).items()}
 
 
 class Runner:
@@ -136,14 +150,12 @@ class Runner:
         the verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
         own = {pos: Verdict(v) for pos, v in
                verdicts.probed_positions(self.store, self.record.id).items()}
-        position = {sha: i for i, sha in enumerate(self.candidates)}
-        found = verdicts.reusable(self.store, self.key, self.candidates)
         adopted = []
-        for sha, run in sorted(found.items(), key=lambda kv: position[kv[0]]):
-            pos = position[sha]
+        for pos, (run, v) in sorted(stored_verdicts(self.store, self.key, self.candidates,
+                                                    self.rules).items()):
             if pos not in own:
-                v = self.rules.judge(run.outcome)
-                adopted.append((verdicts.Adopted(pos, sha, run.id, v.value), run.reason))
+                adopted.append((verdicts.Adopted(pos, self.candidates[pos], run.id, v.value),
+                                run.reason))
                 own[pos] = v
         return own, adopted
 
@@ -157,15 +169,25 @@ class Runner:
             self.events.probe_done(a.position, a.commit_sha, Verdict(a.verdict), reason, 0.0,
                                    True)
 
+    def time_left(self, left: int) -> float | None:
+        """Seconds the search should still take: ``left`` probes, ``width`` at a time (a round
+        of K probes cuts the window K+1 ways, worth log2(K+1) single probes), each at the mean
+        paid-for probe measured on this repository. None when nothing was measured yet."""
+        per = durations.probe_seconds(self.store, self.record.repo_path)
+        if per is None or left <= 0:
+            return None
+        return math.ceil(left / math.log2(self.width + 1)) * per.mean_s
+
     # -- probes ----------------------------------------------------------------------------
 
     def _dispatch(self, positions: tuple[int, ...], round_: int,
                   known: dict[int, Verdict]) -> None:
         left = remaining_estimate(len(self.candidates), known)
+        eta = self.time_left(left)
         for pos in positions:
             self._seq += 1
             sha = self.candidates[pos]
-            self.events.probe_start(self._seq, pos, sha, self.subject(sha), left)
+            self.events.probe_start(self._seq, pos, sha, self.subject(sha), left, eta)
         if self.width == 1:
             for pos in positions:  # the endpoints with one slot: one after the other
                 self.pipeline.probe(pos, self.candidates[pos], gpu=self.slots[0],

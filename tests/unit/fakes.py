@@ -121,12 +121,15 @@ class FakeBuilder:
                 "cuda_arch": "", "max_jobs": "1"}
 
     def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
-            log: Path, timeout_s: float, commit: str) -> BuildRun:
+            log: Path, timeout_s: float, commit: str,
+            on_line: Callable[[str], None] | None = None) -> BuildRun:
         self.built.append(commit)
         if commit in self.broken:
             log.write_text("x.c:1:1: error: this commit does not build\n")
             return BuildRun(1, False, 0.01)
         log.write_text("built\n")
+        if on_line is not None:  # what following the log would have told
+            on_line("built")
         shutil.make_archive(str(out / "pkg-0.0.0-py3-none-any"), "zip", src)
         (out / "pkg-0.0.0-py3-none-any.zip").rename(out / "pkg-0.0.0-py3-none-any.whl")
         return BuildRun(0, False, 0.01)

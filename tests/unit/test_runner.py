@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import _thread
 import math
-import shutil
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +16,7 @@ from bisector.errors import BusyError, EndpointError, LeaseLost
 from bisector.kinds import State
 from bisector.run.lease import Lease
 from bisector.store import bisections, verdicts
-from bisector.store.db import Store, open_store
+from bisector.store.db import Store
 from tests.unit.fakes import (
     FakeExecutor,
     FakeSource,
@@ -28,22 +25,6 @@ from tests.unit.fakes import (
     new_bisection,
     shas,
 )
-
-
-@pytest.fixture(scope="session")
-def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("template") / "store.db"
-    open_store(str(path)).engine.dispose()
-    return path
-
-
-@pytest.fixture
-def store(migrated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
-    monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
-    shutil.copy(migrated, tmp_path / "store.db")
-    s = open_store(str(tmp_path / "store.db"))
-    yield s
-    s.engine.dispose()
 
 
 def rounds_bound(n: int, k: int) -> int:

@@ -1,0 +1,122 @@
+"""What steps took, read back from a real SQLite store: the figures ``bisect plan`` prices with,
+the run's estimate of its time left, and the stored verdicts plan and runner both start from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from bisector.core.search import Verdict
+from bisector.core.verdict import Outcome, Polarity, Rules
+from bisector.events import QuietEvents
+from bisector.kinds import ArtifactKind, ArtifactStatus
+from bisector.owner import owner_id
+from bisector.run.runner import Runner, stored_verdicts
+from bisector.store import bisections, durations, verdicts
+from bisector.store.artifacts import ArtifactStore
+from bisector.store.db import Store
+from bisector.store.records import NewArtifact, NewRun
+from tests.unit.fakes import ORACLE, FakeExecutor, FakeSource, shas
+
+
+def bisection(store: Store, cands: list[str], repo: str = "/repo") -> int:
+    bisections.save_oracle(store, ORACLE.sha256, ORACLE.name, ORACLE.content.decode(), {})
+    return bisections.create(
+        store, candidates=cands, owner=owner_id(), repo_path=repo, good_ref="good",
+        bad_ref="bad", good_sha=cands[0], bad_sha=cands[-1], oracle_name=ORACLE.name,
+        oracle_sha256=ORACLE.sha256, polarity=Polarity.FAILURE.value, env_fingerprint="env0",
+        environment={}, settings={}, notes=[])
+
+
+class Recorded(QuietEvents):
+    """Events that keep what the runner said about each probe it started."""
+
+    def __init__(self) -> None:
+        self.starts: list[tuple[int, float | None]] = []
+
+    def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
+                    eta_s: float | None) -> None:
+        self.starts.append((left, eta_s))
+
+
+def run(store: Store, bid: int, cands: list[str], culprit: int, events: Recorded) -> None:
+    Runner(store, bisections.get(store, bid), cands, ORACLE, Rules(), FakeSource(),
+           FakeExecutor(cands, culprit, sleep_s=0.02), slots=[None], events=events).run()
+
+
+def test_build_seconds_count_builds_that_ran_of_this_repo_and_profile(store: Store) -> None:
+    cands = shas(6)
+    bisection(store, cands)
+    arts = ArtifactStore(store)
+
+    def art(i: int, commit: str, status: ArtifactStatus, seconds: float,
+            profile: str = "torchlet") -> None:
+        arts.save(NewArtifact(f"k{i}", commit, ArtifactKind.SOURCE, status,
+                              {"profile": profile}, duration_s=seconds))
+
+    art(1, cands[1], ArtifactStatus.OK, 30.0)
+    art(2, cands[2], ArtifactStatus.FAILED, 10.0)  # a failed build cost its time too
+    art(3, cands[3], ArtifactStatus.ERROR, 999.0)  # could not run: says nothing
+    art(4, cands[4], ArtifactStatus.OK, 0.0)  # found already built
+    art(5, cands[5], ArtifactStatus.OK, 999.0, profile="pytorch")
+    art(6, "f" * 40, ArtifactStatus.OK, 999.0)  # a commit of another repository
+    assert durations.build_seconds(store, "/repo", "torchlet") == durations.Measured(20.0, 2)
+    assert durations.build_seconds(store, "/elsewhere", "torchlet") is None
+
+
+def test_oracle_seconds_count_runs_where_the_oracle_ran(store: Store) -> None:
+    cands = shas(4)
+    bid = bisection(store, cands)
+    arts = ArtifactStore(store)
+    ok = arts.save(NewArtifact("ok", cands[1], ArtifactKind.SOURCE, ArtifactStatus.OK, {}))
+    bad = arts.save(NewArtifact("no", cands[2], ArtifactKind.SOURCE, ArtifactStatus.FAILED, {},
+                                duration_s=50.0))
+    key = verdicts.Key(ORACLE.sha256, "env0")
+    now = datetime.now(UTC)
+    for pos, seconds, artifact, outcome in ((1, 2.0, ok.id, Outcome.PASS),
+                                            (3, 4.0, ok.id, Outcome.FAIL),
+                                            (2, 50.0, bad.id, Outcome.SKIP)):
+        run_id = verdicts.save_run(store, key, NewRun(cands[pos], outcome, "r", True, now,
+                                                      duration_s=seconds, artifact_id=artifact))
+        verdicts.add_probe(store, bid, owner_id(), position=pos, commit_sha=cands[pos],
+                           run_id=run_id, verdict="good", round_=1)
+    assert durations.oracle_seconds(store, ORACLE.sha256) == durations.Measured(3.0, 2)
+    assert durations.oracle_seconds(store, "0" * 64) is None
+    assert durations.repo_oracle_seconds(store, "/repo") == durations.Measured(3.0, 2)
+    assert durations.repo_oracle_seconds(store, "/elsewhere") is None
+
+
+def test_time_left_comes_from_probes_measured_on_this_repository(store: Store) -> None:
+    cands = shas(64)
+    first = Recorded()
+    run(store, bisection(store, cands), cands, 40, first)
+    # Nothing was measured before the first round; from then on this run's own probes count.
+    assert first.starts[0][1] is None and first.starts[1][1] is None
+    later = first.starts[2:]
+    assert later and all(eta is not None for _, eta in later)
+    measured = durations.probe_seconds(store, "/repo")
+    assert measured is not None and measured.count == len(first.starts)
+    assert measured.mean_s >= 0.02  # the executor sleeps that long: wall time, not 0.01
+    left, eta = first.starts[-1]
+    assert eta == pytest.approx(left * measured.mean_s, rel=0.5)
+    # A later bisection of the same repository knows the cost before its first probe...
+    again, newer = Recorded(), [f"{i:040x}" for i in range(100, 120)]
+    run(store, bisection(store, newer), newer, 10, again)
+    assert again.starts[0][1] is not None
+    # ... and one of another repository does not.
+    other, theirs = Recorded(), [f"{i:040x}" for i in range(200, 208)]
+    run(store, bisection(store, theirs, repo="/other"), theirs, 5, other)
+    assert other.starts[0][1] is None
+
+
+def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store) -> None:
+    cands = shas(32)
+    run(store, bisection(store, cands), cands, 20, Recorded())
+    key = verdicts.Key(ORACLE.sha256, "env0")
+    probed = {p.position: Verdict(p.verdict) for p in verdicts.probes(store, 1)}
+    found = stored_verdicts(store, key, cands, Rules())
+    assert {pos: v for pos, (_, v) in found.items()} == probed
+    flipped = stored_verdicts(store, key, cands, Rules(find_fix=True))
+    assert all(v is not probed[pos] for pos, (_, v) in flipped.items())
+    assert stored_verdicts(store, verdicts.Key(ORACLE.sha256, "env1"), cands, Rules()) == {}

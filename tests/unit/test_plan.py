@@ -1,0 +1,101 @@
+"""``bisect plan``'s projection: stored verdicts are free and narrow where the culprit can be,
+commits known not to build are skips, and each per-step cost says where it came from."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pytest
+
+from bisector.artifacts.provider import COST
+from bisector.core.search import Verdict
+from bisector.errors import UsageError
+from bisector.plan import (
+    DEFAULT_COSTS,
+    consistent_culprits,
+    describe_source,
+    make_plan,
+    parse_costs,
+    price,
+    simulate,
+)
+from bisector.store.durations import Measured
+
+G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
+COSTS = {**DEFAULT_COSTS, "oracle": 10.0, "build": 100.0}
+
+
+@dataclass
+class Kinds:
+    """The plan's view of the provider: every commit needs a build unless listed."""
+
+    other: dict[int, str] = field(default_factory=dict)
+
+    def kind(self, pos: int) -> str:
+        return self.other.get(pos, "build")
+
+    def cost(self, pos: int) -> int:
+        return COST[self.kind(pos)]
+
+
+def test_consistent_culprits_follow_goods_and_bads_and_ignore_skips() -> None:
+    assert consistent_culprits(100, {}) == list(range(1, 100))
+    assert consistent_culprits(100, {0: G, 50: G, 60: S, 75: B, 99: B}) == list(range(51, 76))
+    assert consistent_culprits(100, {40: B, 60: G}) == []  # contradictory
+
+
+def test_stored_verdicts_cost_nothing_and_restrict_the_culprit() -> None:
+    n = 100
+    cold = simulate(n, Kinds(), COSTS)
+    known = {0: G, 50: G, 75: B, 99: B}
+    warm = simulate(n, Kinds(), COSTS, known)
+    # One simulated search per position the culprit can still be at, and only those: 51..75.
+    assert len(cold) == n - 1 and len(warm) == 25
+    # The endpoints and the two inner verdicts are never paid for: only the 24 untested
+    # commits between the last good and the first bad are searched.
+    assert max(r for r, _, _ in warm) == math.ceil(math.log2(24 + 1))
+    assert max(r for r, _, _ in cold) == 2 + math.ceil(math.log2(98 + 1))
+    for runs, builds, seconds in warm:
+        assert builds == runs and seconds == runs * (COSTS["build"] + COSTS["oracle"])
+
+
+def test_stored_verdicts_that_already_answer_project_nothing() -> None:
+    assert simulate(100, Kinds(), COSTS, {0: G, 41: G, 42: B, 99: B}) == [(0, 0, 0.0)]
+    rep = make_plan(Kinds(), 100, COSTS, [], [], [], [], known={0: G, 41: G, 42: B, 99: B})
+    assert rep.stored_verdicts == 4 and rep.probes_max == 0 and rep.seconds_max == 0.0
+
+
+def test_a_commit_known_not_to_build_is_a_skip_without_an_oracle_run() -> None:
+    # 0 good, 2 bad, 1 known broken: the search must probe 1, gets a skip, and ends on a
+    # window; the broken commit is priced at its (zero) cost, never at an oracle run.
+    sims = simulate(3, Kinds({1: "broken"}), COSTS, {0: G, 2: B})
+    assert sims == [(0, 0, 0.0), (0, 0, 0.0)]
+    paid = simulate(3, Kinds({1: "cached"}), COSTS, {0: G, 2: B})
+    assert paid == [(1, 0, COSTS["cached"] + COSTS["oracle"])] * 2
+
+
+def test_costs_come_from_the_flag_then_measurements_then_defaults() -> None:
+    measured = {"build": (Measured(42.0, 7), "source builds of this repository"),
+                "oracle": (Measured(3.5, 12), "runs of this oracle")}
+    costs, sources = price({"oracle": 1.0}, measured)
+    assert costs["oracle"] == 1.0 and sources["oracle"] == {"from": "--cost"}
+    assert costs["build"] == 42.0
+    assert sources["build"] == {"from": "measured", "count": 7,
+                                "over": "source builds of this repository"}
+    assert costs["overlay"] == DEFAULT_COSTS["overlay"] and sources["overlay"] == {
+        "from": "default"}
+    assert set(costs) == set(sources) == set(DEFAULT_COSTS)
+    assert describe_source(sources["build"]) == \
+        "measured over 7 source builds of this repository"
+    assert describe_source(sources["oracle"]) == "--cost"
+    assert describe_source(sources["overlay"]) == "default"
+
+
+def test_parse_costs_returns_only_what_was_given() -> None:
+    assert parse_costs(("build=600", "oracle=5")) == {"build": 600.0, "oracle": 5.0}
+    assert parse_costs(()) == {}
+    with pytest.raises(UsageError, match="unknown step"):
+        parse_costs(("compile=3",))
+    with pytest.raises(UsageError, match="negative"):
+        parse_costs(("build=-1",))
