@@ -21,12 +21,13 @@ from bisector.errors import UsageError
 from bisector.events import Events, QuietEvents
 from bisector.kinds import BuildPlace, ExecutorKind, State
 from bisector.owner import local_pid_alive
-from bisector.plan import PlanReport, make_plan
+from bisector.plan import PlanReport, make_plan, price
 from bisector.proc import sweep_probes
 from bisector.run.factory import Parts, materialise_oracle
 from bisector.run.prepare import Prepared, discover, prepare, record
-from bisector.run.runner import Finished, Runner
-from bisector.store import bisections
+from bisector.run.runner import Finished, Runner, stored_verdicts
+from bisector.settings import data_dir
+from bisector.store import bisections, durations, verdicts
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
 
@@ -90,7 +91,28 @@ def run(store: Store, bisection_id: int, events: Events | None = None) -> Finish
             events.note(f"removed container {name} left by a controller that is gone")
     for note in r.record.notes:
         events.note(str(note))
-    return r.run()
+    finished = r.run()
+    try:
+        write_reports(store, bisection_id)
+    except OSError as e:  # the answer is stored; a full disk must not turn it into an error
+        events.note(f"could not write the reports ({e}); `bisect show {bisection_id} "
+                    f"--format issue` prints them from the store")
+    return finished
+
+
+def report_paths(bisection_id: int) -> tuple[Path, Path]:
+    """Where a finished bisection's issue report (Markdown) and HTML report are written."""
+    folder = data_dir() / "reports"
+    return folder / f"bisection-{bisection_id}.md", folder / f"bisection-{bisection_id}.html"
+
+
+def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
+    """Write both reports at the end of a bisection, so they exist without anyone asking."""
+    md, html = report_paths(bisection_id)
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(issue_report(store, bisection_id), encoding="utf-8")
+    html.write_text(html_report(store, bisection_id), encoding="utf-8")
+    return md, html
 
 
 def sweep_leftovers(events: Events) -> None:
@@ -113,10 +135,26 @@ def resume(store: Store, bisection_id: int, events: Events | None = None) -> Fin
 
 
 def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
-    """``bisect plan``: the projection for a range, from the same parts a run uses."""
+    """``bisect plan``: the projection for a range, from the same parts a run uses.
+
+    ``costs``: the user's ``--cost`` overrides; every other step is priced with what it took
+    on this repository, else a default. The search starts from the verdicts a run of this
+    request would reuse (same oracle bytes, same environment fingerprint), found by the
+    runner's own lookup.
+    """
     p: Prepared = discover(store, prepare(req))
     cfg, cands = p.config, list(p.plan.candidates)
     parts = Parts(store, cfg, cands, QuietEvents())
+    key = verdicts.Key(p.oracle.sha256, p.fingerprint)
+    known = {pos: v for pos, (_, v) in stored_verdicts(store, key, cands, cfg.rules).items()}
+    measured: dict[str, tuple[durations.Measured, str]] = {}
+    if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
+        measured["build"] = (build, f"{cfg.profile} source builds of this repository")
+    if (oracle := durations.oracle_seconds(store, p.oracle.sha256)) is not None:
+        measured["oracle"] = (oracle, "runs of this oracle")
+    elif (oracle := durations.repo_oracle_seconds(store, cfg.repo)) is not None:
+        measured["oracle"] = (oracle, "oracle runs on this repository")
+    table, sources = price(costs, measured)
     prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
                  "filename": pb.wheel.filename} for pb in cfg.prebuilts]
     if cfg.installed:
@@ -125,18 +163,34 @@ def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
                          "commit": sha, "kind": "installed", "filename": cfg.installed.site})
     found = p.discovery
     return make_plan(
-        parts.provider, len(cands), costs,
+        parts.provider, len(cands), table,
         missing=[pb.filename for pb in found.missing] if found else [],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
-        prebuilt=prebuilt, notes=list(p.plan.notes))
+        prebuilt=prebuilt, notes=list(p.plan.notes), known=known, cost_sources=sources)
 
 
 def show(store: Store, bisection_id: int) -> dict[str, Any]:
     return report.show_data(store, bisection_id, config_of(store, bisection_id))
 
 
-def listing(store: Store, limit: int) -> list[dict[str, Any]]:
-    return report.list_data(store, limit)
+def issue_report(store: Store, bisection_id: int) -> str:
+    """The paste-ready GitHub issue text (no local paths)."""
+    from bisector.issue_report import issue_markdown
+
+    return issue_markdown(show(store, bisection_id), config_of(store, bisection_id).request)
+
+
+def html_report(store: Store, bisection_id: int) -> str:
+    """One self-contained HTML file: timeline, probes with their output, facts."""
+    from bisector.html_report import render_report
+
+    d = show(store, bisection_id)
+    return render_report(d, issue=issue_report(store, bisection_id))
+
+
+def listing(store: Store, limit: int,
+            where: report.ListFilter | None = None) -> list[dict[str, Any]]:
+    return report.list_data(store, limit, where)
 
 
 def log(store: Store, bisection_id: int) -> str:

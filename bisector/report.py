@@ -6,6 +6,7 @@ Markdown and the JSON can never disagree.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import git
@@ -19,9 +20,32 @@ from bisector.store import bisections, views
 from bisector.store.db import Store
 
 
-def list_data(store: Store, limit: int = 50) -> list[dict[str, Any]]:
-    return [
-        {
+@dataclass(frozen=True)
+class ListFilter:
+    """What ``bisect serve``'s list (and its JSON) narrows to; empty fields match everything.
+
+    ``culprit`` is a sha prefix or a pull request number (``143328`` or ``#143328``)."""
+
+    oracle: str = ""
+    state: str = ""
+    repo: str = ""
+    culprit: str = ""
+
+    def keep(self, row: dict[str, Any]) -> bool:
+        want = self.culprit.strip().lstrip("#").lower()
+        return ((not self.oracle or row["oracle"] == self.oracle)
+                and (not self.state or row["state"] == self.state)
+                and (not self.repo or self.repo in row["repo"])
+                and (not want or (bool(row["culprit"]) and (
+                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want))))
+
+
+def list_data(store: Store, limit: int = 50,
+              where: ListFilter | None = None) -> list[dict[str, Any]]:
+    rows = []
+    repos: dict[str, git.Repo | None] = {}
+    for b in bisections.listing(store, limit if where is None else max(limit, 1000)):
+        row = {
             "id": b.id,
             "repo": b.repo_path,
             "range": f"{b.good_ref}..{b.bad_ref}",
@@ -30,10 +54,24 @@ def list_data(store: Store, limit: int = 50) -> list[dict[str, Any]]:
             "state": (State.INTERRUPTED.value if b.state is State.RUNNING
                       and not owner_alive(b.owner, b.heartbeat_at) else b.state.value),
             "culprit": b.culprit_sha,
+            "culprit_pr": None,
             "created": b.created_at.isoformat(timespec="seconds"),
         }
-        for b in bisections.listing(store, limit)
-    ]
+        if b.culprit_sha:
+            if b.repo_path not in repos:
+                repos[b.repo_path] = _open(b.repo_path)
+            row["culprit_pr"] = _commit(repos[b.repo_path], b.culprit_sha, None).get("pr")
+        if where is None or where.keep(row):
+            rows.append(row)
+    return rows[:limit]
+
+
+def _open(path: str) -> git.Repo | None:
+    """The clone a bisection ran in, or None when it is gone (the store outlives clones)."""
+    try:
+        return history.open_repo(path)
+    except Exception:
+        return None
 
 
 def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
@@ -54,12 +92,10 @@ def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]
 
 def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]:
     b = bisections.get(store, bisection_id)
-    try:
-        repo: git.Repo | None = history.open_repo(b.repo_path)
-    except Exception:
-        repo = None
+    repo = _open(b.repo_path)
     slug = history.github_slug(repo) if repo else None
     old, new = cfg.rules.terms
+    oracle = bisections.get_oracle(store, b.oracle_sha256)
     data: dict[str, Any] = {
         "id": b.id,
         "state": b.state.value,
@@ -68,7 +104,15 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "bad": {"ref": b.bad_ref, "sha": b.bad_sha},
         "terms": {"old": old, "new": new},
         "walk": "first-parent" if cfg.first_parent else "ancestry-path",
-        "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256},
+        "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256,
+                   "source": oracle.content},
+        "github": slug,
+        "compare_url": (f"https://github.com/{slug}/compare/{b.good_sha}...{b.bad_sha}"
+                        if slug else None),
+        # Wheels of an index placed on the range: the timeline marks them, and the issue
+        # report names the two nightlies the regression falls between.
+        "prebuilts": [{"position": pb.position, "sha": pb.wheel.commit, "kind": pb.wheel.kind,
+                       "version": pb.wheel.version} for pb in cfg.prebuilts],
         "polarity": cfg.rules.polarity.value,
         "find_fix": cfg.rules.find_fix,
         "on_timeout": cfg.rules.on_timeout.value,
@@ -100,6 +144,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             "exit_code": p.exit_code,
             "reason": p.reason,
             "duration_s": round(p.duration_s, 3),
+            "output_tail": p.output_tail,
             "stdout": p.stdout_path,
             "stderr": p.stderr_path,
             "facts": p.facts,
@@ -186,9 +231,20 @@ def show_markdown(d: dict[str, Any]) -> str:
     for p in failed:
         lines += ["", f"Build log of `{p['sha'][:12]}` ({p['build_log']}), last lines:", "```",
                   p.get("build_log_tail") or "", "```"]
+    # The oracle's own words where it failed or could not decide: the first thing anyone asks.
+    for p in d["probes"]:
+        if p["verdict"] != "good" and not p.get("build_log") and p.get("output_tail"):
+            verdict = {"bad": new}.get(p["verdict"], p["verdict"])
+            lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
+                      f"{p['reason']}), last lines:", "```", tail(p["output_tail"]), "```"]
     if d["reproduce"]:
         lines += ["", "Reproduce with:", "```", d["reproduce"], "```"]
     return "\n".join(lines)
+
+
+def tail(text: str, lines: int = 15) -> str:
+    """The last ``lines`` lines of an output: enough for an error and its traceback's end."""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
 def _build_summary(b: dict[str, Any]) -> str:

@@ -142,6 +142,7 @@ def generate(
     c_churn: tuple[int, ...] = (),
     triton_bump_at: int | None = None,
     delete_at: int | None = None,
+    culprit_subject: str = "Simplify the norm computation",
 ) -> SyntheticHistory:
     """Write a history of ``commits`` first-parent commits on main into ``path``.
 
@@ -199,7 +200,7 @@ def generate(
                 changed["csrc/_C.c"] = changed.get("csrc/_C.c", files["csrc/_C.c"]).replace(
                     BROKEN_MARK, ""
                 )
-            msg = _message(rng, "Simplify the norm computation", pr)
+            msg = _message(rng, culprit_subject, pr)
         elif fixed_at is not None and i == fixed_at:
             changed["torchlet/ops.py"] = OPS_PY.replace("@NORM@", OPS_GOOD)
             changed["csrc/_C.c"] = files["csrc/_C.c"].replace(C_BAD_LOOP, C_GOOD_LOOP)

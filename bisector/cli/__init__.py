@@ -2,11 +2,12 @@
 
 Errors are one line on stderr (``error: ...`` with what to do) and an exit code from
 bisector.errors; ``--debug`` shows the traceback. Progress goes to stderr, results to stdout, so
-``--json`` output can be piped.
+``--json`` output can be piped; with ``--json`` an error is also one JSON object on stdout.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -25,6 +26,7 @@ from bisector.cli.options import range_options
 from bisector.cli.progress import RichEvents, err, out
 from bisector.config import Request, request_from
 from bisector.errors import BisectorError, InterruptedBisection
+from bisector.history import printable
 from bisector.store.db import Store, default_db, open_store
 
 
@@ -85,15 +87,24 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
         events.close()
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGINT, old_int)
-    return _print_show(store, bisection_id, json_out)
+    data = _print_show(store, bisection_id, json_out)
+    md, html = app.report_paths(bisection_id)
+    if md.exists():
+        err.print(f"issue report: {escape(str(md))}; HTML report: {escape(str(html))}")
+    return data
 
 
-def _print_show(store: Store, bisection_id: int, json_out: bool) -> dict[str, Any]:
+def _print_show(store: Store, bisection_id: int, json_out: bool,
+                fmt: str = "markdown") -> dict[str, Any]:
     from bisector import app
 
     data = app.show(store, bisection_id)
-    if json_out:
+    if json_out or fmt == "json":
         click.echo(json.dumps(data, indent=2, default=str))
+    elif fmt == "issue":
+        click.echo(app.issue_report(store, bisection_id), nl=False)
+    elif fmt == "html":
+        click.echo(app.html_report(store, bisection_id), nl=False)
     else:
         click.echo(report.show_markdown(data))
     return data
@@ -120,14 +131,15 @@ def start(c: Ctx, /, json_out: bool, **kw: Any) -> None:
 @click.pass_obj
 def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
-    overlay-eligible commits, expected source builds and a projected wall time."""
+    overlay-eligible commits, verdicts already stored, expected source builds and a projected
+    wall time priced with what steps took on this repository."""
     from bisector import app
-    from bisector.plan import human, parse_costs
+    from bisector.plan import describe_source, human, parse_costs
 
-    cost_table = parse_costs(costs)
+    overrides = parse_costs(costs)
     req = request_from(kw)
     req.check()
-    rep = app.plan(c.store(), req, cost_table)
+    rep = app.plan(c.store(), req, overrides)
     if json_out:
         click.echo(json.dumps(rep.as_dict(), indent=2, default=str))
         return
@@ -149,13 +161,18 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     out.print(f"  already built (cached): {k.get('cached', 0)}; known not to build: "
               f"{k.get('broken', 0)}")
     out.print(f"  commits that would need a source build: {k.get('build', 0)}")
+    out.print(f"  stored verdicts in the range: {rep.stored_verdicts} (reused, never run again)")
+    if rep.stored_verdicts and rep.probes_max == 0:
+        out.print("  the stored verdicts already answer this range: a run only reports them")
     out.print(f"  oracle runs: {rep.probes_mean:.1f} on average, at most {rep.probes_max}")
     out.print(f"  expected source builds: {rep.builds_mean:.1f} on average, at most "
               f"{rep.builds_max}")
     out.print(f"  projected wall time: {human(rep.seconds_mean)} on average, at most "
               f"{human(rep.seconds_max)}")
-    per = ", ".join(f"{n}={v:g}s" for n, v in rep.costs.items())
-    out.print(f"  (per-step costs: {per}; change with --cost STEP=SECONDS)")
+    out.print("  per-step costs (change with --cost STEP=SECONDS):")
+    for step, seconds in rep.costs.items():
+        shown = f"{seconds:.1f} s" if seconds < 90 else human(seconds)
+        out.print(f"    {step:<9}{shown:>9}  {describe_source(rep.cost_sources.get(step, {}))}")
 
 
 @cli.command()
@@ -167,11 +184,16 @@ def resume(c: Ctx, bisection_id: int, json_out: bool) -> None:
     _run_and_report(c, c.store(create=False), bisection_id, json_out, resume=True)
 
 
+LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
+
+
 @cli.command(name="list")
 @click.option("--json", "json_out", is_flag=True)
 @click.option("--limit", default=50, show_default=True)
+@click.option("--wide", is_flag=True, help="Full values (culprit sha, repo, range) on a terminal "
+              "too; output that is not a terminal always has them.")
 @click.pass_obj
-def list_cmd(c: Ctx, json_out: bool, limit: int) -> None:
+def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
     """List past and running bisections."""
     from bisector import app
 
@@ -179,7 +201,18 @@ def list_cmd(c: Ctx, json_out: bool, limit: int) -> None:
     if json_out:
         click.echo(json.dumps(rows, indent=2))
         return
-    t = Table("id", "repo", "range", "oracle", "state", "culprit", "when")
+    if wide or not sys.stdout.isatty():
+        # A pipe or a file wants whole values (a 12-character sha cannot be pasted into
+        # `git show` in every repository) in lines no table border or wrap cuts apart.
+        cells = [list(LIST_COLUMNS)] + [
+            [printable(str(r[k] or "-")) for k in ("id", "repo", "range", "oracle", "state",
+                                                   "culprit", "created")] for r in rows]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(LIST_COLUMNS) - 1)]
+        for line in cells:
+            click.echo("  ".join([*(v.ljust(w) for v, w in zip(line, widths, strict=False)),
+                                  line[-1]]))
+        return
+    t = Table(*LIST_COLUMNS)
     for r in rows:  # refs and paths come from users and repositories: never markup
         t.add_row(str(r["id"]), escape(r["repo"]), escape(r["range"]), escape(r["oracle"]),
                   r["state"], (r["culprit"] or "")[:12], r["created"])
@@ -188,11 +221,33 @@ def list_cmd(c: Ctx, json_out: bool, limit: int) -> None:
 
 @cli.command()
 @click.argument("bisection_id", type=int)
-@click.option("--json", "json_out", is_flag=True)
+@click.option("--format", "fmt", type=click.Choice(["markdown", "issue", "html", "json"]),
+              default="markdown", show_default=True,
+              help="markdown: the full record; issue: paste-ready for a GitHub issue (no local "
+              "paths); html: one self-contained file with the timeline; json: every field.")
+@click.option("--json", "json_out", is_flag=True, help="The same as --format json.")
 @click.pass_obj
-def show(c: Ctx, bisection_id: int, json_out: bool) -> None:
-    """Show a bisection: culprit, PR, every probe, build logs of skips, reproduce command."""
-    _print_show(c.store(create=False), bisection_id, json_out)
+def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
+    """Show a bisection: culprit, PR, every probe, output of failures, reproduce command."""
+    _print_show(c.store(create=False), bisection_id, json_out, fmt)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but localhost shows the store to the network.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.pass_obj
+def serve(c: Ctx, host: str, port: int) -> None:
+    """A read-only web view of the store: bisections, timelines, probes, logs, issue reports."""
+    from bisector import web
+
+    store = c.store(create=False)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]note:[/] listening on {escape(host)}: anyone who can reach this "
+                  f"port can read every bisection, log and oracle in the store (no login)")
+    err.print(f"serving {escape(store.url)} read-only at http://{escape(host)}:{port}/ "
+              f"(Ctrl-C stops)")
+    web.serve(store, host, port)
 
 
 @cli.command()
@@ -246,23 +301,37 @@ for command in (tools.oracles, tools.check, tools.oracle, tools.images):
     cli.add_command(command)
 
 
+def _json_error(message: str, kind: str, exit_code: int) -> None:
+    """Under ``--json`` a failure is JSON on stdout too: a script that parses stdout gets an
+    object naming the error, not an empty stream and a line on stderr it never reads."""
+    args = sys.argv[1:]
+    if "--json" in args or "--format=json" in args or any(
+            a == "--format" and b == "json" for a, b in itertools.pairwise(args)):
+        click.echo(json.dumps({"error": {"message": message, "kind": kind,
+                                         "exit_code": exit_code}}))
+
+
 def main() -> None:
     debug = "--debug" in sys.argv
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         err.print("error: aborted")
+        _json_error("aborted", "Abort", 130)
         sys.exit(130)
     except click.ClickException as e:
         e.show()
+        _json_error(e.format_message(), type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except BisectorError as e:
         if debug:
             err.print_exception()
         err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
+        _json_error(e.message, type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("error: interrupted")
+        _json_error("interrupted", "KeyboardInterrupt", 130)
         sys.exit(130)
 
 

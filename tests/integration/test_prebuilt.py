@@ -109,6 +109,16 @@ def test_python_regression_is_found_with_no_source_build(home: Path, py_world: t
     assert bad.kind == "prebuilt" and bad.settings["kind"] == "release"
     n = int(data["candidates"])  # type: ignore[call-overload]
     assert len(_probes(home)) <= math.ceil(math.log2(n)) + 2
+    # The issue report names the nightlies on each side of the culprit: the one to pin.
+    issue = run_cli("show", str(data["id"]), "--format", "issue", check=True).stdout
+    pos = data["result"]["position"]  # type: ignore[index]
+    placed = {pb["version"]: pb["position"] for pb in data["prebuilts"]  # type: ignore[attr-defined]
+              if pb["kind"] == "nightly"}
+    line = next(x for x in issue.splitlines() if x.startswith("It regressed between nightly"))
+    lo, hi = (w for w in line.split() if w in placed)
+    assert placed[lo] < pos <= placed[hi]
+    assert not [v for v, p in placed.items() if placed[lo] < p < placed[hi]]
+    assert str(hist.path) not in issue
 
 
 def test_c_regression_needs_few_source_builds(home: Path, c_world: tuple) -> None:

@@ -1,0 +1,179 @@
+"""The report a person pastes into a GitHub issue (``bisect show ID --format issue``).
+
+It is built from the same data as ``bisect show --json`` and written for someone on another
+machine: the culprit with its pull request and author, the two nightlies the regression falls
+between (a user pins the older one), a compare link for the range, the oracle's source and its own
+words at the culprit and at its parent, the environment in the shape of
+``python -m torch.utils.collect_env``, and a reproduce line without local paths. Paths of this
+machine (the clone, bisector's data and cache folders, the home folder, site-packages prefixes)
+are rewritten wherever they appear, so nothing of the box leaks into a public issue.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from bisector.config import Request, reproduce_command
+from bisector.report import tail
+from bisector.settings import cache_dir, data_dir
+
+_SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
+
+
+def scrubber(repo_path: str) -> Callable[[str], str]:
+    """A function that rewrites this machine's paths in a text, longest prefix first."""
+    prefixes = [(repo_path.rstrip("/"), "<repo>"), (str(data_dir()), "<bisector-data>"),
+                (str(cache_dir()), "<bisector-cache>"), (str(Path.home()), "~")]
+    prefixes = sorted([(p, r) for p, r in prefixes if len(p) > 1], key=lambda x: -len(x[0]))
+
+    def scrub(text: str) -> str:
+        for prefix, placeholder in prefixes:
+            text = text.replace(prefix, placeholder)
+        return _SITE.sub(r"…/\1/", text)
+
+    return scrub
+
+
+def portable_request(req: Request, repo_name: str) -> Request:
+    """The request as another machine would type it: the clone by name, no interpreter path.
+
+    ``--python`` names this machine's interpreter and is dropped (the default picks the one
+    with torch); an oracle given as a path becomes its file name (its source is in the report);
+    any other option holding an absolute path keeps only the last part of it."""
+    changes: dict[str, Any] = {"repo": Path(repo_name), "python": None}
+    if "/" in req.oracle:
+        changes["oracle"] = Path(req.oracle).name
+    for f in fields(Request):
+        value = getattr(req, f.name)
+        if f.name not in changes and isinstance(value, str) and value.startswith("/"):
+            changes[f.name] = Path(value).name
+    return replace(req, **changes)
+
+
+def reproduce(d: dict[str, Any], req: Request) -> str:
+    name = (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
+    line = reproduce_command(portable_request(req, name))
+    if d["github"]:
+        return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
+    return line
+
+
+def between(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The last placed wheel before the culprit and the first one at or after it."""
+    pos = (d["result"] or {}).get("position")
+    placed = [pb for pb in d["prebuilts"] if pb["position"] is not None]
+    if pos is None or not placed:
+        return None
+    before = [pb for pb in placed if pb["position"] < pos]
+    after = [pb for pb in placed if pb["position"] >= pos]
+    if not before or not after:
+        return None
+    return (max(before, key=lambda pb: pb["position"]),
+            min(after, key=lambda pb: pb["position"]))
+
+
+def versions(facts: dict[str, Any], environment: dict[str, Any]) -> str:
+    """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts)."""
+    ex = environment.get("executor", {})
+    na = "N/A"
+    cuda = facts.get("torch_cuda")
+    # A project other than torch (a profile's package) is named as itself, not as PyTorch.
+    name, version = (("PyTorch", facts["torch"]) if facts.get("torch") else
+                     (facts.get("package", "PyTorch"), facts.get("package_version", na)))
+    lines = [
+        f"{name} version: {version}",
+        f"{name} git version: {facts.get('torch_git_version') or facts.get('git_version', na)}",
+        f"CUDA used to build PyTorch: {cuda or na}",
+        "",
+        f"OS: {facts.get('platform', ex.get('system', na))} "
+        f"({facts.get('machine', ex.get('machine', na))})",
+        f"Python version: {facts.get('python', ex.get('python', na))}",
+        f"Is CUDA available: {'True' if facts.get('gpu') else 'False'}",
+        f"GPU models and configuration: {facts.get('gpu', na)}"
+        + (f" (compute capability {facts['gpu_capability']})"
+           if facts.get("gpu_capability") else ""),
+        f"cuDNN version: {facts.get('cudnn', na)}",
+        f"bisector executor: {ex.get('executor', na)}"
+        + (f", image {ex['image']}" if ex.get("image") else ""),
+        "",
+        "Versions of relevant libraries:",
+    ]
+    if facts.get("torch"):
+        lines.append(f"[pip3] torch=={facts['torch']}")
+    if facts.get("triton"):
+        lines.append(f"[pip3] triton=={facts['triton']}")
+    if facts.get("package") and facts["package"] != "torch":
+        lines.append(f"[pip3] {facts['package']}=={facts.get('package_version', '')}")
+    for k, v in sorted((facts.get("env") or {}).items()):
+        lines.append(f"{k}={v}")
+    return "\n".join(lines)
+
+
+def _facts(d: dict[str, Any]) -> dict[str, Any]:
+    """Facts of the run at the culprit, else of any run that recorded some."""
+    culprit = (d["culprit"] or {}).get("sha")
+    runs = [p for p in d["probes"] if p["facts"].get("python")]
+    at = [p for p in runs if p["sha"] == culprit]
+    facts: dict[str, Any] = (at or runs or [{"facts": {}}])[0]["facts"]
+    return facts
+
+
+def _output(p: dict[str, Any], label: str, new: str, old: str,
+            scrub: Callable[[str], str]) -> list[str]:
+    verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
+    text = scrub(tail(p.get("output_tail") or "", 30)) or "(no output)"
+    return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {p['reason']}):", "",
+            "```", text, "```", ""]
+
+
+def issue_markdown(d: dict[str, Any], req: Request) -> str:
+    scrub = scrubber(d["repo"])
+    old, new = d["terms"]["old"], d["terms"]["new"]
+    oracle = d["oracle"]
+    fails = "fails" if d["polarity"] == "failure" else "passes"
+    c = d["culprit"]
+    lines: list[str] = []
+    if c:
+        lines += [f"### `{oracle['name']}` {fails} since {c['sha'][:12]}"
+                  + (f": {c['subject']}" if c.get("subject") else ""), ""]
+        who = f" by {c['author']}" if c.get("author") else ""
+        pr = (f" in [#{c['pr']}]({c['pr_url']})" if c.get("pr_url")
+              else f" in #{c['pr']}" if c.get("pr") else "")
+        lines.append(f"The first {new} commit is `{c['sha']}`{pr}{who}"
+                     + (f" ({c['date'][:10]})." if c.get("date") else "."))
+    elif d["suspects"]:
+        lines += [f"### `{oracle['name']}` {fails}: one of {len(d['suspects'])} commits", "",
+                  f"Skipped commits hide which of these is the first {new} one:"]
+        lines += [f"- `{x['sha'][:12]}` {x.get('subject', '')}" for x in d["suspects"]]
+    else:
+        lines += [f"### bisector #{d['id']}: {d['state']}", "",
+                  scrub(d["message"] or "no culprit was named")]
+    lines.append("")
+    pair = between(d)
+    if pair:
+        lo, hi = pair
+        lines += [f"It regressed between {lo['kind']} {lo['version']} ({old}) and "
+                  f"{hi['kind']} {hi['version']} ({new}).", ""]
+    rng = f"{d['good']['ref']}...{d['bad']['ref']}"
+    rng = f"[{rng}]({d['compare_url']})" if d["compare_url"] else f"`{rng}`"
+    lines += [f"Bisected {rng} ({d['candidates']} commits, {d['walk']}) with "
+              f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
+              f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
+    by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
+    pos = (d["result"] or {}).get("position")
+    if pos is not None and pos in by_pos:
+        lines += _output(by_pos[pos], "the culprit", new, old, scrub)
+    if pos is not None and pos - 1 in by_pos:
+        lines += _output(by_pos[pos - 1], "its parent", new, old, scrub)
+    lines += [f"<details><summary>Oracle <code>{oracle['name']}</code> "
+              f"(sha256 {oracle['sha256'][:12]})</summary>", "", "```python",
+              scrub(oracle["source"].rstrip()), "```", "", "</details>", "",
+              "Reproduce with bisector:", "", "```",
+              scrub(reproduce(d, req)), "```", "", "### Versions", "", "```",
+              scrub(versions(_facts(d), d["environment"])), "```"]
+    return "\n".join(lines) + "\n"
