@@ -8,8 +8,11 @@
    ``pip install`` of the same wheels; and the same inside a container of the runtime image.
 5. A one-file C change built in the builder container with the repository's ccache volume
    warm, vs its parent built from an empty volume.
+6. A lying oracle: right-culprit rate and oracle runs of plain bisection, majority-of-3 and the
+   noisy posterior search, over simulated hunts (BENCH_NOISY_HUNTS per setting).
 
-Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES.
+Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
+BENCH_NOISY_HUNTS.
 """
 
 from __future__ import annotations
@@ -333,6 +336,63 @@ def bench_builder_ccache(tmp: Path) -> None:
          f"{warm.duration_s / cold.duration_s:.3f}x ({describe_stats(warm.stats)})")
 
 
+# -- 6. a lying oracle ------------------------------------------------------------------------
+
+NoisyRow = dict[str, tuple[float, float]]
+
+
+def _noisy_setting(setting: tuple[int, float, int]) -> NoisyRow:
+    """Every strategy on one (n, wrong rate): the same culprits for all, each its own seeded
+    oracle. NOISY runs twice: at 0.99, and at the accuracy majority-of-3 actually reached (the
+    like-for-like cost comparison: same accuracy, fewer or more runs)."""
+    from bisector.core.simulate import Strategy, hunt
+
+    n, rate, hunts = setting
+    seed = n * 1000 + round(rate * 100)
+    culprits = random.Random(seed).choices(range(1, n), k=hunts)
+
+    def measure(strategy: Strategy, confidence: float = 0.99) -> tuple[float, float]:
+        rng = random.Random(seed + 1)
+        found = [hunt(strategy, n, c, rate, rng, confidence) for c in culprits]
+        right = sum(f == c for (f, _), c in zip(found, culprits, strict=True)) / hunts
+        return right, statistics.mean(runs for _, runs in found)
+
+    row = {s.value: measure(s) for s in Strategy}
+    row["noisy@maj3"] = measure(Strategy.NOISY, row["majority3"][0])
+    return row
+
+
+def bench_noisy() -> None:
+    """Section 6; runnable alone: ``python -c "from bench.run import bench_noisy; bench_noisy()"``.
+    Settings run in parallel processes (the search is pure Python and CPU-bound)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    hunts = int(os.environ.get("BENCH_NOISY_HUNTS", "1000"))
+    print(f"6. lying oracle: right-culprit rate / mean oracle runs, {hunts} hunts per setting")
+    settings = [(n, rate, hunts) for rate in (0.1, 0.2, 0.3) for n in (100, 1_000, 10_000)]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=min(len(settings), os.cpu_count() or 1)) as pool:
+        rows = list(pool.map(_noisy_setting, settings))
+    print(f"  {'n':>6} {'wrong':>5} | {'plain':>12} | {'majority-3':>12} | {'noisy@0.99':>12}"
+          f" | {'noisy@maj-3 accuracy':>20} | noisy@0.99 runs / maj-3 runs")
+    for (n, rate, _), row in zip(settings, rows, strict=True):
+        cells = [f"{row[k][0]:6.1%} {row[k][1]:5.1f}" for k in ("plain", "majority3", "noisy")]
+        same = row["noisy@maj3"]
+        print(f"  {n:>6} {rate:>5.0%} | " + " | ".join(cells) +
+              f" | {same[0]:6.1%} {same[1]:5.1f} ({same[1] / row['majority3'][1]:4.2f}x)"
+              f" | {row['noisy'][1] / row['majority3'][1]:.2f}x")
+    goal = min(row["noisy"][0] for (_, rate, _), row in zip(settings, rows, strict=True)
+               if rate == 0.2)
+    # A hunt count gives the rate only within sampling error: P(this few right | truly 99 %).
+    right = round(goal * hunts)
+    p_value = sum(math.comb(hunts, i) * 0.99**i * 0.01 ** (hunts - i) for i in range(right + 1))
+    verdict = "met" if goal >= 0.99 else ("within sampling error" if p_value > 0.05 else "NOT met")
+    line("goal: noisy >= 99 % right at 20 % wrong answers",
+         f"{verdict} (lowest {goal:.1%}; P(as low | 99 %) = {p_value:.2f})")
+    line("the noisy@maj-3 column: runs at majority-of-3's own accuracy (x: vs its runs)",
+         f"section took {time.perf_counter() - t0:.1f}s")
+
+
 def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
@@ -342,6 +402,7 @@ def main() -> None:
         bench_planning(tmp)
         bench_env(tmp)
         bench_builder_ccache(tmp)
+        bench_noisy()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
