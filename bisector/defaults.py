@@ -23,3 +23,9 @@ LEASE_BEAT_S = float(os.environ.get("BISECTOR_LEASE_BEAT_S", "30"))
 LEASE_STALE_S = float(os.environ.get("BISECTOR_LEASE_STALE_S", "600"))
 # An oracle's stdout and stderr keep at most this much (head and tail) on disk.
 OUTPUT_CAP = 64 * 2**20
+
+# Flaky oracles: the noisy search stops when the most likely culprit is this probable.
+NOISY_CONFIDENCE = 0.99
+# Each endpoint is run this many times to estimate a flaky oracle's error rates (when its
+# metadata gives none and no `repeats`).
+NOISY_ENDPOINT_RUNS = 3

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.config import Request, reproduce_command
-from bisector.report import tail
+from bisector.report import noisy_summary, tail
 from bisector.settings import cache_dir, data_dir
 
 _SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
@@ -154,6 +154,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         lines += [f"### bisector #{d['id']}: {d['state']}", "",
                   scrub(d["message"] or "no culprit was named")]
     lines.append("")
+    if (d["result"] or {}).get("noisy"):
+        lines += [noisy_summary(d["result"]["noisy"]) + ".", ""]
     pair = between(d)
     if pair:
         lo, hi = pair

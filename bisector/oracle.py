@@ -45,6 +45,18 @@ class OracleMeta:
     network: bool = False
     repeats: int = 1
     env: dict[str, str] = field(default_factory=dict)
+    # A flaky oracle is searched with a posterior over the culprit instead of plain bisection.
+    flaky: bool = False
+    false_positive: float | None = None  # P(reports regressed | it is not); None: estimated
+    false_negative: float | None = None  # P(reports fine | it is regressed); None: estimated
+    confidence: float = defaults.NOISY_CONFIDENCE
+    max_runs: int | None = None  # None: the noisy search's own cap for the range
+
+    @property
+    def noisy(self) -> bool:
+        """Searched as noisy: marked flaky, or asked to repeat runs (the same thing said the
+        old way)."""
+        return self.flaky or self.repeats > 1
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,7 @@ def _docstring_line(script: str) -> str:
 
 _KNOWN = {
     "description", "timeout", "on-timeout", "polarity", "needs-gpu", "network", "repeats", "env",
+    "flaky", "false-positive", "false-negative", "confidence", "max-runs",
 }
 
 
@@ -225,6 +238,24 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
         raise OracleError(f"{where}: [tool.bisector] env values must be strings")
     polarity = Polarity(pol)
+    rates = {}
+    for key in ("false-positive", "false-negative"):
+        if key in tool:
+            rate = float(typed(key, (int, float), 0.0))
+            if not 0 <= rate < 0.5:
+                raise OracleError(f"{where}: [tool.bisector] {key} must be a rate in [0, 0.5) "
+                                  f"(a wrong answer in 0.1 of runs is 0.1); an oracle wrong "
+                                  f"half the time or more says nothing")
+            rates[key] = rate
+    confidence = float(typed("confidence", (int, float), defaults.NOISY_CONFIDENCE))
+    if not 0.5 < confidence < 1:
+        raise OracleError(f"{where}: [tool.bisector] confidence must be between 0.5 and 1 "
+                          f"(exclusive), like 0.99")
+    max_runs = tool.get("max-runs")
+    if max_runs is not None and (not isinstance(max_runs, int) or isinstance(max_runs, bool)
+                                 or max_runs < 2):
+        raise OracleError(f"{where}: [tool.bisector] max-runs must be a whole number of oracle "
+                          f"runs, at least 2")
     return OracleMeta(
         description=typed("description", str, "") or _docstring_line(script),
         dependencies=tuple(deps),
@@ -236,6 +267,11 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
         network=typed("network", bool, False),
         repeats=repeats,
         env=dict(env),
+        flaky=typed("flaky", bool, False) or bool(rates),
+        false_positive=rates.get("false-positive"),
+        false_negative=rates.get("false-negative"),
+        confidence=confidence,
+        max_runs=max_runs,
     )
 
 

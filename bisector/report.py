@@ -203,6 +203,8 @@ def show_markdown(d: dict[str, Any]) -> str:
         f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)"
         + (f" in {d['rounds']} rounds of up to {d['jobs']} at once" if d["jobs"] > 1 else ""),
     ]
+    if (d["result"] or {}).get("noisy"):
+        lines.append(f"- {noisy_summary(d['result']['noisy'])}")
     builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
     # Only builds that ran for this bisection: a wheel found in the cache is not one.
     if builds:
@@ -240,6 +242,14 @@ def show_markdown(d: dict[str, Any]) -> str:
     if d["reproduce"]:
         lines += ["", "Reproduce with:", "```", d["reproduce"], "```"]
     return "\n".join(lines)
+
+
+def noisy_summary(noise: dict[str, Any]) -> str:
+    """One sentence on a flaky oracle's answer: how sure, from how many runs, at what rates."""
+    return (f"Flaky oracle: probability {noise['probability']:.4f} that this is the culprit "
+            f"(asked for {noise['confidence']}), from {noise['runs']} runs; false positives "
+            f"{noise['false_positive']:.3f}, false negatives {noise['false_negative']:.3f} "
+            f"({noise['rates']})")
 
 
 def tail(text: str, lines: int = 15) -> str:

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -114,6 +114,21 @@ class StoreRecorder:
         if not appended:
             raise LeaseLost(f"bisection {self.bisection_id} was taken over by another process; "
                             f"this one stops (its last run is stored as a verdict)")
+
+
+class SampleRecorder(StoreRecorder):
+    """A flaky oracle's recorder: every probe runs (a second run of a commit is the point, not
+    a waste), and every run is stored as a sample, never as the key's one reusable verdict."""
+
+    def begin(self, sha: str) -> RunRecord | None:
+        return None
+
+    def end(self, sha: str) -> None:
+        pass
+
+    def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
+               round_: int | None) -> None:
+        super().record(position, sha, replace(run, reusable=False), verdict, round_)
 
 
 class NullRecorder:

@@ -37,8 +37,9 @@ from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor
 from bisector.kinds import State
 from bisector.oracle import Oracle
+from bisector.run import noisy as noisy_search
 from bisector.run.lease import Lease
-from bisector.run.pipeline import Pipeline, StoreRecorder
+from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
 from bisector.store import bisections, durations, verdicts
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, RunRecord
@@ -95,9 +96,10 @@ class Runner:
         self.subject = subject
         self.lease = lease or Lease(store, record.id)
         self.key = verdicts.Key(record.oracle_sha256, record.env_fingerprint)
-        self.pipeline = Pipeline(source.obtain, executor, oracle, rules,
-                                 StoreRecorder(store, record.id, self.key, self.lease.me),
-                                 self.events)
+        # A flaky oracle's runs are samples: every probe runs and each run is kept.
+        recorder = (SampleRecorder if oracle.meta.noisy else StoreRecorder)(
+            store, record.id, self.key, self.lease.me)
+        self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
         self._seq = 0
 
     @property
@@ -112,6 +114,8 @@ class Runner:
         round_ = max(verdicts.last_round(self.store, rec.id), int(in_flight.get("round", 0)))
         ran = 0
         try:
+            if self.oracle.meta.noisy:
+                return noisy_search.run(self)
             while True:
                 if self.lease.lost.is_set():
                     raise LeaseLost(f"bisection {self.record.id} was taken over by another "
@@ -128,18 +132,18 @@ class Runner:
                     step = next_step(len(self.candidates), known, width=self.width,
                                      cost=self.source.cost if self.width == 1 else None)
                     if not isinstance(step, Probe):
-                        self._adopt(adopted, None)
-                        return Finished(self._finish(step), ran)
+                        self.adopt(adopted, None)
+                        return Finished(self.finish(step), ran)
                     positions = step.positions
                 round_ = max(round_, this_round)
-                self._adopt(adopted, this_round)
+                self.adopt(adopted, this_round)
                 if not bisections.set_in_flight(self.store, rec.id, me=self.lease.me,
                                                 round_=this_round, positions=positions):
                     raise LeaseLost(f"bisection {rec.id} was taken over by another process")
                 ran += 1
                 self.events.round_start(this_round, self.width,
                                         remaining_estimate(len(self.candidates), known))
-                self._dispatch(positions, this_round, known)
+                self.dispatch(positions, this_round, known)
         finally:
             self.lease.release()  # a no-op once finished: the owner is already cleared
 
@@ -159,7 +163,7 @@ class Runner:
                 own[pos] = v
         return own, adopted
 
-    def _adopt(self, adopted: list[tuple[verdicts.Adopted, str]], round_: int | None) -> None:
+    def adopt(self, adopted: list[tuple[verdicts.Adopted, str]], round_: int | None) -> None:
         """Log verdicts judged elsewhere as reused probes, labelled with the round they
         informed, so ``bisect log`` shows them."""
         if not verdicts.adopt(self.store, self.record.id, self.lease.me,
@@ -180,7 +184,7 @@ class Runner:
 
     # -- probes ----------------------------------------------------------------------------
 
-    def _dispatch(self, positions: tuple[int, ...], round_: int,
+    def dispatch(self, positions: tuple[int, ...], round_: int,
                   known: dict[int, Verdict]) -> None:
         left = remaining_estimate(len(self.candidates), known)
         eta = self.time_left(left)
@@ -217,7 +221,7 @@ class Runner:
 
     # -- the answer ------------------------------------------------------------------------
 
-    def _finish(self, step: Step) -> BisectionRecord:
+    def finish(self, step: Step) -> BisectionRecord:
         b, cands = self.record, self.candidates
         culprit = None
         if isinstance(step, Culprit):

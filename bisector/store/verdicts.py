@@ -55,6 +55,42 @@ def reusable(store: Store, key: Key, shas: Iterable[str]) -> dict[str, RunRecord
         return {v.commit_sha: _run(v) for v in rows if v.commit_sha in wanted}
 
 
+def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[RunRecord]]:
+    """Every run stored under ``key`` for these commits, oldest first, reusable or not.
+
+    A flaky oracle's runs are samples, not verdicts: each one is kept (never reusable, so the
+    one-verdict-per-key index is untouched) and every later bisection reads them all back as
+    evidence, which is how reuse and resume work for noisy searches."""
+    wanted = set(shas)
+    q = (select(m.VerdictRow)
+         .where(m.VerdictRow.oracle_sha256 == key.oracle_sha256,
+                m.VerdictRow.env_fingerprint == key.env_fingerprint)
+         .order_by(m.VerdictRow.id))
+    if len(wanted) <= 100:
+        q = q.where(m.VerdictRow.commit_sha.in_(wanted))
+    out: dict[str, list[RunRecord]] = {}
+    with store.session() as s:
+        for v in s.scalars(q):
+            if v.commit_sha in wanted:
+                out.setdefault(v.commit_sha, []).append(_run(v))
+    return out
+
+
+def logged_runs(store: Store, bisection_id: int) -> set[int]:
+    """Ids of the runs this bisection's probes point at (its own and adopted ones)."""
+    with store.session() as s:
+        return {int(r) for r in s.scalars(select(m.Probe.verdict_id)
+                                          .where(m.Probe.bisection_id == bisection_id))}
+
+
+def paid_runs(store: Store, bisection_id: int) -> int:
+    """How many oracle runs this bisection paid for (reused ones are free)."""
+    with store.session() as s:
+        return int(s.scalar(select(func.count()).select_from(m.Probe)
+                            .where(m.Probe.bisection_id == bisection_id,
+                                   m.Probe.reused.is_(False))) or 0)
+
+
 def probed_positions(store: Store, bisection_id: int) -> dict[int, str]:
     """position -> verdict of this bisection's own probes (paid for or adopted)."""
     with store.session() as s:

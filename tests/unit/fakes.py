@@ -152,7 +152,7 @@ def new_bisection(store: Store, candidates: list[str], *, owner: str | None = No
 def make_runner(store: Store, bisection_id: int, candidates: list[str], executor: FakeExecutor,
                 *, source: FakeSource | None = None, width: int = 1,
                 gpus: bool = True, rules: Rules | None = None,
-                lease: Lease | None = None) -> Runner:
+                lease: Lease | None = None, oracle: Oracle = ORACLE) -> Runner:
     slots: list[str | None] = [str(i) for i in range(width)] if gpus else [None] * width
-    return Runner(store, bisections.get(store, bisection_id), candidates, ORACLE,
+    return Runner(store, bisections.get(store, bisection_id), candidates, oracle,
                   rules or Rules(), source or FakeSource(), executor, slots=slots, lease=lease)

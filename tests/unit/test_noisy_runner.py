@@ -1,0 +1,119 @@
+"""The runner with a flaky oracle: a fake executor that lies at a set rate (seeded), a real
+SQLite store. Each run is stored as a sample; later bisections and resumes start from them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from bisector.core.verdict import Outcome
+from bisector.errors import EndpointError
+from bisector.kinds import State
+from bisector.oracle import Oracle
+from bisector.store import bisections
+from bisector.store.db import Store
+from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
+
+FLAKY = replace(ORACLE, content=b"# flaky\nraise SystemExit(0)\n",
+                meta=replace(ORACLE.meta, flaky=True))
+
+
+def liar(cands: list[str], culprit: int, rate: float, seed: int, **kw: object) -> FakeExecutor:
+    rng = random.Random(seed)
+
+    def outcome(pos: int) -> Outcome:
+        bad = pos >= culprit
+        if rng.random() < rate:
+            bad = not bad
+        return Outcome.FAIL if bad else Outcome.PASS
+
+    return FakeExecutor(cands, culprit, outcome=outcome, **kw)  # type: ignore[arg-type]
+
+
+def _runs(store: Store) -> list[tuple[str, bool]]:
+    from sqlalchemy import select
+
+    from bisector.store import models as m
+    with store.session() as s:
+        return [(r.commit_sha, r.reusable) for r in s.scalars(select(m.VerdictRow))]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lying_oracle_still_names_the_culprit(store: Store, seed: int) -> None:
+    cands = shas(200)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = liar(cands, 123, 0.2, seed)
+    rec = make_runner(store, bid, cands, ex, oracle=FLAKY).run().record
+    assert rec.state is State.DONE and rec.culprit_sha == cands[123]
+    noise = rec.result["noisy"]
+    assert noise["probability"] >= 0.99 and noise["runs"] == len(ex.calls)
+    # Every run is a stored sample, none the key's reusable verdict; one probe per run.
+    runs = _runs(store)
+    assert len(runs) == len(ex.calls) and not any(reusable for _, reusable in runs)
+    assert len(bisections.candidates(store, bid)) == 200
+    # Plain bisection would have needed ~8 runs; a flaky oracle costs more, but not unbounded.
+    assert len(ex.calls) < 150
+
+
+def test_a_second_bisection_starts_from_the_stored_samples(store: Store) -> None:
+    cands = shas(100)
+    first = new_bisection(store, cands, oracle=FLAKY)
+    ex1 = liar(cands, 40, 0.2, 7)
+    make_runner(store, first, cands, ex1, oracle=FLAKY).run()
+    second = new_bisection(store, cands, oracle=FLAKY)
+    ex2 = liar(cands, 40, 0.2, 8)
+    rec = make_runner(store, second, cands, ex2, oracle=FLAKY).run().record
+    assert rec.culprit_sha == cands[40]
+    assert len(ex2.calls) == 0  # the evidence already reached the confidence
+
+
+def test_interrupted_then_resumed_keeps_every_run(store: Store) -> None:
+    cands = shas(120)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+
+    def stop_at_20(index: int, commit: str) -> None:
+        if index == 20:
+            raise KeyboardInterrupt
+
+    ex = liar(cands, 77, 0.15, 4, hook=stop_at_20)
+    with pytest.raises(KeyboardInterrupt):
+        make_runner(store, bid, cands, ex, oracle=FLAKY).run()
+    kept = len(_runs(store))
+    assert kept == 19  # the 20th was interrupted: not recorded, run again on resume
+    ex2 = liar(cands, 77, 0.15, 5)
+    rec = make_runner(store, bid, cands, ex2, oracle=FLAKY).run().record
+    assert rec.culprit_sha == cands[77]
+    assert rec.result["noisy"]["runs"] == kept + len(ex2.calls)
+
+
+def test_two_slots_probe_two_distinct_commits_a_round(store: Store) -> None:
+    cands = shas(300)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = liar(cands, 201, 0.1, 11, sleep_s=0.01)
+    rec = make_runner(store, bid, cands, ex, oracle=FLAKY, width=2).run().record
+    assert rec.culprit_sha == cands[201]
+    assert {c.gpu for c in ex.calls} == {"0", "1"}
+
+
+def test_a_good_endpoint_that_is_bad_stops_after_a_fair_vote(store: Store) -> None:
+    cands = shas(50)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = liar(cands, 0, 0.1, 3)  # the bug is older than the range
+    with pytest.raises(EndpointError, match="already bad"):
+        make_runner(store, bid, cands, ex, oracle=FLAKY).run()
+    at_good = [c for c in ex.calls if c.commit == cands[0]]
+    assert len(at_good) >= 3
+
+
+def test_the_run_cap_gives_the_most_likely_commits_not_a_culprit(store: Store) -> None:
+    capped: Oracle = replace(FLAKY, content=b"# capped\n",
+                             meta=replace(FLAKY.meta, max_runs=6))
+    cands = shas(500)
+    bid = new_bisection(store, cands, oracle=capped)
+    ex = liar(cands, 321, 0.3, 9)
+    rec = make_runner(store, bid, cands, ex, oracle=capped).run().record
+    assert rec.state is State.AMBIGUOUS and rec.culprit_sha is None
+    assert rec.result["suspects"] and "most likely" in (rec.message or "")
+    assert rec.result["noisy"]["probability"] < 0.99
