@@ -77,7 +77,8 @@ def runner(store: Store, bisection_id: int, events: Events | None = None) -> Run
             return ""
 
     return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
-                  slots=cfg.slots(), events=events, subject=subject)
+                  slots=cfg.slots(), events=events, subject=subject,
+                  confirm=cfg.request.confirm)
 
 
 def run(store: Store, bisection_id: int, events: Events | None = None) -> Finished:

@@ -62,6 +62,7 @@ class Request:
     build_env: tuple[str, ...] = ()
     jobs: int | None = None  # None: one per GPU of --gpus, else defaults.JOBS
     build_jobs: int = defaults.BUILD_JOBS
+    confirm: bool = True  # re-run the culprit, its parent and its revert before answering
 
     @property
     def gpu_list(self) -> tuple[str, ...]:

@@ -218,3 +218,25 @@ def github_slug(repo: git.Repo) -> str | None:
         return None
     m = re.search(r"github\.com[:/]([^/]+/[^/]+?)(?:\.git)?$", url)
     return m.group(1) if m else None
+
+
+def revert_commit(repo: git.Repo, culprit: str, onto: str) -> str | None:
+    """A commit that reverts ``culprit`` on top of ``onto``, or None when it does not apply
+    cleanly. Made with plumbing only (``merge-tree --write-tree`` and ``commit-tree``): no
+    branch moves and the working tree is never touched; the new commit object is unreferenced,
+    so ``git gc`` drops it in time. A merge culprit is reverted against its first parent, as
+    ``git revert -m 1`` does."""
+    try:
+        parent = repo.git.rev_parse(f"{culprit}^1")
+        out = repo.git.merge_tree("--write-tree", f"--merge-base={culprit}", onto, parent)
+    except git.GitCommandError:
+        return None  # conflicts (exit 1), a root commit, or a git too old for --write-tree
+    tree = out.splitlines()[0].strip()
+    subject = printable(str(repo.commit(culprit).message).splitlines()[0] if
+                        repo.commit(culprit).message else "")
+    ident = {"GIT_AUTHOR_NAME": "bisector", "GIT_AUTHOR_EMAIL": "bisector@localhost",
+             "GIT_COMMITTER_NAME": "bisector", "GIT_COMMITTER_EMAIL": "bisector@localhost"}
+    with repo.git.custom_environment(**ident):
+        sha: str = repo.git.commit_tree(tree, "-p", onto, "-m", f'Revert "{subject}"', "-m",
+                                        f"This reverts commit {culprit}.")
+    return sha.strip()

@@ -205,6 +205,8 @@ def show_markdown(d: dict[str, Any]) -> str:
     ]
     if (d["result"] or {}).get("noisy"):
         lines.append(f"- {noisy_summary(d['result']['noisy'])}")
+    if (d["result"] or {}).get("confirmation"):
+        lines.append(f"- {confirmation_summary(d['result']['confirmation'], old, new)}")
     builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
     # Only builds that ran for this bisection: a wheel found in the cache is not one.
     if builds:
@@ -250,6 +252,23 @@ def noisy_summary(noise: dict[str, Any]) -> str:
             f"(asked for {noise['confidence']}), from {noise['runs']} runs; false positives "
             f"{noise['false_positive']:.3f}, false negatives {noise['false_negative']:.3f} "
             f"({noise['rates']})")
+
+
+def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
+    """One sentence: did the culprit hold up on fresh runs, and did its revert fix it."""
+    names = {"good": old, "bad": new, "skip": "skip"}
+
+    def said(runs: list[dict[str, Any]]) -> str:
+        return ", ".join(names.get(r["verdict"], r["verdict"]) for r in runs)
+
+    text = (f"Confirmation: {c['status']} (culprit again: {said(c['culprit'])}; parent "
+            f"again: {said(c['parent'])}; ")
+    rv = c.get("revert") or {}
+    if rv.get("applied"):
+        text += f"its revert on the {new} endpoint: {said(rv['runs'])})"
+    else:
+        text += "no clean revert onto the bad endpoint)"
+    return text
 
 
 def tail(text: str, lines: int = 15) -> str:

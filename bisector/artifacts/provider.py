@@ -316,8 +316,24 @@ class Provider:
         return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest,
                                     sha256=digest), row, fresh=True)
 
-    def _overlay(self, pos: int, base: int) -> Obtained | None:
-        sha = self.candidates[pos]
+    def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
+        """A commit outside the candidates (the culprit's revert on the bad endpoint): from
+        the cache, as an overlay on the wheel that served ``near`` when only Python files
+        differ, else built from source."""
+        row = self._existing(self._source_key(sha))
+        if row is not None:
+            return self._answer(row)
+        base = self.overlay_base(near)
+        if base is None and (near in self.prebuilts or near == self.installed_pos):
+            base = near
+        if base is not None:
+            got = self._overlay(base, base, sha=sha)
+            if got is not None:
+                return got
+        return self._build(near, sha=sha)
+
+    def _overlay(self, pos: int, base: int, sha: str | None = None) -> Obtained | None:
+        sha = sha or self.candidates[pos]
         if base == self.installed_pos and self.installed is not None:
             got = self._installed()
             base_sha = self.installed.commit
@@ -347,8 +363,8 @@ class Provider:
                                     overlay=path, extra=base_inst.extra,
                                     sha256=base_inst.sha256), row, fresh=True)
 
-    def _build(self, pos: int) -> Obtained | Unobtainable:
-        sha = self.candidates[pos]
+    def _build(self, pos: int, sha: str | None = None) -> Obtained | Unobtainable:
+        sha = sha or self.candidates[pos]
         builder = self.recipe.builder
         key, settings = build_key(self.profile, sha, self.recipe.python, builder)
         where = "in the builder container" if builder and builder.where == "docker" \

@@ -57,6 +57,9 @@ RANGE_OPTIONS = [
                  "GPU of --gpus, else 1). Each round the search picks that many split points."),
     click.option("--build-jobs", type=int, default=defaults.BUILD_JOBS, show_default=True,
                  help="Source builds at once."),
+    click.option("--confirm/--no-confirm", default=True, show_default=True,
+                 help="Before answering, run the culprit and its parent again and, where "
+                 "git revert applies cleanly onto --bad, the revert (expected good)."),
     click.option("--memory", default=defaults.MEMORY, show_default=True,
                  help="Memory limit of each oracle container."),
     click.option("--pids", default=defaults.PIDS, show_default=True,

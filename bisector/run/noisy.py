@@ -22,6 +22,7 @@ from bisector.core import noisy
 from bisector.core.search import Problem, Stop, Verdict
 from bisector.errors import LeaseLost
 from bisector.kinds import State
+from bisector.run import confirm
 from bisector.store import bisections, verdicts
 from bisector.store.records import BisectionRecord
 
@@ -161,6 +162,9 @@ def _finish(runner: Runner, step: noisy.Culprit | noisy.GiveUp, post: noisy.Post
         state, culprit, message = State.DONE, cands[step.position], None
         result: dict[str, object] = {"kind": "culprit", "position": step.position,
                                      "noisy": noise}
+        if runner.confirm:
+            result["confirmation"] = checked = confirm.confirm(runner, step.position)
+            message = confirm.warning(checked)
     else:
         state, culprit = State.AMBIGUOUS, None
         ranked = post.most_likely(SUSPECTS_MAX, runner.oracle.meta.confidence)

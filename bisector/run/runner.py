@@ -37,6 +37,7 @@ from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor
 from bisector.kinds import State
 from bisector.oracle import Oracle
+from bisector.run import confirm
 from bisector.run import noisy as noisy_search
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
@@ -50,6 +51,9 @@ class Source(Protocol):
 
     def obtain(self, pos: int) -> Obtained | Unobtainable: ...
     def cost(self, pos: int) -> int: ...
+    def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
+        """A commit outside the candidates (a culprit's revert), obtained like ``near``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class Runner:
         events: Events | None = None,
         subject: Callable[[str], str] = lambda _sha: "",
         lease: Lease | None = None,
+        confirm: bool = False,
     ) -> None:
         self.store, self.record, self.candidates = store, record, candidates
         self.oracle, self.rules, self.source = oracle, rules, source
@@ -101,6 +106,7 @@ class Runner:
             store, record.id, self.key, self.lease.me)
         self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
         self._seq = 0
+        self.confirm = confirm
 
     @property
     def width(self) -> int:
@@ -228,6 +234,9 @@ class Runner:
             state, culprit = State.DONE, cands[step.position]
             result: dict[str, object] = {"kind": "culprit", "position": step.position}
             message = None
+            if self.confirm:
+                result["confirmation"] = checked = confirm.confirm(self, step.position)
+                message = confirm.warning(checked)
         elif isinstance(step, Window):
             state = State.AMBIGUOUS
             result = {"kind": "window", "suspects": cands[step.first:step.last + 1]}
@@ -246,6 +255,10 @@ class Runner:
         if isinstance(step, Stop):
             raise EndpointError(message or "")
         return bisections.get(self.store, b.id)
+
+    def revert(self, culprit: str, onto: str) -> str | None:
+        """The culprit's revert on the bad endpoint, made in the clone (None: not clean)."""
+        return confirm.make_revert(self.record.repo_path, culprit, onto)
 
     def stop_message(self, step: Stop) -> str:
         b = self.record

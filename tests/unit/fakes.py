@@ -49,6 +49,9 @@ class FakeSource:
     def cost(self, pos: int) -> int:
         return 0
 
+    def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
+        return Obtained(Installable(f"key-{sha}", "fake"), None)
+
 
 @dataclass
 class Call:
