@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.config import Request, reproduce_command
-from bisector.report import confirmation_summary, noisy_summary, tail
+from bisector.report import confirmation_summary, noisy_summary, perf_table, tail
 from bisector.settings import cache_dir, data_dir
 
 _SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
@@ -158,6 +158,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         lines += [noisy_summary(d["result"]["noisy"]) + ".", ""]
     if (d["result"] or {}).get("confirmation"):
         lines += [confirmation_summary(d["result"]["confirmation"], old, new) + ".", ""]
+    if (d["result"] or {}).get("perf"):
+        lines += [*perf_table(d["result"]["perf"], old, new), ""]
     pair = between(d)
     if pair:
         lo, hi = pair

@@ -51,6 +51,18 @@ class OracleMeta:
     false_negative: float | None = None  # P(reports fine | it is regressed); None: estimated
     confidence: float = defaults.NOISY_CONFIDENCE
     max_runs: int | None = None  # None: the noisy search's own cap for the range
+    # A performance oracle: samples in a BISECTOR_RESULT line, bad when worse than the good
+    # endpoint's by more than this fraction (``threshold = "5%"``).
+    threshold: float | None = None
+
+    @property
+    def performance(self) -> bool:
+        return self.threshold is not None
+
+    @property
+    def sampled(self) -> bool:
+        """Runs are samples (every probe runs, each run kept), not one reusable verdict."""
+        return self.noisy or self.performance
 
     @property
     def noisy(self) -> bool:
@@ -176,7 +188,7 @@ def _docstring_line(script: str) -> str:
 
 _KNOWN = {
     "description", "timeout", "on-timeout", "polarity", "needs-gpu", "network", "repeats", "env",
-    "flaky", "false-positive", "false-negative", "confidence", "max-runs",
+    "flaky", "false-positive", "false-negative", "confidence", "max-runs", "threshold",
 }
 
 
@@ -256,6 +268,21 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
                                  or max_runs < 2):
         raise OracleError(f"{where}: [tool.bisector] max-runs must be a whole number of oracle "
                           f"runs, at least 2")
+    threshold = None
+    if "threshold" in tool:
+        from bisector.core.perf import parse_threshold
+
+        raw = tool["threshold"]
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+            raise OracleError(f"{where}: [tool.bisector] threshold must be like \"5%\"")
+        try:
+            threshold = parse_threshold(raw)
+        except ValueError as e:
+            raise OracleError(f"{where}: [tool.bisector] {e}") from None
+        if tool.get("flaky"):
+            raise OracleError(f"{where}: [tool.bisector] a performance oracle (threshold) is "
+                              f"already judged by statistics over repeated runs: drop "
+                              f"flaky = true")
     return OracleMeta(
         description=typed("description", str, "") or _docstring_line(script),
         dependencies=tuple(deps),
@@ -272,6 +299,7 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
         false_negative=rates.get("false-negative"),
         confidence=confidence,
         max_runs=max_runs,
+        threshold=threshold,
     )
 
 

@@ -207,6 +207,8 @@ def show_markdown(d: dict[str, Any]) -> str:
         lines.append(f"- {noisy_summary(d['result']['noisy'])}")
     if (d["result"] or {}).get("confirmation"):
         lines.append(f"- {confirmation_summary(d['result']['confirmation'], old, new)}")
+    if (d["result"] or {}).get("perf"):
+        lines += ["", *perf_table(d["result"]["perf"], old, new)]
     builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
     # Only builds that ran for this bisection: a wheel found in the cache is not one.
     if builds:
@@ -269,6 +271,23 @@ def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
     else:
         text += "no clean revert onto the bad endpoint)"
     return text
+
+
+def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
+    """Medians and the relative change of every judged commit against the good endpoint."""
+    unit = pf.get("unit") or ""
+    out = [f"Performance: {old} endpoint median {pf['baseline_median']:.4g} {unit} "
+           f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = worse by more than "
+           f"{100 * pf['threshold']:.3g} % (Mann-Whitney U, one-sided)", "",
+           "| commit | runs | median | change | verdict | p |", "|---|---|---|---|---|---|"]
+    for row in sorted(pf["commits"], key=lambda r: r["position"]):
+        change = "" if row["change"] is None else f"{100 * row['change']:+.1f} %"
+        med = "" if row["median"] is None else f"{row['median']:.4g} {unit}"
+        p = "" if row["p_value"] is None else f"{row['p_value']:.2g}"
+        verdict = {"good": old, "bad": new}.get(row["verdict"], row["verdict"])
+        out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {med} | {change} | {verdict} "
+                   f"| {p} |")
+    return out
 
 
 def tail(text: str, lines: int = 15) -> str:

@@ -22,8 +22,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
-
 RESULT_PREFIX = "BISECTOR_RESULT"
 """The first token of the one stdout line a performance oracle prints per run."""
 
@@ -37,7 +35,10 @@ FIRST_RUNS = 1
 DEFAULT_MAX_RUNS = 8
 """Cap on oracle runs per commit; run counts double from :data:`FIRST_RUNS` up to it."""
 
-_ALLOWED_KEYS = frozenset({"samples", "unit", "direction"})
+# Keys a result line may carry for people (the bundled template prints them); anything else is
+# most likely a typo of a key that matters ("directon") and is refused.
+_INFO_KEYS = frozenset({"metric", "median", "mean", "device", "warmup", "torch", "note"})
+_ALLOWED_KEYS = frozenset({"samples", "unit", "direction"}) | _INFO_KEYS
 _SHOWN = 60  # characters of a bad value quoted in an error: messages stay one short line
 
 
@@ -193,7 +194,7 @@ def parse_threshold(text: str | float) -> float:
     return fraction
 
 
-def _median(values: Sequence[float]) -> float:
+def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     middle = len(ordered) // 2
     if len(ordered) % 2:
@@ -202,7 +203,11 @@ def _median(values: Sequence[float]) -> float:
 
 
 def _p(x: Sequence[float], y: Sequence[float], alternative: str) -> float:
-    """One-sided Mann–Whitney p-value; a degenerate test (all ranks tied) counts as 1.0."""
+    """One-sided Mann–Whitney p-value; a degenerate test (all ranks tied) counts as 1.0.
+
+    scipy is imported here, not at module level: only performance oracles need it."""
+    from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
+
     p = float(mannwhitneyu(x, y, alternative=alternative).pvalue)
     return p if math.isfinite(p) else 1.0
 
@@ -254,7 +259,7 @@ def compare(
         verdict, p_value = PerfVerdict.GOOD, p_better
     else:
         verdict, p_value = PerfVerdict.UNDECIDED, min(p_worse, p_better)
-    median_baseline, median_candidate = _median(baseline), _median(candidate)
+    median_baseline, median_candidate = median(baseline), median(candidate)
     change = (median_candidate - median_baseline) / median_baseline
     return Comparison(
         verdict=verdict,

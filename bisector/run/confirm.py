@@ -14,6 +14,7 @@ the result.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ from bisector.store.records import NewRun, RunRecord
 
 if TYPE_CHECKING:
     from bisector.run.runner import Runner
+
+
+CONFIRM_PERF_RUNS = 3  # a performance oracle's fresh runs of each confirmed commit
 
 
 class Confirmation(enum.StrEnum):
@@ -39,6 +43,7 @@ class _Keep:
     def __init__(self, runner: Runner) -> None:
         self.store, self.key = runner.store, runner.key
         self.seen: list[tuple[int, str, str]] = []  # (run id, verdict, reason)
+        self.facts: list[dict[str, Any]] = []
 
     def begin(self, sha: str) -> RunRecord | None:
         return None  # a confirmation is a fresh run, never a reused verdict
@@ -54,24 +59,33 @@ class _Keep:
                round_: int | None) -> None:
         run_id = verdicts.save_run(self.store, self.key, replace(run, reusable=False))
         self.seen.append((run_id, verdict.value, run.reason))
+        self.facts.append(run.facts)
 
 
 def runs_each(runner: Runner) -> int:
-    """Once for a deterministic oracle; a flaky one gets a vote (its endpoint runs)."""
+    """Once for a deterministic oracle; a flaky one gets a vote (its endpoint runs), a
+    performance one enough samples for the rank test."""
     meta = runner.oracle.meta
+    if meta.performance:
+        return CONFIRM_PERF_RUNS
     if not meta.noisy:
         return 1
     return meta.repeats if meta.repeats > 1 else defaults.NOISY_ENDPOINT_RUNS
 
 
-def _runs(runner: Runner, obtain: Any, position: int, sha: str, times: int
-          ) -> list[tuple[int, str, str]]:
+Judge = Callable[[list[dict[str, Any]]], str]
+
+
+def _runs(runner: Runner, obtain: Any, position: int, sha: str, times: int,
+          judge: Judge | None) -> tuple[list[tuple[int, str, str]], str]:
+    """``times`` fresh runs of ``sha``: each (run id, verdict, reason), and the group's
+    verdict (``judge`` over their facts, else the majority of their verdicts)."""
     keep = _Keep(runner)
     pipe = Pipeline(obtain, runner.pipeline.executor, runner.oracle, runner.rules, keep,
                     runner.events)
     for _ in range(times):
         pipe.probe(position, sha, gpu=runner.slots[0])
-    return keep.seen
+    return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
 
 
 def _majority(seen: list[tuple[int, str, str]]) -> str:
@@ -85,19 +99,25 @@ def _majority(seen: list[tuple[int, str, str]]) -> str:
     return Verdict.BAD.value if 2 * bad > len(votes) else Verdict.GOOD.value
 
 
-def confirm(runner: Runner, position: int) -> dict[str, Any]:
-    """Re-run the culprit at ``position`` and its parent, then the revert; the summary."""
+def confirm(runner: Runner, position: int, judge: Judge | None = None) -> dict[str, Any]:
+    """Re-run the culprit at ``position`` and its parent, then the revert; the summary.
+
+    ``judge`` decides a group of runs from their facts (a performance oracle's samples
+    against the baseline); without it the group's majority verdict counts."""
     cands, times = runner.candidates, runs_each(runner)
     runner.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
-    culprit = _runs(runner, runner.source.obtain, position, cands[position], times)
-    parent = _runs(runner, runner.source.obtain, position - 1, cands[position - 1], times)
+    culprit, said_culprit = _runs(runner, runner.source.obtain, position, cands[position],
+                                  times, judge)
+    parent, said_parent = _runs(runner, runner.source.obtain, position - 1,
+                                cands[position - 1], times, judge)
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],
+        "culprit_verdict": said_culprit, "parent_verdict": said_parent,
     }
     status = Confirmation.CONFIRMED
-    if _majority(culprit) != Verdict.BAD.value or _majority(parent) != Verdict.GOOD.value:
+    if said_culprit != Verdict.BAD.value or said_parent != Verdict.GOOD.value:
         status = Confirmation.NOT_REPRODUCIBLE
     revert = runner.revert(cands[position], cands[-1])
     if revert is None:
@@ -106,9 +126,8 @@ def confirm(runner: Runner, position: int) -> dict[str, Any]:
                                    "bad endpoint (or the repository is not here)"}
     else:
         n = len(cands)
-        seen = _runs(runner, lambda _pos: runner.source.obtain_commit(revert, n - 1), n - 1,
-                     revert, times)
-        verdict = _majority(seen)
+        seen, verdict = _runs(runner, lambda _pos: runner.source.obtain_commit(revert, n - 1),
+                              n - 1, revert, times, judge)
         out["revert"] = {"applied": True, "sha": revert, "verdict": verdict,
                          "runs": [{"run": r, "verdict": v, "reason": why}
                                   for r, v, why in seen]}

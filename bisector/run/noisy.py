@@ -62,7 +62,7 @@ def gather(runner: Runner) -> tuple[Evidence, list[tuple[verdicts.Adopted, str]]
     skips: dict[int, int] = {}
     adopted = []
     found = verdicts.samples(runner.store, runner.key, runner.candidates)
-    runs = sorted((run for rs in found.values() for run in rs), key=lambda r: r.id)
+    runs = sorted((x.run for xs in found.values() for x in xs), key=lambda r: r.id)
     for run in runs:
         p = pos[run.commit_sha]
         v = runner.rules.judge(run.outcome)

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from bisector import cancel
 from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.core import perf
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Rules
 from bisector.errors import LeaseLost
@@ -198,6 +199,8 @@ class Pipeline:
                                     run_dir=run_dir, gpu=gpu)
             artifact_id = got.artifact.id if got.artifact else None
             obtained = got
+        if self.oracle.meta.performance and run.outcome is not Outcome.SKIP:
+            run = with_samples(run)
         # The probe's whole wall time (obtaining and installing included, which the oracle's
         # own duration leaves out): what the estimate of a run's time left is made of.
         facts = {**run.facts, "artifact_fresh": got.fresh,
@@ -215,3 +218,27 @@ class Pipeline:
         seconds = time.monotonic() - t0
         self.events.probe_done(position, sha, verdict, run.reason, seconds, False)
         return ProbeResult(position, sha, verdict, run, seconds, obtained)
+
+
+RESULT_READ = 2**20  # the result line is the last line: the last MiB of stdout holds it
+
+
+def with_samples(run: RunResult) -> RunResult:
+    """A performance oracle's run with its samples in ``facts["perf"]``; a run whose
+    BISECTOR_RESULT line is missing or malformed is a skip saying so (never a verdict)."""
+    text = run.output_tail
+    if run.stdout_path is not None and run.stdout_path.is_file():
+        with run.stdout_path.open("rb") as f:
+            f.seek(max(0, f.seek(0, 2) - RESULT_READ))
+            text = f.read().decode("utf-8", "replace")
+    try:
+        result = perf.parse_result(text)
+    except ValueError as e:
+        return replace(run, outcome=Outcome.SKIP, reason=f"performance result: {e}",
+                       reusable=False)
+    if result is None:
+        return replace(run, outcome=Outcome.SKIP, reusable=False,
+                       reason="the performance oracle printed no BISECTOR_RESULT line")
+    return replace(run, facts={**run.facts, "perf": {
+        "samples": list(result.samples), "unit": result.unit,
+        "direction": result.direction.value}})

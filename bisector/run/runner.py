@@ -16,7 +16,7 @@ import queue
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from bisector import cancel
 from bisector.artifacts.provider import Obtained, Unobtainable
@@ -37,7 +37,7 @@ from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor
 from bisector.kinds import State
 from bisector.oracle import Oracle
-from bisector.run import confirm
+from bisector.run import confirm, perf_search
 from bisector.run import noisy as noisy_search
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
@@ -102,11 +102,14 @@ class Runner:
         self.lease = lease or Lease(store, record.id)
         self.key = verdicts.Key(record.oracle_sha256, record.env_fingerprint)
         # A flaky oracle's runs are samples: every probe runs and each run is kept.
-        recorder = (SampleRecorder if oracle.meta.noisy else StoreRecorder)(
+        recorder = (SampleRecorder if oracle.meta.sampled else StoreRecorder)(
             store, record.id, self.key, self.lease.me)
         self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
         self._seq = 0
         self.confirm = confirm
+        # How a group of confirmation runs is judged (their facts in, a verdict out); None:
+        # by the majority of their own verdicts. A performance search sets it.
+        self.judge_runs: Callable[[list[dict[str, Any]]], str] | None = None
 
     @property
     def width(self) -> int:
@@ -120,6 +123,8 @@ class Runner:
         round_ = max(verdicts.last_round(self.store, rec.id), int(in_flight.get("round", 0)))
         ran = 0
         try:
+            if self.oracle.meta.performance:
+                return perf_search.run(self)
             if self.oracle.meta.noisy:
                 return noisy_search.run(self)
             while True:
@@ -227,7 +232,7 @@ class Runner:
 
     # -- the answer ------------------------------------------------------------------------
 
-    def finish(self, step: Step) -> BisectionRecord:
+    def finish(self, step: Step, extra: dict[str, object] | None = None) -> BisectionRecord:
         b, cands = self.record, self.candidates
         culprit = None
         if isinstance(step, Culprit):
@@ -235,7 +240,8 @@ class Runner:
             result: dict[str, object] = {"kind": "culprit", "position": step.position}
             message = None
             if self.confirm:
-                result["confirmation"] = checked = confirm.confirm(self, step.position)
+                result["confirmation"] = checked = confirm.confirm(self, step.position,
+                                                                   self.judge_runs)
                 message = confirm.warning(checked)
         elif isinstance(step, Window):
             state = State.AMBIGUOUS
@@ -247,6 +253,7 @@ class Runner:
             state = State.FAILED
             result = {"kind": "stop", "problem": step.problem.value, "position": step.position}
             message = self.stop_message(step)
+        result.update(extra or {})
         if not bisections.finish(self.store, b.id, me=self.lease.me, state=state,
                                  result=result, culprit_sha=culprit, message=message):
             raise LeaseLost(f"bisection {b.id} was taken over by another process before it "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
@@ -55,7 +56,16 @@ def reusable(store: Store, key: Key, shas: Iterable[str]) -> dict[str, RunRecord
         return {v.commit_sha: _run(v) for v in rows if v.commit_sha in wanted}
 
 
-def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[RunRecord]]:
+@dataclass(frozen=True)
+class Sample:
+    """One stored run of a sampled oracle, with the facts it recorded (a performance oracle's
+    samples are in ``facts["perf"]``)."""
+
+    run: RunRecord
+    facts: dict[str, Any]
+
+
+def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[Sample]]:
     """Every run stored under ``key`` for these commits, oldest first, reusable or not.
 
     A flaky oracle's runs are samples, not verdicts: each one is kept (never reusable, so the
@@ -68,11 +78,11 @@ def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[RunRe
          .order_by(m.VerdictRow.id))
     if len(wanted) <= 100:
         q = q.where(m.VerdictRow.commit_sha.in_(wanted))
-    out: dict[str, list[RunRecord]] = {}
+    out: dict[str, list[Sample]] = {}
     with store.session() as s:
         for v in s.scalars(q):
             if v.commit_sha in wanted:
-                out.setdefault(v.commit_sha, []).append(_run(v))
+                out.setdefault(v.commit_sha, []).append(Sample(_run(v), dict(v.facts or {})))
     return out
 
 
