@@ -11,9 +11,11 @@ It compiles the workload, warms it up, then times ``SAMPLES`` runs (CUDA events 
 
     BISECTOR_RESULT {"metric": "...", "unit": "ms", "samples": [...], "median": ...}
 
-bisector stores the line with the verdict. Deciding on noisy numbers is done by bisector's
-statistics (a later feature); meanwhile the exit code follows ``BISECTOR_PERF_MAX_MS``: when set,
-exit 1 if the median exceeds it, else 0. Exit 125 when the environment cannot run the workload.
+Add ``threshold = "5%"`` to ``[tool.bisector]`` (in a copy) and bisector judges each commit by
+its samples against the good endpoint's (Mann–Whitney U, sampling more until it decides; see
+the README's "Performance oracles"). Without a threshold the exit code decides, following
+``BISECTOR_PERF_MAX_MS``: when set, exit 1 if the median exceeds it, else 0. Exit 125 when the
+environment cannot run the workload.
 """
 
 import json
