@@ -8,6 +8,7 @@ the :class:`~bisector.events.Events` the caller passes.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -92,24 +93,32 @@ def run(store: Store, bisection_id: int, events: Events | None = None) -> Finish
             events.note(f"removed container {name} left by a controller that is gone")
     for note in r.record.notes:
         events.note(str(note))
-    finished = r.run()
     try:
-        write_reports(store, bisection_id)
-    except OSError as e:  # the answer is stored; a full disk must not turn it into an error
-        events.note(f"could not write the reports ({e}); `bisect show {bisection_id} "
-                    f"--format issue` prints them from the store")
-    return finished
+        return r.run()
+    finally:
+        # Every bisection that ended (a culprit, a window, or stopped on an endpoint) gets its
+        # reports; one that was interrupted is not over and gets none.
+        if bisections.get(store, bisection_id).state in (State.DONE, State.AMBIGUOUS,
+                                                         State.FAILED):
+            try:
+                write_reports(store, bisection_id)
+            except Exception as e:  # the answer is stored: a report must never cost it
+                events.note(f"could not write the reports ({type(e).__name__}: {e}); "
+                            f"`bisect show {bisection_id} --format issue` prints them")
 
 
-def report_paths(bisection_id: int) -> tuple[Path, Path]:
-    """Where a finished bisection's issue report (Markdown) and HTML report are written."""
+def report_paths(store: Store, bisection_id: int) -> tuple[Path, Path]:
+    """Where a finished bisection's issue report (Markdown) and HTML report are written: named
+    by the store too, since ids repeat across stores (a team's PostgreSQL and a local file)."""
+    tag = hashlib.sha256(store.url.encode()).hexdigest()[:8]
     folder = data_dir() / "reports"
-    return folder / f"bisection-{bisection_id}.md", folder / f"bisection-{bisection_id}.html"
+    stem = f"bisection-{bisection_id}-{tag}"
+    return folder / f"{stem}.md", folder / f"{stem}.html"
 
 
 def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
     """Write both reports at the end of a bisection, so they exist without anyone asking."""
-    md, html = report_paths(bisection_id)
+    md, html = report_paths(store, bisection_id)
     md.parent.mkdir(parents=True, exist_ok=True)
     md.write_text(issue_report(store, bisection_id), encoding="utf-8")
     html.write_text(html_report(store, bisection_id), encoding="utf-8")

@@ -23,49 +23,93 @@ from bisector.report import confirmation_summary, noisy_summary, perf_table, tai
 from bisector.settings import cache_dir, data_dir
 
 _SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
+# Paths that name a person wherever they appear: home folders and Inductor's per-user cache.
+_GENERIC = [(re.compile(r"/(?:home|Users)/[^/\s\"':]+"), "~"),
+            (re.compile(r"(?<![\w.-])/root(?=/)"), "~"),
+            (re.compile(r"torchinductor_[A-Za-z0-9_.-]+"), "torchinductor_<user>")]
 
 
-def scrubber(repo_path: str) -> Callable[[str], str]:
-    """A function that rewrites this machine's paths in a text, longest prefix first."""
+def scrubber(repo_path: str, recorded: dict[str, str] | None = None) -> Callable[[str], str]:
+    """A function that rewrites machine paths in a text, longest prefix first: the clone, the
+    folders recorded when the bisection was made (it may have run on another machine or as
+    another user than the one rendering), this machine's, then the generic patterns."""
+    rec = recorded or {}
     prefixes = [(repo_path.rstrip("/"), "<repo>"), (str(data_dir()), "<bisector-data>"),
-                (str(cache_dir()), "<bisector-cache>"), (str(Path.home()), "~")]
-    prefixes = sorted([(p, r) for p, r in prefixes if len(p) > 1], key=lambda x: -len(x[0]))
+                (str(cache_dir()), "<bisector-cache>"), (str(Path.home()), "~"),
+                (rec.get("data", ""), "<bisector-data>"),
+                (rec.get("cache", ""), "<bisector-cache>"), (rec.get("home", ""), "~")]
+    prefixes = sorted({(p.rstrip("/"), r) for p, r in prefixes if len(p) > 1},
+                      key=lambda x: -len(x[0]))
 
     def scrub(text: str) -> str:
         for prefix, placeholder in prefixes:
             text = text.replace(prefix, placeholder)
-        return _SITE.sub(r"…/\1/", text)
+        text = _SITE.sub(r"…/\1/", text)
+        for pattern, placeholder in _GENERIC:
+            text = pattern.sub(placeholder, text)
+        return text
 
     return scrub
 
 
-def portable_request(req: Request, repo_name: str) -> Request:
-    """The request as another machine would type it: the clone by name, no interpreter path.
+def fenced(text: str, info: str = "") -> list[str]:
+    """A code block that ``text`` cannot close: the fence is longer than any backtick run in
+    it (an oracle's output could otherwise end the block and render as live Markdown)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text, fence]
 
-    ``--python`` names this machine's interpreter and is dropped (the default picks the one
-    with torch); an oracle given as a path becomes its file name (its source is in the report);
-    any other option holding an absolute path keeps only the last part of it."""
-    changes: dict[str, Any] = {"repo": Path(repo_name), "python": None}
-    if "/" in req.oracle:
-        changes["oracle"] = Path(req.oracle).name
+
+def _is_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~", "file:"))
+
+
+def portable_request(req: Request, repo_name: str, good: str | None = None,
+                     bad: str | None = None) -> Request:
+    """The request as another machine would type it.
+
+    The clone by name; ``good``/``bad`` as given (shas, or tags that resolve to them: a
+    branch like ``main`` moves); the oracle as ``./FILE`` when it was a path (its source is in
+    the report, to be saved under that name); no ``--python``, ``--installed-base`` or
+    ``--gpus`` (this machine's interpreter, torch and GPUs); an index that is a local path
+    falls back to the default index."""
+    changes: dict[str, Any] = {"repo": Path(repo_name), "python": None,
+                               "installed_base": None, "gpus": None, "jobs": None}
+    if good:
+        changes["good"] = good
+    if bad:
+        changes["bad"] = bad
+    if "/" in req.oracle or req.oracle.endswith(".py"):
+        changes["oracle"] = f"./{Path(req.oracle).name}"
     for f in fields(Request):
         value = getattr(req, f.name)
-        if f.name not in changes and isinstance(value, str) and value.startswith("/"):
-            changes[f.name] = Path(value).name
+        if f.name not in changes and isinstance(value, str) and _is_path(value):
+            changes[f.name] = None if f.name.endswith("_index") else Path(value).name
     return replace(req, **changes)
 
 
 def reproduce(d: dict[str, Any], req: Request) -> str:
     name = (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
-    line = reproduce_command(portable_request(req, name))
+    line = reproduce_command(portable_request(req, name, d["good"].get("portable"),
+                                              d["bad"].get("portable")))
     if d["github"]:
         return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
     return line
 
 
+def culprit_position(d: dict[str, Any]) -> int | None:
+    """The culprit's position, only when the answer is a culprit (a stopped bisection's
+    result also has a position: the endpoint that stopped it)."""
+    result = d["result"] or {}
+    if result.get("kind") != "culprit" or not d["culprit"]:
+        return None
+    pos = result.get("position")
+    return int(pos) if pos is not None else None
+
+
 def between(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """The last placed wheel before the culprit and the first one at or after it."""
-    pos = (d["result"] or {}).get("position")
+    pos = culprit_position(d)
     placed = [pb for pb in d["prebuilts"] if pb["position"] is not None]
     if pos is None or not placed:
         return None
@@ -128,18 +172,20 @@ def _output(p: dict[str, Any], label: str, new: str, old: str,
     verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
     text = scrub(tail(p.get("output_tail") or "", 30)) or "(no output)"
     return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {p['reason']}):", "",
-            "```", text, "```", ""]
+            *fenced(text), ""]
 
 
 def issue_markdown(d: dict[str, Any], req: Request) -> str:
-    scrub = scrubber(d["repo"])
+    scrub = scrubber(d["repo"], (d["environment"] or {}).get("paths"))
     old, new = d["terms"]["old"], d["terms"]["new"]
     oracle = d["oracle"]
     fails = "fails" if d["polarity"] == "failure" else "passes"
+    # Looking for a fix, the found commit is where the oracle's answer turned back.
+    since = "is fixed by" if d["find_fix"] else f"{fails} since"
     c = d["culprit"]
     lines: list[str] = []
     if c:
-        lines += [f"### `{oracle['name']}` {fails} since {c['sha'][:12]}"
+        lines += [f"### `{oracle['name']}` {since} {c['sha'][:12]}"
                   + (f": {c['subject']}" if c.get("subject") else ""), ""]
         who = f" by {c['author']}" if c.get("author") else ""
         pr = (f" in [#{c['pr']}]({c['pr_url']})" if c.get("pr_url")
@@ -163,7 +209,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
     pair = between(d)
     if pair:
         lo, hi = pair
-        lines += [f"It regressed between {lo['kind']} {lo['version']} ({old}) and "
+        changed = "was fixed" if d["find_fix"] else "regressed"
+        lines += [f"It {changed} between {lo['kind']} {lo['version']} ({old}) and "
                   f"{hi['kind']} {hi['version']} ({new}).", ""]
     rng = f"{d['good']['ref']}...{d['bad']['ref']}"
     rng = f"[{rng}]({d['compare_url']})" if d["compare_url"] else f"`{rng}`"
@@ -171,15 +218,19 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
               f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
               f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
     by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
-    pos = (d["result"] or {}).get("position")
+    pos = culprit_position(d)
     if pos is not None and pos in by_pos:
         lines += _output(by_pos[pos], "the culprit", new, old, scrub)
     if pos is not None and pos - 1 in by_pos:
-        lines += _output(by_pos[pos - 1], "its parent", new, old, scrub)
+        # Candidates are first-parent commits unless --ancestry-path ordered the range.
+        label = ("its parent" if d["walk"] == "first-parent"
+                 else "the commit before it in the range")
+        lines += _output(by_pos[pos - 1], label, new, old, scrub)
+    saved = portable_request(req, "").oracle
+    save_as = f" (save it as <code>{saved[2:]}</code>)" if saved.startswith("./") else ""
     lines += [f"<details><summary>Oracle <code>{oracle['name']}</code> "
-              f"(sha256 {oracle['sha256'][:12]})</summary>", "", "```python",
-              scrub(oracle["source"].rstrip()), "```", "", "</details>", "",
-              "Reproduce with bisector:", "", "```",
-              scrub(reproduce(d, req)), "```", "", "### Versions", "", "```",
-              scrub(versions(_facts(d), d["environment"])), "```"]
+              f"(sha256 {oracle['sha256'][:12]}){save_as}</summary>", "",
+              *fenced(scrub(oracle["source"].rstrip()), "python"), "", "</details>", "",
+              "Reproduce with bisector:", "", *fenced(scrub(reproduce(d, req))), "",
+              "### Versions", "", *fenced(scrub(versions(_facts(d), d["environment"])))]
     return "\n".join(lines) + "\n"

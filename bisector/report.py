@@ -18,6 +18,7 @@ from bisector.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.owner import owner_alive
 from bisector.store import bisections, views
 from bisector.store.db import Store
+from bisector.store.records import BisectionRecord
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,7 @@ def list_data(store: Store, limit: int = 50,
             "range": f"{b.good_ref}..{b.bad_ref}",
             "oracle": b.oracle_name,
             # A run whose controller is gone (kill -9, a crash) is not running any more.
-            "state": (State.INTERRUPTED.value if b.state is State.RUNNING
-                      and not owner_alive(b.owner, b.heartbeat_at) else b.state.value),
+            "state": effective_state(b),
             "culprit": b.culprit_sha,
             "culprit_pr": None,
             "created": b.created_at.isoformat(timespec="seconds"),
@@ -64,6 +64,25 @@ def list_data(store: Store, limit: int = 50,
         if where is None or where.keep(row):
             rows.append(row)
     return rows[:limit]
+
+
+def _portable_ref(repo: git.Repo | None, ref: str, sha: str) -> str:
+    """What another clone resolves to the same commit: a tag that points at it, else the sha
+    (a branch such as ``main`` moves, and a local branch does not exist elsewhere)."""
+    if repo is not None:
+        try:
+            if repo.tags[ref].commit.hexsha == sha:
+                return ref
+        except (IndexError, ValueError, git.BadName, git.GitCommandError):
+            pass
+    return sha
+
+
+def effective_state(b: BisectionRecord) -> str:
+    """A run whose controller is gone (kill -9, a crash) is not running any more."""
+    if b.state is State.RUNNING and not owner_alive(b.owner, b.heartbeat_at):
+        return State.INTERRUPTED.value
+    return b.state.value
 
 
 def _open(path: str) -> git.Repo | None:
@@ -98,10 +117,12 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
     oracle = bisections.get_oracle(store, b.oracle_sha256)
     data: dict[str, Any] = {
         "id": b.id,
-        "state": b.state.value,
+        "state": effective_state(b),
         "repo": b.repo_path,
-        "good": {"ref": b.good_ref, "sha": b.good_sha},
-        "bad": {"ref": b.bad_ref, "sha": b.bad_sha},
+        "good": {"ref": b.good_ref, "sha": b.good_sha,
+                 "portable": _portable_ref(repo, b.good_ref, b.good_sha)},
+        "bad": {"ref": b.bad_ref, "sha": b.bad_sha,
+                "portable": _portable_ref(repo, b.bad_ref, b.bad_sha)},
         "terms": {"old": old, "new": new},
         "walk": "first-parent" if cfg.first_parent else "ancestry-path",
         "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256,
@@ -166,9 +187,26 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
         data["probes"].append(entry)
         data["oracle_runs"] += 0 if p.reused or p.exit_code is None else 1
+    decided = _perf_verdicts(b.result)
+    for entry in data["probes"]:
+        # A performance oracle's runs exit 0; what a commit is comes from its samples.
+        if entry["position"] in decided:
+            entry["raw_verdict"], entry["verdict"] = entry["verdict"], decided[entry["position"]]
     data["rounds"] = len({p["round"] for p in data["probes"]
                           if p["round"] is not None and not p["reused"]})
     return data
+
+
+def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
+    """position -> the verdict a performance search decided from the samples (good endpoint
+    included); empty for other oracles."""
+    pf = result.get("perf")
+    if not pf:
+        return {}
+    out = {row["position"]: row["verdict"] for row in pf["commits"]
+           if row["verdict"] in ("good", "bad", "skip")}
+    out[0] = "good"
+    return out
 
 
 def show_markdown(d: dict[str, Any]) -> str:
@@ -239,7 +277,7 @@ def show_markdown(d: dict[str, Any]) -> str:
                   p.get("build_log_tail") or "", "```"]
     # The oracle's own words where it failed or could not decide: the first thing anyone asks.
     for p in d["probes"]:
-        if p["verdict"] != "good" and not p.get("build_log") and p.get("output_tail"):
+        if p["outcome"] != "pass" and not p.get("build_log") and p.get("output_tail"):
             verdict = {"bad": new}.get(p["verdict"], p["verdict"])
             lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
                       f"{p['reason']}), last lines:", "```", tail(p["output_tail"]), "```"]
@@ -259,18 +297,20 @@ def noisy_summary(noise: dict[str, Any]) -> str:
 def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
     """One sentence: did the culprit hold up on fresh runs, and did its revert fix it."""
     names = {"good": old, "bad": new, "skip": "skip"}
+    by_samples = c.get("judged_by") == "samples"  # each run exits 0: the samples decide
 
-    def said(runs: list[dict[str, Any]]) -> str:
+    def said(runs: list[dict[str, Any]], group: str | None) -> str:
+        if by_samples and group is not None:
+            return f"{names.get(group, group)} from the samples of {len(runs)} runs"
         return ", ".join(names.get(r["verdict"], r["verdict"]) for r in runs)
 
-    text = (f"Confirmation: {c['status']} (culprit again: {said(c['culprit'])}; parent "
-            f"again: {said(c['parent'])}; ")
+    text = (f"Confirmation: {c['status']} (culprit again: "
+            f"{said(c['culprit'], c.get('culprit_verdict'))}; parent again: "
+            f"{said(c['parent'], c.get('parent_verdict'))}; ")
     rv = c.get("revert") or {}
     if rv.get("applied"):
-        text += f"its revert on the {new} endpoint: {said(rv['runs'])})"
-    else:
-        text += "no clean revert onto the bad endpoint)"
-    return text
+        return text + f"its revert on the {new} endpoint: {said(rv['runs'], rv.get('verdict'))})"
+    return text + "no clean revert onto the bad endpoint)"
 
 
 def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:

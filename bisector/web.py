@@ -11,11 +11,13 @@ never run as a page.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -25,6 +27,7 @@ from bisector import app, html_report
 from bisector.errors import NotFoundError
 from bisector.kinds import State
 from bisector.report import ListFilter
+from bisector.settings import cache_dir, logs_dir
 from bisector.store.db import Store
 
 LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
@@ -72,8 +75,24 @@ def _tail(path: Path) -> str:
         return f.read().decode("utf-8", "replace")
 
 
-def create_app(store: Store) -> Starlette:
-    """The ASGI application over one store (tests call it directly with a test client)."""
+def _readable_log(path: Path) -> bool:
+    """A file inside bisector's log or cache folders (run logs, build logs), links resolved."""
+    try:
+        real = path.resolve(strict=True)
+    except OSError:
+        return False
+    roots = [logs_dir().resolve(), cache_dir().resolve()]
+    return real.is_file() and any(real.is_relative_to(root) for root in roots)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Starlette:
+    """The ASGI application over one store (tests call it directly with a test client).
+
+    ``allowed_hosts`` checks the Host header: bound to loopback, only loopback names pass,
+    so a web page that rebinds its own domain to 127.0.0.1 cannot read the store."""
 
     def index(request: Request) -> Response:
         where = _filter(request)
@@ -108,10 +127,11 @@ def create_app(store: Store) -> Starlette:
         probe = next((p for p in app.show(store, i)["probes"] if p["seq"] == seq), None)
         if probe is None:
             return PlainTextResponse(f"bisection {i} has no probe {seq}", status_code=404)
-        # Only a path the store recorded for this very probe is ever read.
+        # Only a path the store recorded for this very probe, and only inside this machine's
+        # log folder: anyone who can write the store must not be able to read other files.
         recorded = probe.get({"stdout": "stdout", "stderr": "stderr",
                               "build": "build_log"}[stream])
-        if recorded and Path(recorded).is_file():
+        if recorded and _readable_log(Path(recorded)):
             return PlainTextResponse(_tail(Path(recorded)))
         fallback = probe.get("build_log_tail" if stream == "build" else "output_tail") or ""
         if stream == "stderr" or not fallback:
@@ -140,7 +160,10 @@ def create_app(store: Store) -> Starlette:
         Route("/api/bisections", api_list), Route("/api/bisections/{bisection_id:int}", api_show),
         Route("/api/bisections/{bisection_id:int}/log", api_log),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(SecurityHeaders)],
+    middleware = [Middleware(SecurityHeaders)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+    return Starlette(routes=routes, middleware=middleware,
                      exception_handlers={NotFoundError: not_found})
 
 
@@ -154,5 +177,6 @@ def _jsonable(d: dict[str, Any]) -> Any:
 def serve(store: Store, host: str, port: int) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(store), host=host, port=port, log_level="warning",
+    hosts = LOOPBACK if host in LOOPBACK else None
+    uvicorn.run(create_app(store, hosts), host=host, port=port, log_level="warning",
                 server_header=False)

@@ -88,8 +88,8 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGINT, old_int)
     data = _print_show(store, bisection_id, json_out)
-    md, html = app.report_paths(bisection_id)
-    if md.exists():
+    md, html = app.report_paths(store, bisection_id)
+    if md.exists():  # written by this run (the names are this store's and this bisection's)
         err.print(f"issue report: {escape(str(md))}; HTML report: {escape(str(html))}")
     return data
 

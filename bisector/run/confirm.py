@@ -115,6 +115,7 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None) -> dict[s
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],
         "culprit_verdict": said_culprit, "parent_verdict": said_parent,
+        "judged_by": "samples" if judge else "verdicts",
     }
     status = Confirmation.CONFIRMED
     if said_culprit != Verdict.BAD.value or said_parent != Verdict.GOOD.value:

@@ -49,6 +49,7 @@ from bisector.oracle import Oracle, bundled_oracles_dir, load_oracle
 from bisector.owner import owner_id
 from bisector.profiles import Profile, detect_profile, get_profile
 from bisector.run.factory import builder_for, executor_for
+from bisector.settings import cache_dir, data_dir
 from bisector.store import bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
@@ -188,8 +189,12 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     if models:  # a verdict on one GPU model says nothing about another
         facts["gpu_models"] = models
     environment = {"executor": facts, "build": build_facts}
-    return Prepared(plan, oracle, cfg,
-                    env_fingerprint(environment["executor"], build_facts), environment)
+    fingerprint = env_fingerprint(environment["executor"], build_facts)
+    # Where this machine keeps things, so a report rendered elsewhere (a shared store, another
+    # user) still hides them; not part of the fingerprint.
+    environment["paths"] = {"home": str(Path.home()), "data": str(data_dir()),
+                            "cache": str(cache_dir())}
+    return Prepared(plan, oracle, cfg, fingerprint, environment)
 
 
 def _gpu_models(req: Request) -> list[str]:

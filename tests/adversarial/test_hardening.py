@@ -340,7 +340,8 @@ def test_a_commit_being_judged_elsewhere_is_waited_for(home: Path,
     db = home / "b.db"
     slow = str(ROOT / "tests/oracles/slow_norm.py")
     procs = [subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
-                               "--good", hist.main[2], "--bad", hist.main[20], "--oracle", slow],
+                               "--good", hist.main[2], "--bad", hist.main[20], "--oracle", slow,
+                               "--no-confirm"],  # confirmation re-runs on purpose
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True) for _ in range(2)]
     errs = [p.communicate(timeout=600)[1] for p in procs]

@@ -164,12 +164,13 @@ def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path, hist: Synt
     """With K probes in flight too: resume re-runs exactly those, nothing else."""
     slow = str(ORACLES / "slow_norm.py")
     ref_db = home / "ref.db"
+    # --no-confirm: every stored run is then a probe, so the count below is exact.
     ref = json.loads(start(ref_db, hist.path, hist.main[2], hist.main[88], slow,
-                           "--jobs", str(jobs)).stdout)
+                           "--jobs", str(jobs), "--no-confirm").stdout)
     db = home / "b.db"
     proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(hist.path),
                              "--good", hist.main[2], "--bad", hist.main[88], "--oracle", slow,
-                             "--jobs", str(jobs)],
+                             "--jobs", str(jobs), "--no-confirm"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 3):

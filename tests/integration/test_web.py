@@ -17,7 +17,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from bisector import web
+from bisector import app, web
 from bisector.store.db import open_store
 from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT
@@ -56,16 +56,16 @@ def cli(world: tuple[SyntheticHistory, Path, dict[str, str]], *args: str) -> str
 @pytest.fixture(scope="module")
 def client(world: tuple[SyntheticHistory, Path, dict[str, str]]) -> Iterator[TestClient]:
     _, db, env = world
-    old = os.environ.get("BISECTOR_HOME")
-    os.environ["BISECTOR_HOME"] = env["BISECTOR_HOME"]
+    mp = pytest.MonkeyPatch()
+    for name in ("BISECTOR_HOME", "BISECTOR_CACHE_DIR"):  # the serving machine's folders
+        mp.setenv(name, env[name])
     try:
-        with TestClient(web.create_app(open_store(str(db), create=False))) as c:
+        store = open_store(str(db), create=False)
+        with TestClient(web.create_app(store)) as c:
+            c.app_state["store"] = store  # the tests that write use the app's own engine
             yield c
     finally:
-        if old is None:
-            os.environ.pop("BISECTOR_HOME", None)
-        else:
-            os.environ["BISECTOR_HOME"] = old
+        mp.undo()
 
 
 def test_both_bisections_ended_as_planted(world: tuple[SyntheticHistory, Path, dict[str, str]]
@@ -138,7 +138,7 @@ def test_issue_report_has_no_local_paths_and_matches_the_cli(
     assert "bisect start --repo torchlet --good" in text
     assert "### Versions" in text and "Python version:" in text
     # Written at the end of the bisection too, without anyone asking.
-    written = Path(env["BISECTOR_HOME"]) / "data" / "reports" / f"bisection-{done['id']}.md"
+    written, _ = app.report_paths(open_store(str(db), create=False), done["id"])
     assert written.read_text() == text
 
 
@@ -255,3 +255,38 @@ def test_an_error_under_format_json_is_json_too(
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 6
     assert "no bisection with id 999" in json.loads(r.stdout)["error"]["message"]
+
+
+def test_a_log_path_outside_bisectors_folders_is_never_read(
+        client: TestClient, world: tuple[SyntheticHistory, Path, dict[str, str]],
+        tmp_path: Path) -> None:
+    from sqlalchemy import update
+
+    from bisector.store import models as m
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not serve me")
+    done = next(r for r in client.get("/api/bisections").json() if r["state"] == "done")
+    bad = next(p for p in client.get(f"/api/bisections/{done['id']}").json()["probes"]
+               if p["verdict"] == "bad")
+    store = client.app_state["store"]
+
+    def point(old: str, new: str) -> None:  # someone with write access to the store
+        with store.session() as s:
+            s.execute(update(m.VerdictRow).where(m.VerdictRow.stdout_path == old)
+                      .values(stdout_path=new))
+
+    point(bad["stdout"], str(secret))
+    try:
+        r = client.get(f"/bisections/{done['id']}/probes/{bad['seq']}/stdout")
+        assert "do not serve me" not in r.text
+    finally:
+        point(str(secret), bad["stdout"])
+
+
+def test_a_foreign_host_header_is_refused_on_loopback(client: TestClient) -> None:
+    guarded = web.create_app(client.app_state["store"], web.LOOPBACK)
+    with TestClient(guarded, base_url="http://127.0.0.1:8000") as c:
+        assert c.get("/api/bisections").status_code == 200
+        rebound = c.get("/api/bisections", headers={"host": "attacker.example:8000"})
+        assert rebound.status_code == 400

@@ -3,6 +3,7 @@ reproduce lines, path scrubbing, the timeline's geometry and escaping."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,8 @@ def test_between_names_the_nightlies_on_each_side_of_the_culprit() -> None:
 
 @pytest.mark.parametrize("pos", [40, 60])
 def test_a_culprit_that_is_a_nightly_commit_is_after_the_good_one(pos: int) -> None:
-    pair = issue_report.between(_data(prebuilts=NIGHTLIES, result={"position": pos}))
+    pair = issue_report.between(_data(prebuilts=NIGHTLIES,
+                                      result={"kind": "culprit", "position": pos}))
     assert pair is not None and pair[1]["position"] >= pos > pair[0]["position"]
 
 
@@ -55,10 +57,34 @@ def test_portable_request_drops_this_machines_paths() -> None:
     req = Request(good="v1", bad="v2", oracle="/home/someone/oracles/my_check.py",
                   repo=Path("/home/someone/src/pytorch"), python="/opt/py/bin/python3",
                   nightly_index="/srv/mirror/nightly/cu128", jobs=2)
-    line = issue_report.reproduce_command(issue_report.portable_request(req, "pytorch"))
+    line = issue_report.reproduce_command(issue_report.portable_request(
+        replace(req, installed_base="abc123", gpus="0,1"), "pytorch", good="a" * 40))
     assert "/home" not in line and "/opt" not in line and "/srv" not in line
-    assert "--repo pytorch" in line and "--oracle my_check.py" in line
-    assert "--nightly-index cu128" in line
+    assert "--repo pytorch" in line and "--oracle ./my_check.py" in line
+    assert "--nightly-index" not in line  # a local mirror: the default index elsewhere
+    assert "--installed-base" not in line and "--gpus" not in line and "--jobs" not in line
+    assert f"--good {'a' * 40}" in line
+
+
+def test_fences_outlast_backticks_in_the_text() -> None:
+    text = "before\n```\n@someone ping\n````\nafter"
+    block = issue_report.fenced(text)
+    assert block[0] == block[-1] == "`````" and block[1] == text
+
+
+def test_a_stopped_bisection_names_no_culprit_position() -> None:
+    d = _data(result={"kind": "stop", "problem": "good_is_bad", "position": 0}, culprit=None,
+              prebuilts=NIGHTLIES)
+    assert issue_report.culprit_position(d) is None and issue_report.between(d) is None
+
+
+def test_scrubber_uses_the_recorded_folders_and_generic_user_paths() -> None:
+    scrub = issue_report.scrubber("/r", {"home": "/srv/alice", "data": "/srv/alice/.bd",
+                                         "cache": "/scratch/bc"})
+    out = scrub("/srv/alice/.bd/logs/x /scratch/bc/envs/y /home/bob/z "
+                "/tmp/torchinductor_bob/ab/c.py /Users/carol/w")
+    assert out == ("<bisector-data>/logs/x <bisector-cache>/envs/y ~/z "
+                   "/tmp/torchinductor_<user>/ab/c.py ~/w")
 
 
 def test_reproduce_clones_from_github_when_the_slug_is_known() -> None:
