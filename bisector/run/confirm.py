@@ -34,6 +34,7 @@ CONFIRM_PERF_RUNS = 3  # a performance oracle's fresh runs of each confirmed com
 class Confirmation(enum.StrEnum):
     CONFIRMED = "confirmed"
     NOT_REPRODUCIBLE = "not reproducible"
+    INCONCLUSIVE = "inconclusive"  # a fresh run could not decide (skipped, or undecided)
     REVERT_DID_NOT_FIX = "the revert did not fix it"
 
 
@@ -118,8 +119,10 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None) -> dict[s
         "judged_by": "samples" if judge else "verdicts",
     }
     status = Confirmation.CONFIRMED
-    if said_culprit != Verdict.BAD.value or said_parent != Verdict.GOOD.value:
-        status = Confirmation.NOT_REPRODUCIBLE
+    if said_culprit == Verdict.GOOD.value or said_parent == Verdict.BAD.value:
+        status = Confirmation.NOT_REPRODUCIBLE  # a fresh run said the opposite
+    elif Verdict.SKIP.value in (said_culprit, said_parent):
+        status = Confirmation.INCONCLUSIVE
     revert = runner.revert(cands[position], cands[-1])
     if revert is None:
         out["revert"] = {"applied": False,
@@ -145,6 +148,9 @@ def warning(checked: dict[str, Any]) -> str | None:
         return ("the culprit did not reproduce on a second run (culprit or parent changed "
                 "verdict): the oracle is flaky or the machine changed; mark the oracle "
                 "flaky = true and bisect again, or run `bisect check` on both commits")
+    if status is Confirmation.INCONCLUSIVE:
+        return ("the culprit or its parent could not be judged again (a skip, or samples that "
+                "did not decide): the answer stands on the search's runs alone")
     if status is Confirmation.REVERT_DID_NOT_FIX:
         return ("reverting the culprit on the bad endpoint does not fix it: another commit "
                 "in the range is needed for the regression too")

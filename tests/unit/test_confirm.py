@@ -73,3 +73,23 @@ def test_the_revert_is_probed_on_the_bad_endpoint(store: Store, revert_is: int,
     assert c["revert"]["applied"] is True and c["revert"]["sha"] == REVERT
     assert c["status"] == status
     assert any(call.commit == REVERT for call in ex.calls)
+
+
+def test_a_fresh_run_that_cannot_decide_is_inconclusive_not_a_contradiction(
+        store: Store) -> None:
+    cands = shas(64)
+    bid = new_bisection(store, cands)
+    calls = {"n": 0}
+
+    def parent_skips_later(pos: int) -> Outcome:
+        calls["n"] += 1
+        if pos == 39 and calls["n"] > 8:  # the parent's confirmation run cannot decide
+            return Outcome.SKIP
+        return Outcome.FAIL if pos >= 40 else Outcome.PASS
+
+    r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=parent_skips_later))
+    r.confirm = True
+    rec = with_revert(r, None).run().record
+    assert rec.culprit_sha == cands[40]
+    assert rec.result["confirmation"]["status"] == "inconclusive"
+    assert "could not be judged again" in (rec.message or "")
