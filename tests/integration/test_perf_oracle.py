@@ -1,0 +1,81 @@
+"""A performance oracle end to end: a generated history with a planted slowdown in a Python
+path (``torchlet.ops.add`` sleeps from one commit on), real builds, and a timing oracle that
+prints samples; bisector names the commit from the samples alone (every run exits 0)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from bisector.synthetic import generate
+from tests.conftest import run_cli
+
+TIMER = '''# /// script
+# dependencies = []
+# [tool.bisector]
+# description = "torchlet.ops.add: ms per call"
+# threshold = "20%"
+# timeout = 120
+# ///
+import json
+import time
+
+from torchlet import ops
+
+xs = [1.0] * 64
+for _ in range(20):
+    ops.add(xs, xs)
+samples = []
+for _ in range(15):
+    t = time.perf_counter()
+    ops.add(xs, xs)
+    samples.append((time.perf_counter() - t) * 1000.0)
+print("BISECTOR_RESULT " + json.dumps({"samples": samples, "unit": "ms",
+                                       "direction": "lower-is-better"}))
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) -> None:
+    hist = generate(tmp_path / "torchlet", commits=12, culprit=3, broken=(), seed=5150,
+                    release_at=None, side_branch_at=None)
+    repo = hist.path
+    git(repo, "checkout", "-q", "main")
+    for name in ("user.name", "user.email"):
+        git(repo, "config", name, "perf test")
+    ops = repo / "torchlet" / "ops.py"
+
+    def commit(msg: str) -> str:
+        git(repo, "commit", "-q", "-am", msg)
+        return git(repo, "rev-parse", "HEAD")
+
+    for i in range(6):
+        (repo / "README.md").write_text((repo / "README.md").read_text() + f"\nnote {i}\n")
+        commit(f"Docs {i}")
+    ops.write_text(ops.read_text().replace(
+        "def add(xs, ys):\n",
+        "def add(xs, ys):\n    import time\n    time.sleep(0.002)  # the planted slowdown\n"))
+    culprit = commit("Validate inputs of add (slow)")
+    for i in range(6, 12):
+        (repo / "README.md").write_text((repo / "README.md").read_text() + f"\nnote {i}\n")
+        commit(f"Docs {i}")
+    oracle = tmp_path / "add_timer.py"
+    oracle.write_text(TIMER)
+    r = run_cli("start", "--repo", str(repo), "--good", hist.main[-1], "--bad", "main",
+                "--oracle", str(oracle), "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == culprit
+    pf = d["result"]["perf"]
+    rows = {row["sha"]: row for row in pf["commits"]}
+    assert rows[culprit]["verdict"] == "bad" and rows[culprit]["change"] > 1.0  # > +100 %
+    assert pf["threshold"] == 0.2 and pf["baseline_runs"] == 3
+    assert all(p["raw_verdict"] == "good" for p in d["probes"] if "raw_verdict" in p)
+    assert d["result"]["confirmation"]["culprit_verdict"] == "bad"
+    text = run_cli("show", str(d["id"]), check=True).stdout
+    assert "Performance: good endpoint median" in text and "| change |" in text
