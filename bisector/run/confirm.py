@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from bisector import defaults, history
 from bisector.core.search import Verdict
-from bisector.run.pipeline import Pipeline
+from bisector.run.pipeline import NullRecorder, Pipeline
 from bisector.store import verdicts
-from bisector.store.records import NewRun, RunRecord
+from bisector.store.records import NewRun
 
 if TYPE_CHECKING:
     from bisector.run.runner import Runner
@@ -38,23 +38,14 @@ class Confirmation(enum.StrEnum):
     REVERT_DID_NOT_FIX = "the revert did not fix it"
 
 
-class _Keep:
-    """Stores each confirmation run as a sample and remembers its verdict; appends no probe."""
+class _Keep(NullRecorder):
+    """Stores each confirmation run as a sample and remembers its verdict; appends no probe
+    and reuses nothing (a confirmation is a fresh run)."""
 
     def __init__(self, runner: Runner) -> None:
         self.store, self.key = runner.store, runner.key
         self.seen: list[tuple[int, str, str]] = []  # (run id, verdict, reason)
         self.facts: list[dict[str, Any]] = []
-
-    def begin(self, sha: str) -> RunRecord | None:
-        return None  # a confirmation is a fresh run, never a reused verdict
-
-    def end(self, sha: str) -> None:
-        pass
-
-    def adopt(self, position: int, sha: str, run: RunRecord, verdict: Verdict,
-              round_: int | None) -> None:
-        pass
 
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:

@@ -122,9 +122,7 @@ def run(runner: Runner) -> Finished:
     round_ = verdicts.last_round(runner.store, runner.record.id)
     ran = 0
     while True:
-        if runner.lease.lost.is_set():
-            raise LeaseLost(f"bisection {runner.record.id} was taken over by another process; "
-                            f"this one stops")
+        runner.check_lease()
         ev, adopted = gather(runner)
         runner.adopt(adopted, round_ or None)
         short = endpoints(ev, n, want)
@@ -144,12 +142,8 @@ def run(runner: Runner) -> Finished:
                                 ran)
             positions = step.positions
         round_ += 1
-        if not bisections.set_in_flight(runner.store, runner.record.id, me=runner.lease.me,
-                                        round_=round_, positions=positions):
-            raise LeaseLost(f"bisection {runner.record.id} was taken over by another process")
         ran += 1
-        runner.events.round_start(round_, runner.width, max(1, cap - paid))
-        runner.dispatch(positions, round_, {})
+        runner.run_round(round_, positions, max(1, cap - paid))
 
 
 def _finish(runner: Runner, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,

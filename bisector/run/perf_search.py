@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from bisector.core import perf
 from bisector.core.search import Probe, Problem, Stop, Verdict, next_step
-from bisector.errors import LeaseLost
 from bisector.run import confirm
-from bisector.store import bisections, verdicts
+from bisector.store import verdicts
 
 if TYPE_CHECKING:
     from bisector.run.runner import Finished, Runner
@@ -89,9 +88,7 @@ def run(runner: Runner) -> Finished:
     round_ = verdicts.last_round(runner.store, runner.record.id)
     ran = 0
     while True:
-        if runner.lease.lost.is_set():
-            raise LeaseLost(f"bisection {runner.record.id} was taken over by another process; "
-                            f"this one stops")
+        runner.check_lease()
         by_pos, unit, adopted = gather(runner)
         runner.adopt(adopted, round_ or None)
         base_runs = by_pos.get(0, [])
@@ -127,12 +124,8 @@ def run(runner: Runner) -> Finished:
                         "baseline_median": perf.median(baseline), "commits": table}}), ran)
                 positions = step.positions
         round_ += 1
-        if not bisections.set_in_flight(runner.store, runner.record.id, me=runner.lease.me,
-                                        round_=round_, positions=positions):
-            raise LeaseLost(f"bisection {runner.record.id} was taken over by another process")
         ran += 1
-        runner.events.round_start(round_, runner.width, len(positions))
-        runner.dispatch(positions, round_, {})
+        runner.run_round(round_, positions, len(positions))
 
 
 def _direction(runner: Runner, by_pos: dict[int, list[list[float] | None]]) -> perf.Direction:

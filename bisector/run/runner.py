@@ -263,6 +263,20 @@ class Runner:
             raise EndpointError(message or "")
         return bisections.get(self.store, b.id)
 
+    def check_lease(self) -> None:
+        if self.lease.lost.is_set():
+            raise LeaseLost(f"bisection {self.record.id} was taken over by another process; "
+                            f"this one stops")
+
+    def run_round(self, round_: int, positions: tuple[int, ...], left: int) -> None:
+        """Note the round as in flight (the lease must still be ours), then run it: the
+        sampling loops (flaky, performance) drive their rounds through this."""
+        if not bisections.set_in_flight(self.store, self.record.id, me=self.lease.me,
+                                        round_=round_, positions=positions):
+            raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
+        self.events.round_start(round_, self.width, left)
+        self.dispatch(positions, round_, {})
+
     def revert(self, culprit: str, onto: str) -> str | None:
         """The culprit's revert on the bad endpoint, made in the clone (None: not clean)."""
         return confirm.make_revert(self.record.repo_path, culprit, onto)

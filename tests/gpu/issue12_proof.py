@@ -51,10 +51,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 try:
-    from tests.gpu.overlay_proof import RECIPES, git, installed_dir
+    from tests.gpu.overlay_proof import RECIPES, git, import_tree, installed_dir
 except ImportError:  # a `tests` package in site-packages shadows this checkout's namespace
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from overlay_proof import RECIPES, git, installed_dir  # type: ignore[no-redef]
+    from overlay_proof import RECIPES, git, import_tree, installed_dir  # type: ignore[no-redef]
 
 SOURCE_MATCHER = "torch/fx/passes/utils/source_matcher_utils.py"
 FUNCTIONAL = "torch/nn/functional.py"
@@ -348,24 +348,6 @@ def cases(r: int, k: int, slowdown_us: int) -> dict[str, tuple[Case, str]]:
                       f"Check softmax inputs first (plants a {slowdown_us} us busy-wait)"),
                  PERF_ORACLE),
     }
-
-
-def import_tree(pkg_dir: Path, repo: Path) -> str:
-    """A fresh repository whose one commit is ``pkg_dir``'s ``*.py`` tree; its sha."""
-    if repo.exists():
-        shutil.rmtree(repo)
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    name = pkg_dir.name
-    for src in pkg_dir.rglob("*.py"):
-        if "__pycache__" in src.parts:
-            continue
-        dest = repo / name / src.relative_to(pkg_dir)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", f"Import the installed {name} Python tree")
-    return git(repo, "rev-parse", "HEAD")
 
 
 def make_history(case: Case, pkg_dir: Path, repo: Path, harmless: int) -> dict[str, str]:

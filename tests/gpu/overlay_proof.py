@@ -101,7 +101,8 @@ def installed_dir(python: str, package: str) -> Path:
     return Path(out.stdout.strip())
 
 
-def make_history(pkg_dir: Path, repo: Path, recipe: Recipe, harmless: int) -> dict[str, str]:
+def import_tree(pkg_dir: Path, repo: Path) -> str:
+    """A fresh repository whose one commit is ``pkg_dir``'s ``*.py`` tree; its sha."""
     if repo.exists():
         shutil.rmtree(repo)
     repo.mkdir(parents=True)
@@ -115,7 +116,12 @@ def make_history(pkg_dir: Path, repo: Path, recipe: Recipe, harmless: int) -> di
         shutil.copyfile(src, dest)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", f"Import the installed {name} Python tree")
-    root = git(repo, "rev-parse", "HEAD")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def make_history(pkg_dir: Path, repo: Path, recipe: Recipe, harmless: int) -> dict[str, str]:
+    name = pkg_dir.name
+    root = import_tree(pkg_dir, repo)
     if recipe.fix(repo) == 0:
         sys.exit(f"the fix for {name} found nothing to change: the recipe needs updating")
     git(repo, "commit", "-q", "-am", "Escape leading __ in generated names (the fix)")
