@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from bisector.config import Request, reproduce_command
-from bisector.report import confirmation_summary, noisy_summary, perf_table, tail
+from bisector.report import (
+    confirmation_summary,
+    noisy_summary,
+    perf_table,
+    suspect_probabilities,
+    suspects_heading,
+    tail,
+)
 from bisector.settings import cache_dir, data_dir
 
 _SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
@@ -194,8 +201,9 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
                      + (f" ({c['date'][:10]})." if c.get("date") else "."))
     elif d["suspects"]:
         lines += [f"### `{oracle['name']}` {fails}: one of {len(d['suspects'])} commits", "",
-                  f"Skipped commits hide which of these is the first {new} one:"]
-        lines += [f"- `{x['sha'][:12]}` {x.get('subject', '')}" for x in d["suspects"]]
+                  suspects_heading(d)]
+        lines += [f"- `{x['sha'][:12]}` {x.get('subject', '')}{q}"
+                  for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False)]
     else:
         lines += [f"### bisector #{d['id']}: {d['state']}", "",
                   scrub(d["message"] or "no culprit was named")]

@@ -224,9 +224,9 @@ def show_markdown(d: dict[str, Any]) -> str:
             lines.append(f"- Pull request: #{c['pr']}{link}")
         lines.append("")
     elif d["suspects"]:
-        lines += [f"The first {new} commit is one of these (skipped commits hide which):", ""]
-        for x in d["suspects"]:
-            lines.append(f"- `{x['sha'][:12]}` {x.get('subject', '')}")
+        lines += [suspects_heading(d), ""]
+        for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False):
+            lines.append(f"- `{x['sha'][:12]}` {x.get('subject', '')}{q}")
         lines.append("")
     if d["message"]:
         lines += [f"> {d['message']}", ""]
@@ -286,9 +286,23 @@ def show_markdown(d: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def suspects_heading(d: dict[str, Any]) -> str:
+    new = d["terms"]["new"]
+    if (d["result"] or {}).get("noisy"):
+        return (f"No commit reached the confidence asked for; the most likely first {new} "
+                f"commits:")
+    return f"The first {new} commit is one of these (skipped commits hide which):"
+
+
+def suspect_probabilities(d: dict[str, Any]) -> list[str]:
+    """", probability 0.41" per suspect of a flaky oracle's answer; blanks otherwise."""
+    qs = (d["result"] or {}).get("probabilities") or []
+    return [f", probability {q:.3f}" for q in qs] + [""] * (len(d["suspects"]) - len(qs))
+
+
 def noisy_summary(noise: dict[str, Any]) -> str:
     """One sentence on a flaky oracle's answer: how sure, from how many runs, at what rates."""
-    return (f"Flaky oracle: probability {noise['probability']:.4f} that this is the culprit "
+    return (f"Flaky oracle: probability {noise['probability']:.4f} for the most likely culprit "
             f"(asked for {noise['confidence']}), from {noise['runs']} runs; false positives "
             f"{noise['false_positive']:.3f}, false negatives {noise['false_negative']:.3f} "
             f"({noise['rates']})")
@@ -343,6 +357,19 @@ def _build_summary(b: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _replayable_marks(d: dict[str, Any]) -> dict[str, str]:
+    """sha -> the mark ``git bisect replay`` accepts, for a flaky or performance answer: each
+    commit on its side of the culprit (their runs disagree, and git takes one word per
+    commit). Empty for a deterministic oracle, whose runs are the marks."""
+    result = d["result"] or {}
+    pos = result.get("position")
+    if not (result.get("noisy") or result.get("perf")) or result.get("kind") != "culprit" \
+            or pos is None:
+        return {}
+    return {p["sha"]: ("bad" if p["position"] >= pos else "good") for p in d["probes"]
+            if p.get("position") is not None and p["verdict"] != "skip"}
+
+
 def log_data(d: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"seq": p["seq"], "sha": p["sha"], "verdict": p["verdict"], "reused": p["reused"],
              "subject": p.get("subject", "")} for p in d["probes"]]
@@ -354,9 +381,14 @@ def log_text(d: dict[str, Any]) -> str:
     out = [f"git bisect start '--term-old={old}' '--term-new={new}'"
            if old != "good" else "git bisect start"]
     names = {"good": old, "bad": new, "skip": "skip"}
+    marks = _replayable_marks(d)
     for p in d["probes"]:
-        out.append(f"# {names[p['verdict']]}: [{p['sha']}] {p.get('subject', '')}")
-        out.append(f"git bisect {names[p['verdict']]} {p['sha']}")
+        mark = marks.get(p["sha"], p["verdict"]) if marks else p["verdict"]
+        if marks and p["verdict"] != mark:  # a sampled run that said otherwise: kept as a note
+            out.append(f"# run said {names[p['verdict']]}: [{p['sha']}] {p.get('subject', '')}")
+            continue
+        out.append(f"# {names[mark]}: [{p['sha']}] {p.get('subject', '')}")
+        out.append(f"git bisect {names[mark]} {p['sha']}")
     if d["culprit"]:
         c = d["culprit"]
         out.append(f"# first {new} commit: [{c['sha']}] {c.get('subject', '')}")

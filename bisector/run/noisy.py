@@ -34,6 +34,8 @@ SUSPECTS_MAX = 20
 # An endpoint whose runs mostly look wrong runs on, up to this many times its runs, before the
 # search stops on it (at 20 % wrong answers a wrong majority of 18 happens once in a thousand).
 ENDPOINT_ROUNDS = 6
+# A commit skipped this often with no answer is untestable (one skip may be a passing failure).
+UNTESTABLE_SKIPS = 2
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
     short = []
     for position, wrong_if_bad in ((0, True), (n - 1, False)):
         said, skipped = ev.at(position), ev.skips.get(position, 0)
-        if not said and skipped >= want:
+        if (not said and skipped >= want) or (
+                skipped >= want and len(said) + skipped >= ENDPOINT_ROUNDS * want):
+            # Mostly skips: the endpoint cannot be judged (a runaway loop of skips otherwise).
             return Stop(Problem.GOOD_UNTESTABLE if position == 0 else Problem.BAD_UNTESTABLE,
                         position)
         wrong = sum(1 for bad in said if bad == wrong_if_bad)
@@ -108,8 +112,36 @@ def rates(runner: Runner, ev: Evidence) -> tuple[float, float, str]:
     fp = meta.false_positive if meta.false_positive is not None else est_fp
     fn = meta.false_negative if meta.false_negative is not None else est_fn
     given = meta.false_positive is not None and meta.false_negative is not None
-    return (max(fp, noisy.RATE_MIN), max(fn, noisy.RATE_MIN),
-            "from the oracle's metadata" if given else "estimated from the endpoints' runs")
+    source = ("from the oracle's metadata" if given else "estimated from the endpoints' runs"
+              if meta.false_positive is None and meta.false_negative is None
+              else "one from the oracle's metadata, one estimated from the endpoints' runs")
+
+    def clamp(rate: float) -> float:  # a rate near 0.5 would make the run cap unbounded
+        return min(noisy.RATE_MAX, max(noisy.RATE_MIN, rate))
+
+    return clamp(fp), clamp(fn), source
+
+
+def testable(positions: tuple[int, ...], ev: Evidence, n: int) -> tuple[int, ...] | None:
+    """The chosen probes with every untestable commit (skipped twice, never answered: it does
+    not build, or its environment never installs) moved to the nearest testable one; None when
+    no testable commit is left between the endpoints. A skip changes no posterior, so without
+    this the search would pick the same commit every round until the run cap."""
+    def dead(p: int) -> bool:
+        return ev.skips.get(p, 0) >= UNTESTABLE_SKIPS and not ev.at(p)
+
+    out: list[int] = []
+    for p in positions:
+        if not dead(p) and p not in out:
+            out.append(p)
+            continue
+        for step in range(1, n):
+            near = [q for q in (p - step, p + step)
+                    if 0 < q < n - 1 and not dead(q) and q not in out]
+            if near:
+                out.append(near[0])
+                break
+    return tuple(out) or None
 
 
 def run(runner: Runner) -> Finished:
@@ -140,7 +172,12 @@ def run(runner: Runner) -> Finished:
             if not isinstance(step, noisy.Probe):
                 return Finished(_finish(runner, step, post, len(ev.reports), fp, fn, source),
                                 ran)
-            positions = step.positions
+            moved = testable(step.positions, ev, n)
+            if moved is None:  # only untestable commits left: the most likely one, as is
+                best, probability = post.best()
+                return Finished(_finish(runner, noisy.GiveUp(best, probability), post,
+                                        len(ev.reports), fp, fn, source), ran)
+            positions = moved
         round_ += 1
         ran += 1
         runner.run_round(round_, positions, max(1, cap - paid))
@@ -165,10 +202,11 @@ def _finish(runner: Runner, step: noisy.Culprit | noisy.GiveUp, post: noisy.Post
         result = {"kind": "window", "suspects": [cands[p] for p, _ in ranked],
                   "probabilities": [round(q, 6) for _, q in ranked],
                   "position": step.position, "noisy": noise}
-        message = (f"after {runs} runs (the cap) the most likely first "
+        message = (f"from {runs} runs the most likely first "
                    f"{runner.rules.terms[1]} commit is {cands[step.position][:12]} with "
                    f"probability {step.probability:.3f}, below the {noise['confidence']} "
-                   f"asked for. Every run is stored: a new bisection with the same oracle "
+                   f"asked for (or only untestable commits were left to probe). Every run is "
+                   f"stored: a new bisection with the same oracle "
                    f"starts from them with a fresh budget of runs")
     if not bisections.finish(runner.store, b.id, me=runner.lease.me, state=state,
                              result=result, culprit_sha=culprit, message=message):

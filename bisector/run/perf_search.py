@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from bisector.run.runner import Finished, Runner
 
 BASELINE_RUNS = 3  # runs of the good endpoint before anything is compared with it
+UNTESTABLE_SKIPS = 2  # runs without samples before a commit counts as a skip
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,10 @@ def assess(runs: list[list[float] | None], baseline: list[float], runner: Runner
     assert meta.threshold is not None
     cap = meta.max_runs or perf.DEFAULT_MAX_RUNS
     valid = [r for r in runs if r]
-    if not valid:
-        return Assessed(Verdict.SKIP if len(runs) >= 1 else None, 0, len(runs), None)
+    if not valid:  # one skip may be a passing failure (an install that broke): try once more
+        if len(runs) >= UNTESTABLE_SKIPS:
+            return Assessed(Verdict.SKIP, 0, len(runs), None)
+        return Assessed(None, UNTESTABLE_SKIPS - len(runs), len(runs), None)
     cmp = perf.compare(baseline, [v for r in valid for v in r], direction, meta.threshold)
     if cmp.verdict is perf.PerfVerdict.BAD:
         return Assessed(Verdict.BAD, 0, len(runs), cmp)

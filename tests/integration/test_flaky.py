@@ -5,6 +5,7 @@ regression with the posterior's probability in the report."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,15 @@ def test_an_oracle_wrong_one_time_in_five_finds_the_planted_commit(
     assert "Flaky oracle: probability" in text
     issue = run_cli("show", str(d["id"]), "--format", "issue", check=True).stdout
     assert "Flaky oracle: probability" in issue
+    # `bisect log` replays in git although the runs disagree: one mark per commit.
+    log = tmp_path / "bisect.log"
+    log.write_text(run_cli("log", str(d["id"]), check=True).stdout + "\n")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
+    replay = subprocess.run(["git", "-C", str(clone), "bisect", "replay", str(log)],
+                            capture_output=True, text=True)
+    assert replay.returncode == 0, replay.stderr
+    assert f"{hist.culprit} is the first bad commit" in replay.stdout
     # A second bisection of the same range starts from the stored samples and runs nothing.
     again = run_cli("start", "--repo", str(hist.path), "--good", hist.main[0], "--bad",
                     hist.main[-1], "--oracle", str(oracle), "--json")

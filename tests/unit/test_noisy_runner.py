@@ -117,3 +117,30 @@ def test_the_run_cap_gives_the_most_likely_commits_not_a_culprit(store: Store) -
     assert rec.state is State.AMBIGUOUS and rec.culprit_sha is None
     assert rec.result["suspects"] and "most likely" in (rec.message or "")
     assert rec.result["noisy"]["probability"] < 0.99
+
+
+def test_commits_that_never_build_are_stepped_around_not_probed_forever(store: Store) -> None:
+    from tests.unit.fakes import FakeSource
+
+    cands = shas(100)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = liar(cands, 61, 0.1, 21)
+    broken = set(range(40, 60))  # the whole middle does not build
+    r = make_runner(store, bid, cands, ex, oracle=FLAKY, source=FakeSource(broken=broken))
+    rec = r.run().record
+    assert rec.culprit_sha == cands[61]
+    tries = [c for c in ex.calls if ex.position[c.commit] in broken]
+    assert tries == []  # a commit that does not build never reaches the executor
+    per_commit: dict[str, int] = {}
+    for sha, _ in _runs(store):
+        if cands.index(sha) in broken:
+            per_commit[sha] = per_commit.get(sha, 0) + 1
+    assert per_commit and max(per_commit.values()) <= 2  # then it is stepped around
+
+
+def test_an_endpoint_that_only_skips_after_one_answer_stops(store: Store) -> None:
+    from bisector.run.noisy import Evidence, endpoints
+
+    ev = Evidence(((0, True), (9, True), (9, True), (9, True)), {0: 5000})
+    stop = endpoints(ev, 10, 3)
+    assert not isinstance(stop, tuple) and stop.problem.value == "good_untestable"
