@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import mul
 
+from bisector.core.search import Probe as Probe  # the same step; a position may repeat
+
 DEFAULT_CONFIDENCE = 0.99
 # Rates are clamped here: 0 would make one lie impossible to outvote (log 0), and at 0.5 a run
 # says nothing at all.
@@ -44,13 +46,6 @@ RATE_MAX = 0.45
 CAP_FACTOR = 3.0
 # Gains this close are equal: a rounding error must not override "ties go to the older commit".
 TIE = 1e-12
-
-
-@dataclass(frozen=True)
-class Probe:
-    """Run the oracle once at each of these positions next (re-probing is expected)."""
-
-    positions: tuple[int, ...]
 
 
 @dataclass(frozen=True)
