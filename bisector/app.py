@@ -22,7 +22,7 @@ from bisector.errors import UsageError
 from bisector.events import Events, QuietEvents
 from bisector.kinds import BuildPlace, ExecutorKind, State
 from bisector.owner import local_pid_alive
-from bisector.plan import PlanReport, make_plan, price
+from bisector.plan import PlanReport, make_plan, price, sampling_for
 from bisector.proc import sweep_probes
 from bisector.run.factory import Parts, materialise_oracle
 from bisector.run.prepare import Prepared, discover, prepare, record
@@ -176,7 +176,8 @@ def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
         parts.provider, len(cands), table,
         missing=[pb.filename for pb in found.missing] if found else [],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
-        prebuilt=prebuilt, notes=list(p.plan.notes), known=known, cost_sources=sources)
+        prebuilt=prebuilt, notes=list(p.plan.notes), known=known, cost_sources=sources,
+        sampling=sampling_for(p.oracle.meta, cfg.request.confirm))
 
 
 def show(store: Store, bisection_id: int) -> dict[str, Any]:

@@ -29,3 +29,7 @@ NOISY_CONFIDENCE = 0.99
 # Each endpoint is run this many times to estimate a flaky oracle's error rates (when its
 # metadata gives none and no `repeats`).
 NOISY_ENDPOINT_RUNS = 3
+# Runs of the good endpoint a performance oracle's samples are compared with.
+PERF_BASELINE_RUNS = 3
+# Fresh runs of each confirmed commit for a performance oracle (enough for the rank test).
+CONFIRM_PERF_RUNS = 3

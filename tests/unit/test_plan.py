@@ -11,13 +11,17 @@ import pytest
 from bisector.artifacts.provider import COST
 from bisector.core.search import Verdict
 from bisector.errors import UsageError
+from bisector.oracle import OracleMeta
 from bisector.plan import (
     DEFAULT_COSTS,
+    Kind,
+    Sampling,
     consistent_culprits,
     describe_source,
     make_plan,
     parse_costs,
     price,
+    sampling_for,
     simulate,
 )
 from bisector.store.durations import Measured
@@ -99,3 +103,52 @@ def test_parse_costs_returns_only_what_was_given() -> None:
         parse_costs(("compile=3",))
     with pytest.raises(UsageError, match="negative"):
         parse_costs(("build=-1",))
+
+
+def test_confirmation_is_priced_only_when_a_culprit_is_named() -> None:
+    # culprit + parent + revert, one run each; the revert of a culprit that needed a build is
+    # a build too.
+    plain = simulate(100, Kinds(), COSTS)
+    confirmed = simulate(100, Kinds(), COSTS, sampling=Sampling(confirm_runs=1))
+    assert [(r + 3, b + 1, s + COSTS["build"] + 3 * COSTS["oracle"]) for r, b, s in plain] \
+        == confirmed
+    # A search that ends on a window of skips confirms nothing.
+    assert simulate(3, Kinds({1: "broken"}), COSTS, {0: G, 2: B},
+                    sampling=Sampling(confirm_runs=1)) == [(0, 0, 0.0)] * 2
+
+
+def test_a_flaky_oracle_costs_more_runs_than_probes_and_each_commit_is_obtained_once() -> None:
+    n = 200
+    plain = simulate(n, Kinds(), COSTS)
+    flaky = simulate(n, Kinds(), COSTS, sampling=Sampling(Kind.FLAKY, fp=0.1, fn=0.1,
+                                                          endpoint_runs=3))
+    mean = sum(r for r, _, _ in flaky) / len(flaky)
+    assert mean > 1.5 * sum(r for r, _, _ in plain) / len(plain)
+    for runs, builds, _ in flaky:
+        assert builds <= runs  # re-runs of a commit reuse its wheel
+    assert flaky == simulate(n, Kinds(), COSTS, sampling=Sampling(
+        Kind.FLAKY, fp=0.1, fn=0.1, endpoint_runs=3))  # seeded: the same plan every time
+    # The run cap bounds what the plan projects: endpoints plus max-runs.
+    capped = simulate(n, Kinds(), COSTS, sampling=Sampling(Kind.FLAKY, max_runs=5,
+                                                           endpoint_runs=3))
+    assert max(r for r, _, _ in capped) == 6 + 5
+
+
+def test_a_performance_oracle_pays_its_baseline_and_several_runs_a_commit() -> None:
+    n = 100
+    sampling = Sampling(Kind.PERFORMANCE, max_runs=8, endpoint_runs=3)
+    rep = make_plan(Kinds({0: "cached"}), n, COSTS, [], [], [], [], sampling=sampling)
+    plain = make_plan(Kinds({0: "cached"}), n, COSTS, [], [], [], [])
+    probes = plain.probes_max - 1  # the good endpoint is not probed: its runs are the baseline
+    assert rep.probes_max == 3 + 8 * probes
+    assert rep.sampling == "performance"
+    assert any("baseline" in note for note in rep.notes)
+
+
+def test_the_sampling_follows_the_oracles_metadata() -> None:
+    assert sampling_for(OracleMeta(), confirm=False) == Sampling()
+    assert sampling_for(OracleMeta(), confirm=True).confirm_runs == 1
+    flaky = sampling_for(OracleMeta(flaky=True, false_positive=0.05), confirm=True)
+    assert (flaky.kind, flaky.fp, flaky.fn, flaky.confirm_runs) == (Kind.FLAKY, 0.05, 0.1, 3)
+    perf = sampling_for(OracleMeta(threshold=0.05, max_runs=4), confirm=False)
+    assert (perf.kind, perf.max_runs, perf.confirm_runs) == (Kind.PERFORMANCE, 4, 0)
