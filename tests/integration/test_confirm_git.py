@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import git
+import pytest
 
 from bisector.history import revert_commit
 from bisector.synthetic import generate
@@ -54,4 +55,32 @@ def test_a_revert_that_conflicts_is_none(tmp_path: Path) -> None:
     clean = revert_commit(repo, later, later)
     assert clean is not None and repo.commit(clean).tree["a.txt"].data_stream.read() == b"two\n"
     assert subprocess.run(["git", "-C", str(repo.working_dir), "status", "--porcelain"],
+                          capture_output=True, text=True).stdout == ""
+
+
+def test_an_old_git_reverts_by_reverse_patch_with_the_same_answers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A git older than 2.40 has no `merge-tree --write-tree`: the reverse patch in a
+    # throwaway index gives the same trees, and the same refusal on a conflict.
+    monkeypatch.setattr("bisector.history.MERGE_TREE_GIT", (99, 0))
+    repo = git.Repo.init(tmp_path / "r")
+    root = Path(repo.working_dir)
+
+    def commit(name: str, text: str) -> str:
+        (root / name).write_text(text)
+        repo.index.add([name])
+        return repo.index.commit(f"{name}: {text.strip()}").hexsha
+
+    commit("a.txt", "one\n")
+    culprit = commit("b.txt", "bad\n")  # adds a file
+    commit("a.txt", "two\n")
+    later = commit("a.txt", "three\n")
+    clean = revert_commit(repo, culprit, later)
+    assert clean is not None
+    tree = repo.commit(clean).tree
+    assert "b.txt" not in tree and tree["a.txt"].data_stream.read() == b"three\n"
+    assert repo.commit(clean).parents[0].hexsha == later
+    rewrites = repo.commit(later).parents[0].hexsha  # "two": its line is rewritten by `later`
+    assert revert_commit(repo, rewrites, later) is None
+    assert subprocess.run(["git", "-C", str(root), "status", "--porcelain"],
                           capture_output=True, text=True).stdout == ""
