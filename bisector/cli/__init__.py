@@ -21,7 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from bisector import report
-from bisector.cli import tools
+from bisector.cli import config_file, tools
+from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import range_options
 from bisector.cli.progress import RichEvents, err, out
 from bisector.config import Request, request_from
@@ -46,15 +47,22 @@ def _sigterm(_signum: int, _frame: Any) -> NoReturn:
     raise KeyboardInterrupt
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ConfiguredGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", default=None, metavar="URL|PATH", help="Database (default: $BISECTOR_DB "
               "or bisector.db in the user data directory). Any SQLAlchemy URL.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.version_option(package_name="bisector")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
-    """Find the commit that broke PyTorch (or any Python project)."""
+    """Find the commit that broke PyTorch (or any Python project).
+
+    Defaults for every option come from bisector.toml (the user's, then the repository's):
+    see `--help` of each command for the values in force."""
     ctx.obj = Ctx(db=db or default_db(), debug=debug)
+    loaded = config_file.load(cli, config_file.files())
+    if loaded.default_map:
+        ctx.default_map = loaded.default_map
+        ctx.meta[config_file.META_KEY] = loaded.sources
 
 
 def _db_flag(c: Ctx) -> str:

@@ -11,12 +11,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
 from bisector.cli.progress import err, out
 from bisector.core.verdict import Polarity
 from bisector.oracle import list_oracles, team_oracles_dir
 
 
-@click.command()
+@click.command(cls=ConfiguredCommand)
 @click.option("--json", "json_out", is_flag=True)
 def oracles(json_out: bool) -> None:
     """List the oracles --oracle NAME can find ($BISECTOR_ORACLES_DIR's, then the bundled ones)
@@ -36,7 +37,7 @@ def oracles(json_out: bool) -> None:
     out.print(t)
 
 
-@click.command()
+@click.command(cls=ConfiguredCommand)
 @click.option("--oracle", required=True, help="Oracle name from `bisect oracles`, or a path.")
 @click.option("--env", "env_kind", type=click.Choice(["system"]), default=None,
               help="Use the Python and torch already installed here (the default).")
@@ -79,7 +80,7 @@ def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | N
     sys.exit({"good": 0, "bad": 1, "skip": 125}[data["verdict"]])
 
 
-@click.group()
+@click.group(cls=ConfiguredGroup)
 def oracle() -> None:
     """Write new oracles."""
 
@@ -120,7 +121,7 @@ def oracle_new(name: str, repro: Path, match: str | None, description: str | Non
               f"--bad REF")
 
 
-@click.command()
+@click.command(cls=ConfiguredCommand)
 @click.option("--build", "build_roles", multiple=True, type=click.Choice(["runtime", "builder"]),
               help="Build this image (repeatable) before listing.")
 @click.option("--base", default=None, metavar="IMAGE", help="BASE_IMAGE build argument "

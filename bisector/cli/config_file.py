@@ -1,0 +1,230 @@
+"""``bisector.toml``: defaults for every option, from the user's file and the repository's.
+
+People run the same bisection flags every time (``--gpus 0,1 --executor docker``); writing
+them once is what click's ``default_map`` is for, so a configured value behaves exactly like a
+built-in default: the command line still wins, and ``--help`` shows the value in force and the
+file it came from. Two files are read, the later winning key by key:
+
+1. the user's: ``$BISECTOR_CONFIG``, else ``bisector.toml`` in the user config folder
+   (``$BISECTOR_HOME/config`` when that is set, so tests never read a real one);
+2. the repository's: the nearest ``bisector.toml`` from the current folder up to its git root.
+
+Layout: ``[defaults]`` applies to every command that has the option; ``[start]``, ``[plan]``,
+``[oracle.new]`` ... to one command. Keys are the option names without dashes in front
+(``build-jobs = 4``). ``[watch]`` and ``[[suite]]`` belong to the nightly watch and are left to
+it. Every key and value is checked before any command runs: a typo is a one-line error naming
+the file, the key and the fix, never a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+import platformdirs
+
+from bisector.errors import UsageError
+
+FILE_NAME = "bisector.toml"
+ALL = "defaults"
+# Tables another part of bisector reads from the same file (the nightly watch).
+RESERVED = frozenset({"watch", "suite", "suites", "notify"})
+META_KEY = "bisector.config_sources"  # ctx.meta: (command path, param name) -> where it came from
+
+
+@dataclass
+class Loaded:
+    """The merged ``default_map`` and, per (command path, option), the file and table that set
+    it (for ``--help``)."""
+
+    default_map: dict[str, Any] = field(default_factory=dict)
+    sources: dict[tuple[str, str], str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+
+def user_file() -> Path:
+    explicit = os.environ.get("BISECTOR_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("BISECTOR_HOME")
+    folder = (Path(home).expanduser() / "config" if home
+              else Path(platformdirs.user_config_dir("bisector")))
+    return folder / FILE_NAME
+
+
+def repo_file(start: Path) -> Path | None:
+    """The nearest ``bisector.toml`` from ``start`` up to the git root (a folder holding
+    ``.git``), or None: a file above the repository belongs to someone else."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / FILE_NAME).is_file():
+            return folder / FILE_NAME
+        if (folder / ".git").exists():
+            return None
+    return None
+
+
+def files(cwd: Path | None = None) -> list[Path]:
+    """The files read, user first (the repository's wins)."""
+    out = [f for f in (user_file(),) if f.is_file()]
+    repo = repo_file(cwd or Path.cwd())
+    if repo is not None and repo not in out:
+        out.append(repo)
+    return out
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()
+              ) -> dict[tuple[str, ...], click.Command]:
+    """Every command by its path under ``group`` (``("oracle", "new")``)."""
+    out: dict[tuple[str, ...], click.Command] = {}
+    for name, cmd in group.commands.items():
+        out[(*prefix, name)] = cmd
+        if isinstance(cmd, click.Group):
+            out.update(_commands(cmd, (*prefix, name)))
+    return out
+
+
+def _options(cmd: click.Command) -> dict[str, click.Option]:
+    """Options by their config key: the longest flag without its dashes (``build-jobs``)."""
+    out: dict[str, click.Option] = {}
+    for p in cmd.params:
+        if isinstance(p, click.Option) and p.name and p.name != "help":
+            longs = [o for o in p.opts if o.startswith("--")]
+            key = (max(longs, key=len) if longs else p.opts[0]).lstrip("-")
+            out[key] = p
+    return out
+
+
+def _check_value(cmd: click.Command, opt: click.Option, value: Any, where: str,
+                 base: Path) -> Any:
+    """The value as the option would take it; relative paths are the config file's."""
+    if isinstance(opt.type, click.Path) and isinstance(value, str):
+        p = Path(value).expanduser()
+        value = str(p if p.is_absolute() else (base / p))
+    if opt.multiple and not isinstance(value, list):
+        raise UsageError(f"{where}: must be a list, e.g. [\"A=1\", \"B=2\"]")
+    try:
+        with click.Context(cmd) as ctx:
+            opt.type_cast_value(ctx, value)
+    except click.BadParameter as e:
+        raise UsageError(f"{where}: {e.message}; fix the value or remove the key") from None
+    return value
+
+
+def _unknown(what: str, name: str, known: list[str], where: str) -> UsageError:
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = f"did you mean {near[0]!r}?" if near else f"known: {', '.join(sorted(known))}"
+    return UsageError(f"{where}: unknown {what} {name!r}; {hint}")
+
+
+def load(group: click.Group, paths: list[Path]) -> Loaded:
+    """Check every file against the commands and merge them into one ``default_map``."""
+    commands = _commands(group)
+    loaded = Loaded(files=list(paths))
+    for path in paths:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+            raise UsageError(f"{path}: not a readable TOML file ({e}); fix it or remove it "
+                             f"(set BISECTOR_CONFIG to use another file)") from None
+        tables: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
+        for name, value in data.items():
+            if name in RESERVED:
+                continue
+            if name == ALL:
+                if not isinstance(value, dict):
+                    raise UsageError(f"{path}: [{ALL}] must be a table")
+                for cmd_path in commands:
+                    tables.append((cmd_path, ALL, value))
+                known = {k for c in commands.values() for k in _options(c)}
+                for key in value:
+                    if key not in known:
+                        raise _unknown("option", key, sorted(known), f"{path} [{ALL}]")
+                continue
+            _nested(commands, (name,), value, tables, path)
+        # [defaults] first, so that a command's own table in the same file wins.
+        tables.sort(key=lambda t: t[1] != ALL)
+        for cmd_path, table, values in tables:
+            cmd = commands[cmd_path]
+            opts = _options(cmd)
+            for key, value in values.items():
+                if table == ALL and key not in opts:
+                    continue  # [defaults] reaches only the commands that have the option
+                if key not in opts:
+                    raise _unknown(f"option of `bisect {' '.join(cmd_path)}`", key,
+                                   list(opts), f"{path} [{table}]")
+                where = f"{path} [{table}] {key} = {value!r}"
+                value = _check_value(cmd, opts[key], value, where, path.parent)
+                node = loaded.default_map
+                for part in cmd_path:
+                    node = node.setdefault(part, {})
+                name = opts[key].name
+                assert name is not None
+                node[name] = value
+                loaded.sources[(" ".join(cmd_path), name)] = f"{path} [{table}]"
+    return loaded
+
+
+def _nested(commands: dict[tuple[str, ...], click.Command], prefix: tuple[str, ...],
+            value: Any, tables: list[tuple[tuple[str, ...], str, dict[str, Any]]],
+            path: Path) -> None:
+    """A command's table; a group's table holds its subcommands' tables (``[oracle.new]``)."""
+    if prefix not in commands:
+        names = [" ".join(p) for p in commands] + [ALL]
+        raise _unknown("table", ".".join(prefix), names, str(path))
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: [{'.'.join(prefix)}] must be a table of options")
+    own = {k: v for k, v in value.items() if not (isinstance(v, dict) and (*prefix, k)
+                                                   in commands)}
+    tables.append((prefix, ".".join(prefix), own))
+    for k, v in value.items():
+        if isinstance(v, dict) and (*prefix, k) in commands:
+            _nested(commands, (*prefix, k), v, tables, path)
+
+
+def _shown(opt: click.Option, value: Any) -> str:
+    """A configured value as a user would type it: the flag for a boolean flag."""
+    if opt.is_flag and isinstance(value, bool):
+        if opt.secondary_opts:
+            return (opt.opts if value else opt.secondary_opts)[0]
+        return opt.opts[0] if value else "off"
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return str(value)
+
+
+class ConfiguredCommand(click.Command):
+    """Shows a configured default, and the file it came from, in ``--help``."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        sources: dict[tuple[str, str], str] = ctx.meta.get(META_KEY, {})
+        names, c = [], ctx
+        while c.parent is not None:  # the root's name is however bisector was started
+            names.append(c.info_name or "")
+            c = c.parent
+        path = " ".join(reversed(names))
+        saved: list[tuple[click.Option, Any]] = []
+        for p in self.params:
+            if isinstance(p, click.Option) and p.name and (path, p.name) in sources:
+                value = ctx.lookup_default(p.name, call=False)
+                saved.append((p, p.show_default))
+                p.show_default = f"{_shown(p, value)} from {sources[(path, p.name)]}"
+        try:
+            super().format_options(ctx, formatter)
+        finally:
+            for p, old in saved:
+                p.show_default = old
+
+
+class ConfiguredGroup(click.Group):
+    """A group whose subcommands (and sub-groups) show configured defaults in ``--help``."""
+
+    command_class = ConfiguredCommand
+
+
+ConfiguredGroup.group_class = ConfiguredGroup

@@ -1,0 +1,80 @@
+"""bisector.toml: the user's and the repository's defaults merged into click's default_map,
+every key and value checked against the real commands, a command's table beating [defaults]."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bisector.cli import cli
+from bisector.cli.config_file import files, load, repo_file
+from bisector.errors import UsageError
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_tables_merge_user_then_repository_and_a_commands_table_beats_defaults(
+        tmp_path: Path) -> None:
+    user = write(tmp_path / "user.toml", '[defaults]\njobs = 2\nbuild-jobs = 5\n'
+                 '[list]\nlimit = 7\n')
+    repo = write(tmp_path / "repo" / "bisector.toml",
+                 '[start]\njobs = 4\nconfirm = false\nrepo = "."\n[defaults]\njobs = 3\n'
+                 '[oracle.new]\ndir = "oracles"\n')
+    got = load(cli, [user, repo])
+    assert got.default_map["start"]["jobs"] == 4  # its own table, though [defaults] came after
+    assert got.default_map["plan"]["jobs"] == 3  # the repository's [defaults] beats the user's
+    assert got.default_map["start"]["build_jobs"] == 5  # the user's, nothing overrode it
+    assert got.default_map["start"]["confirm"] is False
+    assert got.default_map["list"]["limit"] == 7
+    # Relative paths are the file's, not the current folder's.
+    assert got.default_map["start"]["repo"] == str(tmp_path / "repo" / ".")
+    assert got.default_map["oracle"]["new"]["directory"] == str(tmp_path / "repo" / "oracles")
+    assert got.sources[("start", "jobs")] == f"{repo} [start]"
+    assert got.sources[("start", "build_jobs")] == f"{user} [defaults]"
+    assert "jobs" not in got.default_map.get("list", {})  # [defaults] reaches only its owners
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[start]\njbos = 2\n", r"unknown option of `bisect start` 'jbos'; did you mean 'jobs'\?"),
+    ("[strat]\njobs = 2\n", r"unknown table 'strat'; did you mean 'start'\?"),
+    ("[defaults]\nnope = 1\n", r"\[defaults\]: unknown option 'nope'"),
+    ("[start]\njobs = \"many\"\n", r"\[start\] jobs = 'many': 'many' is not a valid integer"),
+    ("[start]\nexecutor = \"k8s\"\n", r"executor = 'k8s': 'k8s' is not one of"),
+    ("[start]\nbuild-env = \"A=1\"\n", r"must be a list"),
+    ("[start\n", r"not a readable TOML file"),
+    ("start = 3\n", r"\[start\] must be a table"),
+])
+def test_a_bad_key_or_value_is_one_line_naming_the_file_key_and_fix(
+        tmp_path: Path, text: str, message: str) -> None:
+    path = write(tmp_path / "bisector.toml", text)
+    with pytest.raises(UsageError, match=message) as e:
+        load(cli, [path])
+    assert str(path) in e.value.message and "\n" not in e.value.message
+
+
+def test_the_watch_tables_are_left_to_the_watch(tmp_path: Path) -> None:
+    path = write(tmp_path / "bisector.toml", '[watch]\nevery = "daily"\n[[suite]]\nname = "x"\n')
+    assert load(cli, [path]).default_map == {}
+
+
+def test_the_repository_file_is_searched_up_to_the_git_root_only(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path / "bisector.toml", "[start]\njobs = 9\n")  # above the clone: not its file
+    clone = tmp_path / "clone"
+    (clone / ".git").mkdir(parents=True)
+    (clone / "src" / "deep").mkdir(parents=True)
+    assert repo_file(clone / "src" / "deep") is None
+    mine = write(clone / "bisector.toml", "[start]\njobs = 2\n")
+    assert repo_file(clone / "src" / "deep") == mine
+    monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("BISECTOR_CONFIG", raising=False)
+    assert files(clone / "src") == [mine]
+    user = write(tmp_path / "home" / "config" / "bisector.toml", "[list]\nlimit = 3\n")
+    assert files(clone / "src") == [user, mine]
+    monkeypatch.setenv("BISECTOR_CONFIG", str(tmp_path / "elsewhere.toml"))
+    assert files(clone / "src") == [mine]  # the named file does not exist: only the repo's
