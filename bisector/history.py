@@ -62,10 +62,62 @@ def open_repo(path: str | Path) -> git.Repo:
         ) from None
 
 
+# ``2025-01-10``, ``nightly:2025-01-10`` or ``nightly:2.9.0.dev20250110``: a nightly by date.
+DATE_REF = re.compile(r"^(?:nightly:)?(\d{4})-(\d{2})-(\d{2})$")
+NIGHTLY_VERSION_REF = re.compile(r"^nightly:(?:[0-9][0-9.]*\.)?dev(\d{4})(\d{2})(\d{2})"
+                                 r"(?:\+[A-Za-z0-9.]+)?$")
+# PyTorch's trigger-nightly action: one commit a day on ``nightly``, cut from a main commit.
+NIGHTLY_LINE = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-fA-F]{40})\)")
+NIGHTLY_BRANCHES = ("nightly", "origin/nightly", "upstream/nightly")
+
+
+def nightly_date(ref: str) -> str | None:
+    """The ``YYYY-MM-DD`` a date or ``nightly:`` ref names, else None (an ordinary ref)."""
+    m = DATE_REF.match(ref) or NIGHTLY_VERSION_REF.match(ref)
+    return "-".join(m.groups()) if m else None
+
+
+def nightlies(repo: git.Repo) -> dict[str, str]:
+    """Date -> the main-line commit that day's nightly was cut from, read from the first
+    nightly branch the clone has (subjects ``YYYY-MM-DD nightly release (<sha>)``)."""
+    for branch in NIGHTLY_BRANCHES:
+        try:
+            out = str(repo.git.log("--first-parent", "--format=%s", branch, "--"))
+        except git.GitCommandError:
+            continue
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            m = NIGHTLY_LINE.match(line)
+            if m:
+                found.setdefault(m.group(1), m.group(2))
+        return found
+    return {}
+
+
+def resolve_nightly(repo: git.Repo, day: str, ref: str, role: str) -> str:
+    """The main-line commit of the nightly of ``day``, named by ``ref`` (a date or a nightly
+    version), with a one-line error naming the nearest dates that do exist."""
+    dates = nightlies(repo)
+    if not dates:
+        raise RepoError(f"--{role} {ref}: the clone has no nightly branch to find that date "
+                        f"in; git fetch origin nightly:nightly (or give a tag or sha)")
+    sha = dates.get(day)
+    if sha is None:
+        before = max((d for d in dates if d < day), default=None)
+        after = min((d for d in dates if d > day), default=None)
+        near = " and ".join(x for x in (before, after) if x) or "none"
+        raise RepoError(f"--{role} {ref}: no nightly of {day} on the nightly branch (nearest: "
+                        f"{near}); pick one of those dates, or git fetch origin nightly")
+    return resolve(repo, sha, role)
+
+
 def resolve(repo: git.Repo, ref: str, role: str) -> str:
-    """Full sha of a tag, branch, or (abbreviated) sha; peels annotated tags to the commit."""
+    """Full sha of a tag, branch, or (abbreviated) sha; peels annotated tags to the commit.
+    A date (``2025-01-10``) or ``nightly:VERSION`` is the main commit of that day's nightly."""
     if not ref or ref.startswith("-"):
         raise RepoError(f"--{role} {ref!r} is not a ref: give a tag, branch or commit sha")
+    if (day := nightly_date(ref)) is not None:
+        return resolve_nightly(repo, day, ref, role)
     try:
         return str(repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")).strip()
     except git.GitCommandError:
@@ -102,12 +154,15 @@ def plan_range(
     """
     good = resolve(repo, good_ref, "good")
     bad = resolve(repo, bad_ref, "bad")
+    dated = [f"--{role} {ref} is the nightly of {nightly_date(ref)}, cut from {sha[:12]}"
+             for role, ref, sha in (("good", good_ref, good), ("bad", bad_ref, bad))
+             if nightly_date(ref) is not None]
     if good == bad:
         raise RepoError(
             f"good and bad are the same commit ({good[:12]}): "
             f"give a good ref older than the bad one"
         )
-    notes: list[str] = []
+    notes: list[str] = list(dated)
     merge_base_used = False
     lower = good
     # The common case costs one ancestry walk; the release-branch case pays for the rest.
