@@ -50,7 +50,9 @@ class OracleMeta:
     false_positive: float | None = None  # P(reports regressed | it is not); None: estimated
     false_negative: float | None = None  # P(reports fine | it is regressed); None: estimated
     confidence: float = defaults.NOISY_CONFIDENCE
-    max_runs: int | None = None  # None: the noisy search's own cap for the range
+    # Flaky: runs of the whole search (None: its own cap for the range); performance: runs
+    # per commit (None: 8).
+    max_runs: int | None = None
     # A performance oracle: samples in a BISECTOR_RESULT line, bad when worse than the good
     # endpoint's by more than this fraction (``threshold = "5%"``).
     threshold: float | None = None
@@ -191,6 +193,9 @@ _KNOWN = {
     "flaky", "false-positive", "false-negative", "confidence", "max-runs", "threshold",
 }
 
+# Keys of the flaky search, refused next to ``threshold`` (see parse_metadata).
+_NOT_FOR_PERF = ("flaky", "repeats", "false-positive", "false-negative", "confidence")
+
 
 def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
     """Validate the inline metadata; every mistake gets a message naming the key and the fix."""
@@ -279,10 +284,15 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
             threshold = parse_threshold(raw)
         except ValueError as e:
             raise OracleError(f"{where}: [tool.bisector] {e}") from None
-        if tool.get("flaky"):
-            raise OracleError(f"{where}: [tool.bisector] a performance oracle (threshold) is "
-                              f"already judged by statistics over repeated runs: drop "
-                              f"flaky = true")
+        # Each of these would make the oracle a flaky one too (or tune a search it does not
+        # get): a performance oracle is judged by its samples, where error rates, a vote of
+        # repeats and a posterior's confidence do not apply.
+        clash = [k for k in _NOT_FOR_PERF if k in tool and (k != "flaky" or tool[k])
+                 and (k != "repeats" or tool[k] != 1)]
+        if clash:
+            raise OracleError(f"{where}: [tool.bisector] threshold and {clash[0]} do not go "
+                              f"together: a performance oracle is judged by its samples, not "
+                              f"by error rates or repeats; drop {clash[0]}")
     return OracleMeta(
         description=typed("description", str, "") or _docstring_line(script),
         dependencies=tuple(deps),

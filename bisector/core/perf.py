@@ -10,6 +10,19 @@ threshold*, or significantly not; when neither is significant the verdict is UND
 caller runs the oracle again, following :func:`next_sample_count`, until the run cap, after
 which an undecided commit is skipped rather than guessed.
 
+What counts as one observation is decided by the baseline (:class:`Baseline`, used through
+:func:`compare_runs`). The rank test assumes independent samples, but samples of one run share
+that run's conditions (a GPU's clocks, a process's memory layout). So the baseline's runs are
+first tested against each other (Kruskal–Wallis): when they agree (p >= :data:`AGREEMENT_ALPHA`,
+0.05) the within-run noise dominates and every sample counts; when they disagree, run-to-run
+variation dominates, pooling would be anti-conservative, and each run counts once, as its
+median. Per-run medians need runs, not samples, to reach significance: with m baseline and k
+candidate runs the smallest one-sided p-value is 1/C(m+k, k), so against 3 baseline medians
+one run gives 0.25 at best and only 8 runs get below 0.01 (1/165); against 8 baseline
+medians 4 runs do (1/495). Which is why the caller grows a disagreeing baseline to 8 runs
+(:mod:`bisector.run.perf_search`); below the needed runs a commit stays UNDECIDED, the
+schedule goes on, and at the cap it is skipped.
+
 Pure: no I/O, no clock, no randomness; every failure is a ``ValueError`` with a one-line
 message that names the fix, which the caller turns into a SKIP reason or a metadata error.
 """
@@ -20,7 +33,7 @@ import enum
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 RESULT_PREFIX = "BISECTOR_RESULT"
 """The first token of the one stdout line a performance oracle prints per run."""
@@ -34,6 +47,11 @@ FIRST_RUNS = 1
 
 DEFAULT_MAX_RUNS = 8
 """Cap on oracle runs per commit; run counts double from :data:`FIRST_RUNS` up to it."""
+
+AGREEMENT_ALPHA = 0.05
+"""Level of the Kruskal–Wallis test across the baseline's runs; below it the runs disagree and
+each run counts as one observation (its median). Looser than :data:`DEFAULT_ALPHA` on purpose:
+a false alarm only costs runs, a missed one lets the pooled test call noise a regression."""
 
 # Keys a result line may carry for people (the bundled template prints them); anything else is
 # most likely a typo of a key that matters ("directon") and is refused.
@@ -84,6 +102,7 @@ class Comparison:
     median_candidate: float
     relative_change: float
     p_value: float
+    per_run: bool = False  # compared run medians (one per run), not pooled samples
 
 
 def _show(value: object) -> str:
@@ -270,6 +289,64 @@ def compare(
     )
 
 
+def agreement(runs: Sequence[Sequence[float]]) -> float:
+    """Kruskal–Wallis p-value for "these runs measured one distribution"; 1.0 when it cannot
+    be asked (fewer than two runs, or every value equal, where scipy divides by zero)."""
+    values = [v for r in runs for v in r]
+    if sum(1 for r in runs if r) < 2 or min(values) == max(values):
+        return 1.0
+    from scipy.stats import kruskal
+
+    p = float(kruskal(*[list(r) for r in runs if r]).pvalue)
+    return p if math.isfinite(p) else 1.0
+
+
+def observations(runs: Sequence[Sequence[float]], per_run: bool) -> list[float]:
+    """What the rank test sees of some runs: each run's median, or all their samples."""
+    if per_run:
+        return [median(r) for r in runs if r]
+    return [v for r in runs for v in r]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The good endpoint's runs and whether they agree, which decides for every comparison
+    against them whether a sample or a whole run is one observation."""
+
+    runs: tuple[tuple[float, ...], ...]
+    agreement_p: float
+
+    @classmethod
+    def of(cls, runs: Sequence[Sequence[float]]) -> Baseline:
+        kept = tuple(tuple(r) for r in runs if r)
+        if not kept:
+            raise ValueError("a baseline needs at least one run with samples")
+        return cls(kept, agreement(kept))
+
+    @property
+    def per_run(self) -> bool:
+        return self.agreement_p < AGREEMENT_ALPHA
+
+    @property
+    def observations(self) -> list[float]:
+        return observations(self.runs, self.per_run)
+
+
+def compare_runs(
+    base: Baseline,
+    candidate: Sequence[Sequence[float]],
+    direction: Direction,
+    threshold: float,
+    alpha: float = DEFAULT_ALPHA,
+) -> Comparison:
+    """:func:`compare` on the observations the baseline's agreement calls for: pooled samples
+    when its runs agree, one median per run (candidate runs too) when they do not. The medians
+    reported are then medians of run medians."""
+    got = compare(base.observations, observations(candidate, base.per_run), direction,
+                  threshold, alpha)
+    return replace(got, per_run=base.per_run)
+
+
 def next_sample_count(current: int, cap: int = DEFAULT_MAX_RUNS) -> int | None:
     """How many oracle runs a commit should have in total before the next comparison.
 
@@ -286,3 +363,21 @@ def next_sample_count(current: int, cap: int = DEFAULT_MAX_RUNS) -> int | None:
     if current >= cap:
         return None
     return min(cap, FIRST_RUNS if current == 0 else current * 2)
+
+
+def runs_due(current: int, cap: int = DEFAULT_MAX_RUNS) -> int:
+    """Runs still to make before a commit with ``current`` runs is compared again: 0 when
+    ``current`` is a point of the schedule (1, 2, 4, ..., or the cap and beyond), else how
+    far the next point is.
+
+    A caller that makes one run of a commit per round (so that runs of one commit never run
+    at once) still compares only at these points, as a caller making each batch at once
+    would: the number of comparisons, and so the chances of a false verdict, stay those of
+    the doubling schedule.
+    """
+    if current >= cap:
+        return 0
+    point = next_sample_count(0, cap)
+    while point is not None and point < current:
+        point = next_sample_count(point, cap)
+    return (cap if point is None else point) - current

@@ -129,6 +129,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     repo = history.open_repo(req.repo)
     plan = history.plan_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
     oracle = load_oracle(req.oracle, oracles_dir)
+    refuse_for_performance(req, oracle)
     profile = pick_profile(repo, plan.bad_sha, req.profile)
     # The user's interpreter, not bisector's own; the note names it in `plan`, `start`, `show`.
     interpreter = choose_python(req.python, profile.import_name)
@@ -195,6 +196,22 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     environment["paths"] = {"home": str(Path.home()), "data": str(data_dir()),
                             "cache": str(cache_dir())}
     return Prepared(plan, oracle, cfg, fingerprint, environment)
+
+
+def refuse_for_performance(req: Request, oracle: Oracle) -> None:
+    """A performance oracle's runs are judged by their samples, always as "bad = worse than
+    the good endpoint by the threshold": --find-fix and --regress speak of exit codes and
+    would be silently ignored, so a hunt for a speed-up would answer a question nobody asked.
+    """
+    if not oracle.meta.performance:
+        return
+    if req.find_fix:
+        raise UsageError(f"--find-fix with the performance oracle {oracle.name}: it finds "
+                         f"slowdowns only; to find the commit that made it faster, print the "
+                         f"opposite \"direction\" in a copy of the oracle and drop --find-fix")
+    if req.regress is not None:
+        raise UsageError(f"--regress with the performance oracle {oracle.name}: its runs are "
+                         f"judged by their samples, not their exit code; drop --regress")
 
 
 def _gpu_models(req: Request) -> list[str]:

@@ -93,6 +93,16 @@ def logged_runs(store: Store, bisection_id: int) -> set[int]:
                                           .where(m.Probe.bisection_id == bisection_id))}
 
 
+def own_runs(store: Store, bisection_id: int) -> set[int]:
+    """Ids of the runs this bisection made itself (its paid-for probes), adopted ones left
+    out: a performance search's baseline must come from its own runs, made alongside the
+    commits it is compared with, not from another bisection's day on the machine."""
+    with store.session() as s:
+        return {int(r) for r in s.scalars(select(m.Probe.verdict_id)
+                                          .where(m.Probe.bisection_id == bisection_id,
+                                                 m.Probe.reused.is_(False)))}
+
+
 def paid_runs(store: Store, bisection_id: int) -> int:
     """How many oracle runs this bisection paid for (reused ones are free)."""
     with store.session() as s:

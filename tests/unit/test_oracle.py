@@ -171,3 +171,24 @@ def test_structured_result_is_the_last_result_line(tmp_path: Path) -> None:
     assert structured_result(out) == {"unparsed": "not json"}
     out.write_text("nothing structured\n")
     assert structured_result(out) is None
+
+
+def perf_meta(extra: str) -> str:
+    return f'# /// script\n# [tool.bisector]\n# threshold = "5%"\n{extra}# ///\n'
+
+
+@pytest.mark.parametrize("line", [
+    "flaky = true", "repeats = 3", "false-positive = 0.1", "false-negative = 0.0",
+    "confidence = 0.9",
+])
+def test_a_performance_oracle_refuses_the_flaky_keys(line: str) -> None:
+    key = line.split(" =")[0]
+    with pytest.raises(OracleError, match=f"threshold and {key} do not go together: .*drop "
+                                          f"{key}$"):
+        parse_metadata(perf_meta(f"# {line}\n"))
+
+
+def test_a_performance_oracle_is_not_noisy() -> None:
+    # The harmless spellings of "not flaky" stay accepted; max-runs is runs per commit.
+    meta = parse_metadata(perf_meta("# flaky = false\n# repeats = 1\n# max-runs = 4\n"))
+    assert meta.performance and meta.sampled and not meta.noisy and meta.max_runs == 4

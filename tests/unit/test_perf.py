@@ -13,13 +13,17 @@ from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
 
 from bisector.core.perf import (
     DEFAULT_MAX_RUNS,
+    Baseline,
     Direction,
     PerfResult,
     PerfVerdict,
+    agreement,
     compare,
+    compare_runs,
     next_sample_count,
     parse_result,
     parse_threshold,
+    runs_due,
 )
 
 LOWER, HIGHER = Direction.LOWER, Direction.HIGHER
@@ -283,3 +287,53 @@ def test_run_plan_clips_to_an_uneven_cap() -> None:
 def test_run_plan_refuses_nonsense(current: int, cap: int) -> None:
     with pytest.raises(ValueError):
         next_sample_count(current, cap)
+
+
+# --- which observations: pooled samples or per-run medians --------------------------------------
+
+
+def test_runs_that_agree_pool_their_samples() -> None:
+    base = Baseline.of([noisy(s, 20, 10.0) for s in (1, 2, 3)])
+    assert base.agreement_p >= 0.05 and not base.per_run
+    assert len(base.observations) == 60
+    got = compare_runs(base, [noisy(4, 20, 13.0)], LOWER, 0.05)
+    assert got.verdict is BAD and not got.per_run  # one run of 20 samples is enough
+
+
+def test_runs_that_disagree_count_once_each_and_need_more_runs() -> None:
+    # Three runs of the same commit, each tight but at its own level (a GPU's clocks per
+    # process): pooled, their 60 samples would be taken for 60 independent measurements.
+    levels = (9.7, 10.0, 10.3)
+    base = Baseline.of([noisy(s, 20, c, sd=0.001) for s, c in enumerate(levels)])
+    assert base.agreement_p < 0.05 and base.per_run
+    assert len(base.observations) == 3
+    one = compare_runs(base, [noisy(9, 20, 13.0, sd=0.001)], LOWER, 0.05)
+    assert one.verdict is UNDECIDED and one.p_value >= 0.25 and one.per_run  # 1 of C(4,1)
+    four = compare_runs(base, [noisy(10 + i, 20, 13.0) for i in range(4)], LOWER, 0.05)
+    assert four.verdict is UNDECIDED  # 1/C(7,3) = 0.029: still above 0.01
+    eight = compare_runs(base, [noisy(20 + i, 20, 13.0) for i in range(8)], LOWER, 0.05)
+    assert eight.verdict is BAD and eight.p_value < 0.01  # 1/C(11,3) = 0.006
+    same = compare_runs(base, [noisy(30 + i, 20, 10.0) for i in range(8)], LOWER, 0.05)
+    assert same.verdict is GOOD
+    # Against 8 baseline medians, 4 runs are enough (1/C(12,4) = 0.002).
+    wide = Baseline.of([noisy(40 + i, 20, 9.6 + 0.1 * i, sd=0.001) for i in range(8)])
+    assert wide.per_run
+    got = compare_runs(wide, [noisy(50 + i, 20, 13.0) for i in range(4)], LOWER, 0.05)
+    assert got.verdict is BAD and got.p_value < 0.01
+
+
+def test_agreement_cannot_be_asked_of_one_run_or_of_ties() -> None:
+    assert agreement([[10.0, 11.0]]) == 1.0
+    assert agreement([[10.0, 10.0], [10.0]]) == 1.0
+    assert agreement([[], [10.0, 11.0]]) == 1.0
+    with pytest.raises(ValueError, match="at least one run"):
+        Baseline.of([[]])
+
+
+@pytest.mark.parametrize(("current", "cap", "due"), [
+    (0, 8, 1), (1, 8, 0), (2, 8, 0), (3, 8, 1), (4, 8, 0), (5, 8, 3), (7, 8, 1), (8, 8, 0),
+    (11, 8, 0), (4, 5, 0), (5, 5, 0), (2, 3, 0), (5, 6, 1), (6, 6, 0),
+])
+def test_runs_one_at_a_time_are_compared_only_at_the_schedules_points(
+        current: int, cap: int, due: int) -> None:
+    assert runs_due(current, cap) == due

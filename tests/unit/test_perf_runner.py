@@ -5,36 +5,55 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+from collections import Counter
 from dataclasses import replace
+from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from bisector.artifacts.installable import Installable
-from bisector.core.verdict import Outcome
-from bisector.errors import EndpointError
+from bisector.config import Request
+from bisector.core import perf
+from bisector.core.search import Verdict
+from bisector.core.verdict import Outcome, Polarity
+from bisector.errors import EndpointError, UsageError
 from bisector.executors.base import RunResult
 from bisector.kinds import State
 from bisector.oracle import Oracle
+from bisector.run import perf_search
+from bisector.run.perf_search import Run
+from bisector.run.prepare import prepare
 from bisector.store import verdicts
 from bisector.store.db import Store
+from bisector.store.records import NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
 
 PERF = replace(ORACLE, content=b"# perf\n", meta=replace(ORACLE.meta, threshold=0.05))
 
 
 class Timer(FakeExecutor):
-    """Prints 20 samples around 10 ms, or 10 ms × ``slowdown`` from the culprit on."""
+    """Prints 20 samples around 10 ms, or 10 ms × ``slowdown`` from the culprit on.
 
-    def __init__(self, cands: list[str], culprit: int, slowdown: float, seed: int) -> None:
+    ``spread``: each run's level moves by up to that fraction (a GPU's clocks per process),
+    with ``noise`` the relative noise inside one run. ``level``: the machine's speed."""
+
+    def __init__(self, cands: list[str], culprit: int, slowdown: float, seed: int, *,
+                 spread: float = 0.0, noise: float = 0.03, level: float = 10.0) -> None:
         super().__init__(cands, culprit)
         self.slowdown, self.rng = slowdown, random.Random(seed)
+        self.spread, self.noise, self.level = spread, noise, level
 
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
         super().run(inst=inst, oracle=oracle, commit=commit, run_dir=run_dir, gpu=gpu)
-        base = 10.0 * (self.slowdown if self.position[commit] >= self.culprit else 1.0)
-        samples = [round(base * self.rng.uniform(0.97, 1.03), 4) for _ in range(20)]
+        base = self.level * (self.slowdown if self.position[commit] >= self.culprit else 1.0)
+        base *= self.rng.uniform(1 - self.spread, 1 + self.spread)
+        samples = [round(base * self.rng.uniform(1 - self.noise, 1 + self.noise), 4)
+                   for _ in range(20)]
         line = "BISECTOR_RESULT " + json.dumps({"samples": samples, "unit": "ms"})
         return RunResult(Outcome.PASS, "exit 0", 0, 0.01, True, output_tail=line + "\n")
 
@@ -75,3 +94,136 @@ def test_runs_without_samples_are_skips_saying_why(store: Store) -> None:
     key = verdicts.Key(PERF.sha256, "env0")
     runs = verdicts.samples(store, key, [cands[0]])[cands[0]]
     assert runs and all("no BISECTOR_RESULT line" in x.run.reason for x in runs)
+
+
+def test_a_round_never_runs_a_commit_twice(store: Store) -> None:
+    # Three GPUs, and a slowdown near the threshold so that commits need several runs: each
+    # round holds a commit at most once, and runs of one commit never overlap in time.
+    cands = shas(40)
+    bid = new_bisection(store, cands, oracle=PERF)
+    ex = Timer(cands, 20, 1.07, 3)
+    ex.sleep_s = 0.005
+    r = make_runner(store, bid, cands, ex, width=3, oracle=PERF)
+    rounds: list[tuple[int, ...]] = []
+    run_round = r.run_round
+
+    def spy(round_: int, positions: tuple[int, ...], left: int) -> None:
+        rounds.append(positions)
+        run_round(round_, positions, left)
+
+    r.run_round = spy  # type: ignore[method-assign]
+    rec = r.run().record
+    assert rec.state in (State.DONE, State.AMBIGUOUS)
+    assert all(len(set(ps)) == len(ps) for ps in rounds)
+    assert rounds[:3] == [(0,), (0,), (0,)]  # the baseline: one run a round
+    assert any(len(ps) > 1 for ps in rounds)  # the slots are still used side by side
+    runs = Counter(c.commit for c in ex.calls)
+    assert max(runs.values()) > 1  # some commit did need several runs
+    for sha in runs:
+        mine = sorted((c.start, c.end) for c in ex.calls if c.commit == sha)
+        assert all(a_end <= b_start for (_, a_end), (b_start, _) in pairwise(mine))
+
+
+def stored_run(store: Store, sha: str, samples: list[float]) -> None:
+    """A run stored under the PERF key as another bisection (another day) left it."""
+    line = {"samples": samples, "unit": "ms", "direction": "lower-is-better"}
+    verdicts.save_run(store, verdicts.Key(PERF.sha256, "env0"), NewRun(
+        commit_sha=sha, outcome=Outcome.PASS, reason="exit 0", reusable=False,
+        started_at=datetime.now(UTC), exit_code=0, facts={"perf": line}))
+
+
+def test_the_baseline_is_made_by_this_bisection(store: Store) -> None:
+    # Earlier runs at the good endpoint, on a day the machine ran at 20 ms: pooled into the
+    # baseline they would hide the 30 % slowdown (13 ms) of the bad endpoint.
+    cands = shas(30)
+    bid = new_bisection(store, cands, oracle=PERF)
+    for i in range(4):
+        stored_run(store, cands[0], [20.0 + 0.1 * j + i for j in range(20)])
+    ex = Timer(cands, 17, 1.3, 4)
+    rec = make_runner(store, bid, cands, ex, oracle=PERF).run().record
+    assert rec.state is State.DONE and rec.culprit_sha == cands[17]
+    pf = rec.result["perf"]
+    assert pf["baseline_runs"] == 3 and abs(pf["baseline_median"] - 10.0) < 0.2
+    assert [c.commit for c in ex.calls].count(cands[0]) == 3
+    # A second bisection adopts the first one's runs everywhere but makes its own baseline.
+    bid2 = new_bisection(store, cands, oracle=PERF)
+    ex2 = Timer(cands, 17, 1.3, 5)
+    rec2 = make_runner(store, bid2, cands, ex2, oracle=PERF).run().record
+    assert rec2.culprit_sha == cands[17]
+    assert [c.commit for c in ex2.calls] == [cands[0]] * 3
+
+
+def test_disagreeing_baseline_runs_are_compared_as_run_medians(store: Store) -> None:
+    # Each run at its own level (±2 %), tight inside (±0.2 %): the baseline's first 3 runs
+    # disagree, so every run counts once; the baseline grows to 8 runs, against whose
+    # medians a commit is decided at its 4th run, and confirmation's 3 runs still decide.
+    cands = shas(30)
+    bid = new_bisection(store, cands, oracle=PERF)
+    ex = Timer(cands, 11, 1.3, 6, spread=0.02, noise=0.002)
+    r = make_runner(store, bid, cands, ex, oracle=PERF)
+    r.confirm = True
+    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+    rec = r.run().record
+    assert rec.state is State.DONE and rec.culprit_sha == cands[11]
+    pf = rec.result["perf"]
+    assert pf["compared"] == "run medians" and pf["baseline_agreement_p"] < 0.05
+    assert pf["baseline_runs"] == perf_search.SPLIT_BASELINE_RUNS
+    decided = [row for row in pf["commits"] if row["verdict"] in ("good", "bad")]
+    assert decided and all(row["runs"] == 4 and row["compared"] == "run medians"
+                           for row in decided)
+    assert rec.result["confirmation"]["status"] == "confirmed"
+
+
+def test_the_first_baseline_runs_decide_its_size() -> None:
+    agree = [tuple(10.0 + 0.01 * ((i * 7 + j) % 13) for j in range(20)) for i in range(3)]
+    apart = [tuple(c + 0.001 * j for j in range(20)) for c in (9.7, 10.0, 10.3)]
+    assert perf_search.baseline_size(agree[:2]) == perf_search.BASELINE_RUNS
+    assert perf_search.baseline_size(agree) == perf_search.BASELINE_RUNS
+    assert perf_search.baseline_size(apart) == perf_search.SPLIT_BASELINE_RUNS
+    # Later runs never change the size once the first three asked for more.
+    assert perf_search.baseline_size(apart + agree) == perf_search.SPLIT_BASELINE_RUNS
+
+
+def ms(*samples: float, unit: str | None = "ms",
+       direction: perf.Direction = perf.Direction.LOWER, own: bool = True) -> Run:
+    return Run(tuple(samples), unit, direction, own)
+
+
+def test_runs_in_another_unit_or_direction_are_not_pooled() -> None:
+    base_runs = [ms(10.0, 10.1, 10.2), ms(9.9, 10.0, 10.1), ms(10.0, 10.2, 9.8),
+                 ms(10_000.0, unit="us"), ms(10.0, own=False)]
+    mine, kept = perf_search.baseline_of(base_runs)
+    assert len(mine) == 4 and len(kept) == 3  # the µs run and another bisection's left out
+    base, like = perf.Baseline.of(kept), mine[0]
+    other_unit = [ms(13_000.0, 13_100.0, unit="us"), ms(13_000.0, 12_900.0, unit="us")]
+    a = perf_search.assess(other_unit, base, like, 0.05, 8)
+    assert a.verdict is Verdict.SKIP and a.mismatched == 2 and a.comparison is None
+    flipped = ms(20.0, 21.0, 22.0, direction=perf.Direction.HIGHER)
+    b = perf_search.assess([flipped, ms(13.0, 13.1, 13.2, 12.9)], base, like, 0.05, 8)
+    assert b.mismatched == 1 and b.runs == 2 and b.comparison is not None
+    assert b.comparison.median_candidate == pytest.approx(13.05)  # the ms run alone
+    row = perf_search._row(SimpleNamespace(candidates=shas(10)), 5, b, like)  # type: ignore[arg-type]
+    assert row["mismatched"] == 1 and "not pooled" in row["note"]
+
+
+def git_repo(path: Path) -> Path:
+    path.mkdir()
+    git = ["git", "-C", str(path), "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    for msg in ("a", "b", "c"):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", msg], check=True)
+    return path
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ({"find_fix": True}, "--find-fix with the performance oracle .*finds slowdowns only"),
+    ({"regress": Polarity.SUCCESS}, "--regress with the performance oracle .*drop --regress"),
+])
+def test_find_fix_and_regress_are_refused_for_a_performance_oracle(
+        tmp_path: Path, option: dict[str, object], message: str) -> None:
+    repo = git_repo(tmp_path / "repo")
+    oracle = tmp_path / "timer.py"
+    oracle.write_text('# /// script\n# [tool.bisector]\n# threshold = "5%"\n# ///\n')
+    req = Request(good="main~2", bad="main", oracle=str(oracle), repo=repo)
+    with pytest.raises(UsageError, match=message):
+        prepare(replace(req, **option))  # type: ignore[arg-type]
