@@ -104,6 +104,32 @@ class Ranking(Protocol):
 
     def kind(self, pos: int) -> str: ...
     def cost(self, pos: int) -> int: ...
+    def safe_between(self, a: int, b: int) -> bool: ...
+
+
+class _Reuse:
+    """The ranking as it changes during one simulated run: a commit built from source becomes
+    an overlay base (build once, overlay many), so a later commit whose difference to it is
+    overlay-safe is an overlay, not a second build, exactly as the provider does it."""
+
+    def __init__(self, provider: Ranking) -> None:
+        self.provider = provider
+        self.built: list[int] = []
+
+    def kind(self, pos: int) -> str:
+        k = self.provider.kind(pos)
+        if k == "build" and any(self.provider.safe_between(b, pos) for b in self.built):
+            return "overlay"
+        return k
+
+    def cost(self, pos: int) -> int:
+        from bisector.artifacts.provider import COST
+
+        return COST[self.kind(pos)]
+
+    def paid(self, pos: int, kind: str) -> None:
+        if kind == "build":
+            self.built.append(pos)
 
 
 @dataclass
@@ -142,16 +168,19 @@ def consistent_culprits(n: int, known: Mapping[int, Verdict]) -> list[int]:
 
 
 def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
-          ) -> tuple[list[int], bool]:
-    """The positions a deterministic search probes when the culprit is at ``culprit``, and
-    whether it names one (a window of skips is not confirmed)."""
+          ) -> tuple[list[tuple[int, str]], bool]:
+    """The positions a deterministic search probes when the culprit is at ``culprit``, each
+    with how it was obtained then, and whether the search names a culprit (a window of skips
+    is not confirmed)."""
     verdicts = dict(seeded)
+    now = _Reuse(provider)
     probed = []
-    while isinstance(s := next_step(n, verdicts, cost=provider.cost), Probe):
+    while isinstance(s := next_step(n, verdicts, cost=now.cost), Probe):
         for p in s.positions:
-            probed.append(p)
-            broken = provider.kind(p) == "broken"
-            verdicts[p] = (Verdict.SKIP if broken else
+            k = now.kind(p)
+            probed.append((p, k))
+            now.paid(p, k)
+            verdicts[p] = (Verdict.SKIP if k == "broken" else
                            Verdict.BAD if p >= culprit else Verdict.GOOD)
     return probed, isinstance(s, Culprit)
 
@@ -198,8 +227,7 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
     for culprit in culprits[::max(1, len(culprits) // SAMPLE)]:
         runs, builds, seconds = fixed
         probed, named = _walk(n, provider, culprit, seeded)
-        for p in probed:
-            k = provider.kind(p)
+        for _, k in probed:
             seconds += costs[k]
             if k != "broken":
                 runs += per_probe
@@ -227,7 +255,11 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
     out = []
     for culprit in culprits[::max(1, len(culprits) // NOISY_SAMPLE)]:
         post = noisy.Posterior(n, sampling.fp, sampling.fn)
-        got = {0, n - 1}
+        now = _Reuse(provider)
+        got: dict[int, str] = {}
+        for end in (0, n - 1):
+            got[end] = now.kind(end)
+            now.paid(end, got[end])
         runs = 2 * sampling.endpoint_runs
         paid = 0
         while isinstance(step := noisy.decide(post, sampling.confidence, max_runs=cap,
@@ -237,12 +269,14 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
                 if not usable:
                     break
                 p = min(usable, key=lambda q: (abs(q - p), q))
-            got.add(p)
+            if p not in got:
+                got[p] = now.kind(p)
+                now.paid(p, got[p])
             truth = p >= culprit
             lie = rng.random() < (sampling.fn if truth else sampling.fp)
             post.observe(p, truth != lie)
             paid += 1
-        kinds = [provider.kind(p) for p in got]
+        kinds = list(got.values())
         c_runs, c_builds, c_seconds = (
             _confirmation(provider, costs, step.position, sampling)
             if isinstance(step, noisy.Culprit) else (0, 0, 0.0))

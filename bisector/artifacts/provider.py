@@ -113,6 +113,7 @@ class Provider:
                                   if self.installed.commit in candidates else OUTSIDE)
         self.events: Events = events or QuietEvents()
         self.client_for = client_for
+        self._pos = {sha: i for i, sha in enumerate(candidates)}
         self._changes: overlay.ChangeIndex | None = None
         self._known: dict[str, ArtifactStatus] | None = None
         self._base_memo: dict[int, int | None] = {}
@@ -144,12 +145,25 @@ class Provider:
                         self._known[keys[a.key]] = a.status
             return self._known
 
+    def built(self) -> set[int]:
+        """Positions whose source build is stored and still on disk: build once, overlay many
+        (a Python-only change next to a built commit needs no second build)."""
+        known = self._known_artifacts()
+        return {self._pos[sha] for sha, status in known.items()
+                if status is ArtifactStatus.OK and sha in self._pos}
+
     def bases(self) -> list[int]:
         with self._lock:
-            out = sorted(self.prebuilts)
+            out = set(self.prebuilts)
+        out |= self.built()
         if self.installed_pos is not None and self.installed_pos != OUTSIDE:
-            out = sorted({*out, self.installed_pos})
-        return out
+            out.add(self.installed_pos)
+        return sorted(out)
+
+    def safe_between(self, a: int, b: int) -> bool:
+        """No change between positions ``a`` and ``b`` blocks an overlay (the quick index;
+        the exact diff decides at obtain time). The plan uses it to project build reuse."""
+        return self.changes.blocker_between(a, b) is None
 
     def overlay_base(self, pos: int) -> int | None:
         """The nearest base whose difference to ``pos`` is overlay-safe (older on a tie).
@@ -220,7 +234,7 @@ class Provider:
             got = self._overlay(pos, base)
             if got is not None:
                 return got
-            if base in self.prebuilts or base == self.installed_pos:
+            if base in self.bases():
                 break  # the exact diff refused what the quick index allowed: build instead
             with self._lock:  # the base was dropped (by this or another thread): look again
                 self._base_memo.pop(pos, None)
@@ -316,6 +330,17 @@ class Provider:
         return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest,
                                     sha256=digest), row, fresh=True)
 
+    def _built_base(self, pos: int) -> Obtained | None:
+        """The stored source wheel of ``pos`` as an overlay base, or None when it is gone
+        (removed by ``bisect gc``: forget it, so the ranking stops counting on it)."""
+        row = self._existing(self._source_key(self.candidates[pos]))
+        if row is None or row.status is not ArtifactStatus.OK or not row.path:
+            with self._lock:
+                self._known = None
+                self._base_memo.clear()
+            return None
+        return Obtained(self._installable(row), row)
+
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         """A commit outside the candidates (the culprit's revert on the bad endpoint): from
         the cache, as an overlay on the wheel that served ``near`` when only Python files
@@ -338,7 +363,7 @@ class Provider:
             got = self._installed()
             base_sha = self.installed.commit
         else:
-            maybe = self._prebuilt(base)
+            maybe = self._prebuilt(base) if base in self.prebuilts else self._built_base(base)
             if maybe is None:
                 return None  # the base dropped out; the caller picks the next one
             got, base_sha = maybe, self.candidates[base]
@@ -394,6 +419,8 @@ class Provider:
             stats=stats))
         with self._lock:
             self._known = None
+            if status is ArtifactStatus.OK:
+                self._base_memo.clear()  # a new base: commits near it may overlay on it now
         return self._answer(row, fresh=not res.cached)
 
 

@@ -42,6 +42,9 @@ class Kinds:
     def cost(self, pos: int) -> int:
         return COST[self.kind(pos)]
 
+    def safe_between(self, a: int, b: int) -> bool:
+        return False  # every change between two commits needs a build
+
 
 def test_consistent_culprits_follow_goods_and_bads_and_ignore_skips() -> None:
     assert consistent_culprits(100, {}) == list(range(1, 100))
@@ -152,3 +155,26 @@ def test_the_sampling_follows_the_oracles_metadata() -> None:
     assert (flaky.kind, flaky.fp, flaky.fn, flaky.confirm_runs) == (Kind.FLAKY, 0.05, 0.1, 3)
     perf = sampling_for(OracleMeta(threshold=0.05, max_runs=4), confirm=False)
     assert (perf.kind, perf.max_runs, perf.confirm_runs) == (Kind.PERFORMANCE, 4, 0)
+
+
+@dataclass
+class PythonOnly(Kinds):
+    """Every commit needs a build, but only ``blockers`` change C code: a built commit is an
+    overlay base for every commit with no blocker between them."""
+
+    blockers: tuple[int, ...] = ()
+
+    def safe_between(self, a: int, b: int) -> bool:
+        lo, hi = min(a, b), max(a, b)
+        return not any(lo < x <= hi for x in self.blockers)
+
+
+def test_a_commit_built_once_is_the_overlay_base_of_its_python_only_neighbours() -> None:
+    n = 200
+    before = simulate(n, Kinds(), COSTS)  # no reuse: one build per probe
+    after = simulate(n, PythonOnly(), COSTS)  # no C change at all: one build serves the rest
+    assert all(b == r for r, b, _ in before)
+    assert max(b for _, b, _ in after) == 1
+    scattered = simulate(n, PythonOnly(blockers=(30, 90, 150)), COSTS)
+    assert 1 <= sum(b for _, b, _ in scattered) / len(scattered) <= 5
+    assert sum(b for _, b, _ in scattered) < sum(b for _, b, _ in before) / 2
