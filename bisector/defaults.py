@@ -29,7 +29,19 @@ NOISY_CONFIDENCE = 0.99
 # Each endpoint is run this many times to estimate a flaky oracle's error rates (when its
 # metadata gives none and no `repeats`).
 NOISY_ENDPOINT_RUNS = 3
-# Runs of the good endpoint a performance oracle's samples are compared with.
+# Runs of the good endpoint a performance oracle's samples are compared with (this bisection's
+# own runs).
 PERF_BASELINE_RUNS = 3
+# The baseline's size when its first PERF_BASELINE_RUNS runs disagree and each run counts once
+# (its median): against 8 medians a commit can be decided at 4 runs (p >= 1/495) and a 3-run
+# confirmation at all (1/165), where 3 medians would need 8 runs a commit (1/165) and could
+# never confirm (1/20). Five runs more, once, instead of four more on every commit.
+PERF_SPLIT_BASELINE_RUNS = 8
 # Fresh runs of each confirmed commit for a performance oracle (enough for the rank test).
 CONFIRM_PERF_RUNS = 3
+
+# Disk (`bisect gc`): nothing used this recently is removed, whatever the limits say: a wheel a
+# build has just published may not have its row yet, and `bisect check` records nothing.
+GC_GRACE_S = 600.0
+# The cache size cap applied after each bisection; None: no cap (BISECTOR_MAX_CACHE sets one).
+MAX_CACHE: str | None = None

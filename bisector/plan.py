@@ -217,7 +217,8 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
 
         seeded.setdefault(0, Verdict.GOOD)  # judged by its baseline runs, priced here
         per_probe = (sampling.max_runs or DEFAULT_MAX_RUNS) if worst else PERF_MEAN_RUNS
-        base = sampling.endpoint_runs
+        # Worst case: the baseline's runs disagree and it grows to its split size.
+        base = defaults.PERF_SPLIT_BASELINE_RUNS if worst else sampling.endpoint_runs
         fixed = (base, int(provider.kind(0) == "build"),
                  costs[provider.kind(0)] + base * costs["oracle"])
     if not isinstance(next_step(n, seeded, cost=provider.cost), Probe):
@@ -322,7 +323,9 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
                    f"{sampling.confidence}; stored runs of this oracle are not counted")
     elif sampling.kind is Kind.PERFORMANCE:
         out.append(f"performance oracle: {sampling.endpoint_runs} baseline runs, then "
-                   f"{PERF_MEAN_RUNS} runs a commit on average and its max-runs at most")
+                   f"{PERF_MEAN_RUNS} runs a commit on average; at most "
+                   f"{defaults.PERF_SPLIT_BASELINE_RUNS} baseline runs (when they disagree, "
+                   f"each run counts once and commits need 4 or more) and max-runs a commit")
     if sampling.confirm_runs:
         out.append(f"confirmation included: culprit, parent and revert run "
                    f"{sampling.confirm_runs} time(s) each (--no-confirm leaves it out)")

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from bisector import defaults
 from bisector.core import perf
 from bisector.core.search import Probe, Problem, Stop, Verdict, next_step
 from bisector.run import confirm
@@ -37,12 +38,8 @@ from bisector.store import verdicts
 if TYPE_CHECKING:
     from bisector.run.runner import Finished, Runner
 
-BASELINE_RUNS = 3  # this bisection's runs of the good endpoint before anything is compared
-# The baseline's size when its first BASELINE_RUNS runs disagree and each run counts once (its
-# median): against 8 medians a commit can be decided at 4 runs (p >= 1/495) and a 3-run
-# confirmation at all (1/165), where 3 medians would need 8 runs a commit (1/165) and could
-# never confirm (1/20). Five runs more, once, instead of four more on every commit.
-SPLIT_BASELINE_RUNS = 8
+BASELINE_RUNS = defaults.PERF_BASELINE_RUNS  # own runs of the good endpoint, at least
+SPLIT_BASELINE_RUNS = defaults.PERF_SPLIT_BASELINE_RUNS  # when those runs disagree
 UNTESTABLE_SKIPS = 2  # runs without samples before a commit counts as a skip
 
 
