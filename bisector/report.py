@@ -321,6 +321,10 @@ def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
     text = (f"Confirmation: {c['status']} (culprit again: "
             f"{said(c['culprit'], c.get('culprit_verdict'))}; parent again: "
             f"{said(c['parent'], c.get('parent_verdict'))}; ")
+    if "probability_after" in c:  # a flaky oracle: the fresh runs weighed, not voted on
+        text += (f"the culprit's probability {c['probability_before']:.4f} before them, "
+                 f"{c['probability_after']:.4f} after (confirmed at {c['confidence']} or "
+                 f"more); ")
     rv = c.get("revert") or {}
     if rv.get("applied"):
         return text + f"its revert on the {new} endpoint: {said(rv['runs'], rv.get('verdict'))})"

@@ -6,9 +6,17 @@ is not bad on a fresh run, or a parent that is not good, means the verdicts were
 machine changed underneath. Then, where ``git revert`` of the culprit applies cleanly onto the
 bad endpoint, that revert runs too: it should be good. A revert that stays bad says the
 culprit is not the whole story (a second regression, or one that needs the culprit and a later
-commit). Confirmation runs are kept as samples under the bisection's key (never as reusable
-verdicts and never as probes, so they cannot change what the search saw) and are listed in
-the result.
+commit).
+
+A flaky oracle's fresh runs are not put to a vote: a vote of three at 20 % wrong answers is
+lost about one time in ten per commit, so a right culprit would be called "not reproducible"
+about one time in five. They are added to the search's posterior instead, at the search's
+rates, and the culprit's new probability decides (:func:`weigh`).
+
+Confirmation runs are kept as samples under the bisection's key, tagged
+``facts["confirmation"]`` (never reusable verdicts, never probes), and the sampling searches
+leave tagged runs out, so they cannot change what any search sees, even on ``resume`` of a
+bisection interrupted while it confirmed.
 """
 
 from __future__ import annotations
@@ -18,7 +26,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bisector import defaults, history
+from bisector import history, plan
+from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.core import noisy
 from bisector.core.search import Verdict
 from bisector.run.pipeline import NullRecorder, Pipeline
 from bisector.store import verdicts
@@ -28,7 +38,9 @@ if TYPE_CHECKING:
     from bisector.run.runner import Runner
 
 
-CONFIRM_PERF_RUNS = 3  # a performance oracle's fresh runs of each confirmed commit
+# A flaky oracle's culprit is "not reproducible" once its fresh runs leave it less likely than
+# not to be the culprit (another commit may then be the most likely one).
+NOT_REPRODUCIBLE_BELOW = 0.5
 
 
 class Confirmation(enum.StrEnum):
@@ -39,48 +51,64 @@ class Confirmation(enum.StrEnum):
 
 
 class _Keep(NullRecorder):
-    """Stores each confirmation run as a sample and remembers its verdict; appends no probe
-    and reuses nothing (a confirmation is a fresh run)."""
+    """Stores each confirmation run as a sample tagged with its bisection and role (so no
+    search counts it as evidence) and remembers its verdict; appends no probe and reuses
+    nothing (a confirmation is a fresh run)."""
 
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: Runner, role: str) -> None:
         self.store, self.key = runner.store, runner.key
+        self.tag = {"bisection": runner.record.id, "role": role}
         self.seen: list[tuple[int, str, str]] = []  # (run id, verdict, reason)
         self.facts: list[dict[str, Any]] = []
 
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:
-        run_id = verdicts.save_run(self.store, self.key, replace(run, reusable=False))
+        tagged = replace(run, reusable=False, facts={**run.facts, "confirmation": self.tag})
+        run_id = verdicts.save_run(self.store, self.key, tagged)
         self.seen.append((run_id, verdict.value, run.reason))
         self.facts.append(run.facts)
 
 
+def is_confirmation(facts: dict[str, Any]) -> bool:
+    """Whether a stored run was a confirmation run (left out of every search's evidence)."""
+    return bool(facts.get("confirmation"))
+
+
 def runs_each(runner: Runner) -> int:
-    """Once for a deterministic oracle; a flaky one gets a vote (its endpoint runs), a
-    performance one enough samples for the rank test."""
-    meta = runner.oracle.meta
-    if meta.performance:
-        return CONFIRM_PERF_RUNS
-    if not meta.noisy:
-        return 1
-    return meta.repeats if meta.repeats > 1 else defaults.NOISY_ENDPOINT_RUNS
+    """Once for a deterministic oracle; a flaky one gets as many as each endpoint (evidence for
+    the posterior), a performance one enough samples for the rank test: what ``bisect plan``
+    prices (:func:`bisector.plan.confirm_runs`)."""
+    return plan.confirm_runs(runner.oracle.meta)
 
 
 Judge = Callable[[list[dict[str, Any]]], str]
+Seen = list[tuple[int, str, str]]
 
 
-def _runs(runner: Runner, obtain: Any, position: int, sha: str, times: int,
-          judge: Judge | None) -> tuple[list[tuple[int, str, str]], str]:
+def _runs(runner: Runner, obtain: Callable[[], Obtained | Unobtainable], position: int,
+          sha: str, times: int, judge: Judge | None, role: str) -> tuple[Seen, str]:
     """``times`` fresh runs of ``sha``: each (run id, verdict, reason), and the group's
-    verdict (``judge`` over their facts, else the majority of their verdicts)."""
-    keep = _Keep(runner)
-    pipe = Pipeline(obtain, runner.pipeline.executor, runner.oracle, runner.rules, keep,
+    verdict (``judge`` over their facts, else the majority of their verdicts).
+
+    The commit is obtained once for the group: a build that fails (or cannot run now) would
+    fail the same way a second later, so it is recorded as one skip and the group stops
+    instead of building it ``times`` times."""
+    keep = _Keep(runner, role)
+    got = obtain()
+    handed: list[Obtained | Unobtainable] = [got]
+
+    def again(_position: int) -> Obtained | Unobtainable:
+        # Only the first run paid for the artifact; the others found it made.
+        return handed.pop() if handed else replace(got, fresh=False)
+
+    pipe = Pipeline(again, runner.pipeline.executor, runner.oracle, runner.rules, keep,
                     runner.events)
-    for _ in range(times):
+    for _ in range(1 if isinstance(got, Unobtainable) else times):
         pipe.probe(position, sha, gpu=runner.slots[0])
     return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
 
 
-def _majority(seen: list[tuple[int, str, str]]) -> str:
+def _majority(seen: Seen) -> str:
     """The verdict most runs gave (skips left out); "skip" when none decided."""
     votes = [v for _, v, _ in seen if v != Verdict.SKIP.value]
     if not votes:
@@ -91,29 +119,64 @@ def _majority(seen: list[tuple[int, str, str]]) -> str:
     return Verdict.BAD.value if 2 * bad > len(votes) else Verdict.GOOD.value
 
 
-def confirm(runner: Runner, position: int, judge: Judge | None = None) -> dict[str, Any]:
+def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen,
+          confidence: float) -> tuple[Confirmation, float, float]:
+    """A flaky oracle's confirmation: (status, probability before, probability after).
+
+    The fresh runs of the culprit and its parent join the search's observations at the
+    search's rates. **Confirmed** when the culprit's probability still reaches the oracle's
+    ``confidence`` (the bar the search stopped at); **not reproducible** when it falls below
+    :data:`NOT_REPRODUCIBLE_BELOW` (it is now more likely not the culprit); otherwise, or when
+    either group gave no answer at all, **inconclusive**."""
+    fresh = [(p, v == Verdict.BAD.value)
+             for p, seen in ((position, culprit), (position - 1, parent))
+             for _, v, _ in seen if v != Verdict.SKIP.value]
+    after = noisy.Posterior.from_observations(posterior.n, posterior.fp, posterior.fn,
+                                              [*posterior.history, *fresh])
+    before_p, after_p = posterior.prob(position), after.prob(position)
+    decided = all(any(v != Verdict.SKIP.value for _, v, _ in s) for s in (culprit, parent))
+    if after_p < NOT_REPRODUCIBLE_BELOW:
+        status = Confirmation.NOT_REPRODUCIBLE
+    elif decided and after_p >= confidence:
+        status = Confirmation.CONFIRMED
+    else:
+        status = Confirmation.INCONCLUSIVE
+    return status, before_p, after_p
+
+
+def confirm(runner: Runner, position: int, judge: Judge | None = None,
+            posterior: noisy.Posterior | None = None) -> dict[str, Any]:
     """Re-run the culprit at ``position`` and its parent, then the revert; the summary.
 
     ``judge`` decides a group of runs from their facts (a performance oracle's samples
-    against the baseline); without it the group's majority verdict counts."""
+    against the baseline); ``posterior`` (a flaky oracle's search) weighs the culprit's and
+    parent's runs as evidence (:func:`weigh`); without either the group's majority verdict
+    counts."""
     cands, times = runner.candidates, runs_each(runner)
     runner.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
-    culprit, said_culprit = _runs(runner, runner.source.obtain, position, cands[position],
-                                  times, judge)
-    parent, said_parent = _runs(runner, runner.source.obtain, position - 1,
-                                cands[position - 1], times, judge)
+    culprit, said_culprit = _runs(runner, lambda: runner.source.obtain(position), position,
+                                  cands[position], times, judge, "culprit")
+    parent, said_parent = _runs(runner, lambda: runner.source.obtain(position - 1),
+                                position - 1, cands[position - 1], times, judge, "parent")
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],
         "culprit_verdict": said_culprit, "parent_verdict": said_parent,
-        "judged_by": "samples" if judge else "verdicts",
+        "judged_by": ("posterior" if posterior is not None else
+                      "samples" if judge else "verdicts"),
     }
-    status = Confirmation.CONFIRMED
-    if said_culprit == Verdict.GOOD.value or said_parent == Verdict.BAD.value:
-        status = Confirmation.NOT_REPRODUCIBLE  # a fresh run said the opposite
-    elif Verdict.SKIP.value in (said_culprit, said_parent):
-        status = Confirmation.INCONCLUSIVE
+    if posterior is not None:
+        confidence = runner.oracle.meta.confidence
+        status, before, after = weigh(posterior, position, culprit, parent, confidence)
+        out.update(probability_before=round(before, 6), probability_after=round(after, 6),
+                   confidence=confidence)
+    else:
+        status = Confirmation.CONFIRMED
+        if said_culprit == Verdict.GOOD.value or said_parent == Verdict.BAD.value:
+            status = Confirmation.NOT_REPRODUCIBLE  # a fresh run said the opposite
+        elif Verdict.SKIP.value in (said_culprit, said_parent):
+            status = Confirmation.INCONCLUSIVE
     revert = runner.revert(cands[position], cands[-1])
     if revert is None:
         out["revert"] = {"applied": False,
@@ -121,8 +184,8 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None) -> dict[s
                                    "bad endpoint (or the repository is not here)"}
     else:
         n = len(cands)
-        seen, verdict = _runs(runner, lambda _pos: runner.source.obtain_commit(revert, n - 1),
-                              n - 1, revert, times, judge)
+        seen, verdict = _runs(runner, lambda: runner.source.obtain_commit(revert, n - 1),
+                              n - 1, revert, times, judge, "revert")
         out["revert"] = {"applied": True, "sha": revert, "verdict": verdict,
                          "runs": [{"run": r, "verdict": v, "reason": why}
                                   for r, v, why in seen]}
@@ -133,9 +196,29 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None) -> dict[s
 
 
 def warning(checked: dict[str, Any]) -> str | None:
-    """The line a report shows when the culprit did not hold up (None when it did)."""
+    """The line a report shows when the culprit did not hold up (None when it did); its
+    advice fits how the oracle was judged: a deterministic one that changed its mind should be
+    marked flaky, a flaky one needs more evidence, a performance one a clearer margin."""
     status = Confirmation(checked["status"])
+    how = checked.get("judged_by", "verdicts")
+    if how == "posterior" and status is not Confirmation.CONFIRMED:
+        moved = (f"fresh runs of the culprit and its parent moved its probability from "
+                 f"{checked['probability_before']:.3f} to {checked['probability_after']:.3f}")
+        if status is Confirmation.NOT_REPRODUCIBLE:
+            return (f"{moved}: another commit is now as likely; the oracle is wrong more "
+                    f"often than the rates used say, or the machine changed. Give the oracle "
+                    f"its false-positive and false-negative rates, or raise its confidence "
+                    f"(or max-runs, or repeats for a better rate estimate), and bisect again")
+        if status is Confirmation.INCONCLUSIVE:
+            return (f"{moved}, below the {checked['confidence']} asked for (or the culprit or "
+                    f"its parent gave no answer): the answer stands on the search's runs; "
+                    f"raise the oracle's confidence (or max-runs) and bisect again to be sure")
     if status is Confirmation.NOT_REPRODUCIBLE:
+        if how == "samples":
+            return ("the culprit or its parent was judged the other way on fresh samples: the "
+                    "change is close to the threshold, or the machine's noise changed; raise "
+                    "the oracle's threshold or the samples each run prints (or max-runs), or "
+                    "run `bisect check` on both commits")
         return ("the culprit did not reproduce on a second run (culprit or parent changed "
                 "verdict): the oracle is flaky or the machine changed; mark the oracle "
                 "flaky = true and bisect again, or run `bisect check` on both commits")

@@ -3,13 +3,13 @@
 Plain bisection trusts each verdict, so one wrong answer sends it to the wrong commit. Here the
 runner keeps a posterior over which commit is the culprit (:mod:`bisector.core.noisy`), built
 from every run stored under the bisection's (oracle, environment) key, its own and any earlier
-bisection's, so reuse and resume need nothing special: the same evidence gives the same next
-probe. Each endpoint is run a few times first; that both checks the endpoints and, when the
-oracle's metadata gives no error rates, estimates them (a "bad" at the good endpoint is a false
-positive, a "good" at the bad endpoint a false negative). Then each round probes where the
-expected information gain is highest (K places with K slots) until the most likely commit
-reaches the oracle's confidence, or the run cap is hit and the answer is "most likely", not
-"found".
+bisection's (confirmation runs and others' passing skips left out: :func:`gather`), so reuse and
+resume need nothing special: the same evidence gives the same next probe. Each endpoint is run a
+few times first; that both checks the endpoints and, when the oracle's metadata gives no error
+rates, estimates them (a "bad" at the good endpoint is a false positive, a "good" at the bad
+endpoint a false negative). Then each round probes where the expected information gain is
+highest (K places with K slots) until the most likely commit reaches the oracle's confidence, or
+the run cap is hit and the answer is "most likely", not "found".
 """
 
 from __future__ import annotations
@@ -56,19 +56,29 @@ def endpoint_runs(runner: Runner) -> int:
 
 
 def gather(runner: Runner) -> tuple[Evidence, list[tuple[verdicts.Adopted, str]]]:
-    """Every stored run for the candidates under the key, and those this bisection has not
-    logged yet (adopted as reused probes, so ``show`` and ``log`` list every run it used)."""
+    """Every stored search run for the candidates under the key, and those this bisection has
+    not logged yet (adopted as reused probes, so ``show`` and ``log`` list every run it used).
+
+    Left out: confirmation runs (they check an answer, they are no evidence for one, and a
+    bisection interrupted while confirming must not resume with them), and another
+    bisection's skips that were not permanent (an environment that failed to install
+    yesterday says nothing about today, so the commit is tried again). This bisection's own
+    skips all count: a commit that keeps failing now is stepped around."""
     pos = {sha: i for i, sha in enumerate(runner.candidates)}
     logged = verdicts.logged_runs(runner.store, runner.record.id)
+    own = verdicts.own_runs(runner.store, runner.record.id)
     reports: list[tuple[int, bool]] = []
     skips: dict[int, int] = {}
     adopted = []
     found = verdicts.samples(runner.store, runner.key, runner.candidates)
-    runs = sorted((x.run for xs in found.values() for x in xs), key=lambda r: r.id)
-    for run in runs:
-        p = pos[run.commit_sha]
+    for x in sorted((x for xs in found.values() for x in xs), key=lambda x: x.run.id):
+        run, p = x.run, pos.get(x.run.commit_sha)
+        if p is None or confirm.is_confirmation(x.facts):
+            continue
         v = runner.rules.judge(run.outcome)
         if v is Verdict.SKIP:
+            if run.id not in own and not (run.reusable or x.facts.get("permanent")):
+                continue
             skips[p] = skips.get(p, 0) + 1
         else:
             reports.append((p, v is Verdict.BAD))
@@ -194,7 +204,8 @@ def _finish(runner: Runner, step: noisy.Culprit | noisy.GiveUp, post: noisy.Post
         result: dict[str, object] = {"kind": "culprit", "position": step.position,
                                      "noisy": noise}
         if runner.confirm:
-            result["confirmation"] = checked = confirm.confirm(runner, step.position)
+            result["confirmation"] = checked = confirm.confirm(runner, step.position,
+                                                               posterior=post)
             message = confirm.warning(checked)
     else:
         state, culprit = State.AMBIGUOUS, None

@@ -119,7 +119,12 @@ class StoreRecorder:
 
 class SampleRecorder(StoreRecorder):
     """A flaky oracle's recorder: every probe runs (a second run of a commit is the point, not
-    a waste), and every run is stored as a sample, never as the key's one reusable verdict."""
+    a waste), and every run is stored as a sample, never as the key's one reusable verdict.
+
+    Storing it non-reusable would lose whether a skip is a fact about the commit (it does not
+    build, the oracle's own exit 125) or a passing failure of the machine (an install that
+    broke, a timeout), so a skip keeps that in ``facts["permanent"]``: later searches count
+    only permanent skips of other bisections against a commit."""
 
     def begin(self, sha: str) -> RunRecord | None:
         return None
@@ -129,7 +134,10 @@ class SampleRecorder(StoreRecorder):
 
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:
-        super().record(position, sha, replace(run, reusable=False), verdict, round_)
+        facts = ({**run.facts, "permanent": run.reusable} if verdict is Verdict.SKIP
+                 else run.facts)
+        super().record(position, sha, replace(run, reusable=False, facts=facts), verdict,
+                       round_)
 
 
 class NullRecorder:

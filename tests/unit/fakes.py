@@ -34,12 +34,17 @@ def shas(n: int) -> list[str]:
 
 @dataclass
 class FakeSource:
-    """Every commit installs, except ``broken`` (does not build) and ``flaky_infra``."""
+    """Every commit installs, except ``broken`` (does not build) and ``flaky_infra``, and
+    outside the candidates ``broken_commits``; ``obtained`` counts every obtain call (a
+    position, or a sha outside the candidates)."""
 
     broken: set[int] = field(default_factory=set)
     flaky_infra: set[int] = field(default_factory=set)
+    broken_commits: set[str] = field(default_factory=set)
+    obtained: list[int | str] = field(default_factory=list)
 
     def obtain(self, pos: int) -> Obtained | Unobtainable:
+        self.obtained.append(pos)
         if pos in self.broken:
             return Unobtainable("build failed: x.c:1: error: no", permanent=True)
         if pos in self.flaky_infra:
@@ -50,6 +55,9 @@ class FakeSource:
         return 0
 
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
+        self.obtained.append(sha)
+        if sha in self.broken_commits:
+            return Unobtainable("build failed: revert.c:1: error: no", permanent=True)
         return Obtained(Installable(f"key-{sha}", "fake"), None)
 
 

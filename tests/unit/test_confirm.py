@@ -1,16 +1,35 @@
 """Culprit confirmation with the fake executor: fresh runs of the culprit and its parent, and
-the revert when one applies; none of them becomes a probe or a reusable verdict."""
+the revert when one applies; none of them becomes a probe, a reusable verdict or evidence for
+a search. A flaky oracle's fresh runs are weighed by the posterior, not voted on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
 import pytest
 
+from bisector import report
+from bisector.core.noisy import Posterior
 from bisector.core.verdict import Outcome
+from bisector.events import QuietEvents
 from bisector.kinds import State
+from bisector.run import confirm, perf_search
+from bisector.run import noisy as noisy_run
+from bisector.run.confirm import Confirmation
 from bisector.run.runner import Runner
 from bisector.store import verdicts
 from bisector.store.db import Store
-from tests.unit.fakes import FakeExecutor, make_runner, new_bisection, shas
+from bisector.store.records import NewRun
+from tests.unit.fakes import (
+    ORACLE,
+    FakeExecutor,
+    FakeSource,
+    make_runner,
+    new_bisection,
+    shas,
+)
 
 REVERT = "e" * 40
 
@@ -93,3 +112,190 @@ def test_a_fresh_run_that_cannot_decide_is_inconclusive_not_a_contradiction(
     assert rec.culprit_sha == cands[40]
     assert rec.result["confirmation"]["status"] == "inconclusive"
     assert "could not be judged again" in (rec.message or "")
+
+
+# -- a flaky oracle: fresh runs are weighed by the posterior, not put to a vote ---------------
+
+FLAKY = replace(ORACLE, content=b"# flaky, confirmed\nraise SystemExit(0)\n",
+                meta=replace(ORACLE.meta, flaky=True))
+
+
+def _seen(*said: str) -> list[tuple[int, str, str]]:
+    return [(i, v, "") for i, v in enumerate(said)]
+
+
+def _sure_of_10(fp: float = 0.2, runs: int = 6) -> Posterior:
+    """20 commits, ``runs`` runs saying 9 is good and as many saying 10 is bad."""
+    return Posterior.from_observations(20, fp, fp, [(9, False)] * runs + [(10, True)] * runs)
+
+
+def test_one_wrong_fresh_run_in_three_still_confirms_a_flaky_culprit() -> None:
+    post = _sure_of_10()
+    assert post.prob(10) >= 0.99
+    status, before, after = confirm.weigh(post, 10, _seen("bad", "good", "good"),
+                                          _seen("good", "good", "bad"), 0.99)
+    # A 3-run vote would call this culprit "not reproducible"; the evidence still holds it.
+    assert status is Confirmation.CONFIRMED and after >= 0.99 and before == post.prob(10)
+
+
+def test_fresh_runs_that_agree_raise_the_probability() -> None:
+    post = _sure_of_10()
+    status, before, after = confirm.weigh(post, 10, _seen("bad", "bad", "bad"),
+                                          _seen("good", "good", "good"), 0.99)
+    assert status is Confirmation.CONFIRMED and after > before
+
+
+def test_fresh_runs_that_contradict_weak_evidence_make_it_not_reproducible() -> None:
+    post = _sure_of_10(runs=3)  # 0.78: weak evidence, outweighed by six contradicting runs
+    status, _, after = confirm.weigh(post, 10, _seen("good", "good", "good"),
+                                     _seen("bad", "bad", "bad"), 0.99)
+    assert status is Confirmation.NOT_REPRODUCIBLE and after < 0.5
+    assert post.prob(10) > 0.5
+
+
+def test_contradicting_runs_against_strong_evidence_are_inconclusive() -> None:
+    # Six fresh lies in six runs are likelier than the nine the other culprits need.
+    status, _, after = confirm.weigh(_sure_of_10(), 10, _seen("good", "good", "good"),
+                                     _seen("bad", "bad", "bad"), 0.99)
+    assert status is Confirmation.INCONCLUSIVE and 0.5 <= after < 0.99
+
+
+def test_a_group_with_no_answer_is_inconclusive_however_sure_the_rest_is() -> None:
+    status, _, after = confirm.weigh(_sure_of_10(), 10, _seen("bad", "bad", "bad"),
+                                     _seen("skip"), 0.99)
+    assert status is Confirmation.INCONCLUSIVE and after >= 0.99
+
+
+class _Phases(QuietEvents):
+    """Says when confirmation starts (its first note)."""
+
+    def __init__(self) -> None:
+        self.confirming = False
+
+    def note(self, text: str) -> None:
+        if text.startswith("confirming"):
+            self.confirming = True
+
+
+def test_a_flaky_culprit_is_confirmed_by_its_posterior_and_shown_with_it(store: Store) -> None:
+    cands = shas(64)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = FakeExecutor(cands, 40)  # marked flaky, never wrong
+    r = with_revert(make_runner(store, bid, cands, ex, oracle=FLAKY), None)
+    r.confirm = True
+    rec = r.run().record
+    c = rec.result["confirmation"]
+    assert rec.culprit_sha == cands[40] and c["status"] == "confirmed"
+    assert c["judged_by"] == "posterior" and len(c["culprit"]) == len(c["parent"]) == 3
+    assert c["probability_after"] > c["probability_before"] >= 0.99
+    assert rec.message is None
+    text = report.confirmation_summary(c, "good", "bad")
+    assert f"{c['probability_before']:.4f} before them" in text
+
+
+def test_a_flaky_culprit_that_the_fresh_runs_contradict_is_not_advised_to_be_flaky(
+        store: Store) -> None:
+    cands = shas(64)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    events = _Phases()
+
+    def turns_after_the_search(pos: int) -> Outcome:
+        bad = pos >= 40
+        if events.confirming and pos in (39, 40):  # both sides of the culprit change
+            bad = not bad
+        return Outcome.FAIL if bad else Outcome.PASS
+
+    r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=turns_after_the_search),
+                    oracle=FLAKY)
+    r.events, r.confirm = events, True
+    rec = with_revert(r, None).run().record
+    c = rec.result["confirmation"]
+    # Six contradicting runs lower the probability but do not outweigh the search's runs.
+    assert c["status"] == "inconclusive"
+    assert 0.5 <= c["probability_after"] < c["probability_before"]
+    assert rec.message and "probability" in rec.message
+    assert "flaky = true" not in rec.message and "confidence" in rec.message
+
+
+def test_advice_fits_the_kind_of_oracle() -> None:
+    plain = confirm.warning({"status": "not reproducible", "judged_by": "verdicts"})
+    perf = confirm.warning({"status": "not reproducible", "judged_by": "samples"})
+    flaky = confirm.warning({"status": "not reproducible", "judged_by": "posterior",
+                             "probability_before": 0.995, "probability_after": 0.31,
+                             "confidence": 0.99})
+    assert plain and "flaky = true" in plain
+    assert perf and "flaky = true" not in perf and "threshold" in perf
+    assert flaky and "flaky = true" not in flaky and "0.995 to 0.310" in flaky
+    assert "confidence" in flaky and "false-positive" in flaky
+
+
+# -- confirmation runs are never search evidence ---------------------------------------------
+
+def _save(store: Store, key: verdicts.Key, sha: str, outcome: Outcome,
+          facts: dict[str, Any]) -> int:
+    return verdicts.save_run(store, key, NewRun(commit_sha=sha, outcome=outcome,
+                                                reason="stored", reusable=False,
+                                                started_at=datetime.now(UTC), facts=facts))
+
+
+def test_the_searches_leave_stored_confirmation_runs_out(store: Store) -> None:
+    cands = shas(20)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    r = make_runner(store, bid, cands, FakeExecutor(cands, 10), oracle=FLAKY)
+    searched = _save(store, r.key, cands[5], Outcome.PASS, {})
+    for sha, role in ((cands[10], "culprit"), (cands[9], "parent"), (REVERT, "revert")):
+        _save(store, r.key, sha, Outcome.FAIL, {"confirmation": {"bisection": bid,
+                                                                "role": role}})
+    ev, adopted = noisy_run.gather(r)
+    assert ev.reports == ((5, False),) and not ev.skips
+    assert [a.run_id for a, _ in adopted] == [searched]
+    by_pos, *_, perf_adopted = perf_search.gather(r)
+    assert set(by_pos) == {5} and [a.run_id for a, _ in perf_adopted] == [searched]
+
+
+def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
+        store: Store) -> None:
+    cands = shas(64)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    events = _Phases()
+    confirming: list[str] = []
+
+    def stop_on_the_second_confirmation_run(index: int, commit: str) -> None:
+        if events.confirming:
+            confirming.append(commit)
+            if len(confirming) == 2:
+                raise KeyboardInterrupt
+
+    ex = FakeExecutor(cands, 40, hook=stop_on_the_second_confirmation_run)
+    r = make_runner(store, bid, cands, ex, oracle=FLAKY)
+    r.events, r.confirm = events, True
+    with pytest.raises(KeyboardInterrupt):
+        with_revert(r, None).run()
+    tagged = [x for xs in verdicts.samples(store, r.key, cands).values() for x in xs
+              if x.facts.get("confirmation")]
+    assert [x.facts["confirmation"] for x in tagged] == [{"bisection": bid, "role": "culprit"}]
+    before = len(verdicts.probes(store, bid))
+    again = make_runner(store, bid, cands, FakeExecutor(cands, 40), oracle=FLAKY)
+    again.confirm = True
+    rec = with_revert(again, None).run().record
+    probes = verdicts.probes(store, bid)
+    assert len(probes) == before  # the same evidence: nothing adopted, nothing new to probe
+    assert tagged[0].run.id not in {p.run.id for p in probes}
+    assert rec.result["noisy"]["runs"] == before
+    assert rec.result["confirmation"]["status"] == "confirmed"
+
+
+# -- each group is obtained once -------------------------------------------------------------
+
+def test_a_group_obtains_its_commit_once_and_a_revert_that_does_not_build_runs_once(
+        store: Store) -> None:
+    cands = shas(20)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    src = FakeSource(broken_commits={REVERT})
+    ex = FakeExecutor(cands, 10)
+    r = with_revert(make_runner(store, bid, cands, ex, oracle=FLAKY, source=src), REVERT)
+    c = confirm.confirm(r, 10, posterior=_sure_of_10())
+    assert src.obtained == [10, 9, REVERT]  # once per group, not once per run
+    assert len(ex.calls) == 6 and all(call.commit != REVERT for call in ex.calls)
+    assert [x["verdict"] for x in c["revert"]["runs"]] == ["skip"]
+    assert c["revert"]["verdict"] == "skip" and c["status"] == "confirmed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,8 +13,10 @@ from bisector.core.verdict import Outcome
 from bisector.errors import EndpointError
 from bisector.kinds import State
 from bisector.oracle import Oracle
-from bisector.store import bisections
+from bisector.owner import owner_id
+from bisector.store import bisections, verdicts
 from bisector.store.db import Store
+from bisector.store.records import NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
 
 FLAKY = replace(ORACLE, content=b"# flaky\nraise SystemExit(0)\n",
@@ -144,3 +147,48 @@ def test_an_endpoint_that_only_skips_after_one_answer_stops(store: Store) -> Non
     ev = Evidence(((0, True), (9, True), (9, True), (9, True)), {0: 5000})
     stop = endpoints(ev, 10, 3)
     assert not isinstance(stop, tuple) and stop.problem.value == "good_untestable"
+
+
+def _skip(store: Store, key: verdicts.Key, sha: str, facts: dict[str, object]) -> int:
+    return verdicts.save_run(store, key, NewRun(
+        commit_sha=sha, outcome=Outcome.SKIP, reason="could not install", reusable=False,
+        started_at=datetime.now(UTC), facts=facts))
+
+
+def test_only_permanent_skips_of_other_bisections_count_against_a_commit(store: Store) -> None:
+    from bisector.run.noisy import UNTESTABLE_SKIPS, gather, testable
+
+    cands = shas(20)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    r = make_runner(store, bid, cands, liar(cands, 12, 0.0, 1), oracle=FLAKY)
+    for _ in range(UNTESTABLE_SKIPS):
+        _skip(store, r.key, cands[5], {"permanent": False})  # yesterday's install failure
+        _skip(store, r.key, cands[6], {})  # stored before permanence was kept: temporary
+        _skip(store, r.key, cands[7], {"permanent": True})  # does not build: a fact
+        own = _skip(store, r.key, cands[8], {"permanent": False})  # this bisection's own
+        assert verdicts.add_probe(store, bid, owner_id(), position=8, commit_sha=cands[8],
+                                  run_id=own, verdict="skip", round_=1)
+    ev, adopted = gather(r)
+    assert ev.skips == {7: UNTESTABLE_SKIPS, 8: UNTESTABLE_SKIPS}
+    assert {a.position for a, _ in adopted} == {7}  # what it did not count, it did not use
+    assert testable((5, 6), ev, 20) == (5, 6)  # tried again
+    assert testable((7, 8), ev, 20) == (6, 9)  # stepped around
+
+
+def test_a_flaky_skip_is_stored_with_whether_it_is_permanent(store: Store) -> None:
+    from tests.unit.fakes import FakeSource
+
+    cands = shas(20)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    r = make_runner(store, bid, cands, liar(cands, 12, 0.0, 1), oracle=FLAKY,
+                    source=FakeSource(broken={3}, flaky_infra={4}))
+    r.lease.acquire()
+    try:
+        for p in (3, 4, 5):
+            r.pipeline.probe(p, cands[p])
+    finally:
+        r.lease.release()
+    facts = {sha: x.facts for sha, xs in verdicts.samples(store, r.key, cands).items()
+             for x in xs}
+    assert facts[cands[3]]["permanent"] is True and facts[cands[4]]["permanent"] is False
+    assert "permanent" not in facts[cands[5]]  # an answer, not a skip

@@ -143,3 +143,18 @@ def test_report_escapes_what_git_and_oracles_wrote() -> None:
     assert evil not in page and "&lt;script&gt;alert(" in page
     assert 'href="javascript:' not in page
     assert page.count('<circle class="probe') == 1
+
+
+def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() -> None:
+    from bisector.report import confirmation_summary
+
+    runs = [{"run": i, "verdict": v, "reason": "exit"} for i, v in enumerate(["bad", "good"])]
+    c = {"status": "confirmed", "culprit": runs, "parent": runs[1:], "judged_by": "posterior",
+         "culprit_verdict": "skip", "parent_verdict": "good", "probability_before": 0.99213,
+         "probability_after": 0.99871, "confidence": 0.99, "revert": {"applied": False}}
+    text = confirmation_summary(c, "good", "bad")
+    assert text.startswith("Confirmation: confirmed (culprit again: bad, good; parent again: "
+                           "good; ")
+    assert "probability 0.9921 before them, 0.9987 after (confirmed at 0.99 or more)" in text
+    without = {k: v for k, v in c.items() if not k.startswith("probability")}
+    assert "probability" not in confirmation_summary(without, "good", "bad")
