@@ -10,6 +10,8 @@
    warm, vs its parent built from an empty volume.
 6. A lying oracle: right-culprit rate and oracle runs of plain bisection, majority-of-3 and the
    noisy posterior search, over simulated hunts (BENCH_NOISY_HUNTS per setting).
+7. Build once, overlay many: source builds vs probes on a range with no prebuilt wheels
+   (bench/build_reuse.py; BENCH_REUSE_COMMITS).
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import git
 
+from bench.build_reuse import bench_build_reuse
 from bisector import history
 from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
@@ -403,6 +406,7 @@ def main() -> None:
         bench_env(tmp)
         bench_builder_ccache(tmp)
         bench_noisy()
+        bench_build_reuse(tmp, line)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
