@@ -39,6 +39,15 @@ class Profile:
     # A nightly wheel's git_version names a commit on a nightly branch whose subject carries
     # the main-line sha it was cut from (PyTorch's trigger-nightly action writes it so).
     nightly_subject: str = r"nightly release \(([0-9a-fA-F]{40})\)"
+    # Nightlies past the index's listing, found at their direct URL (artifacts/nightly_urls):
+    # the file whose first version number gives a commit's base version (``2.9.0a0`` ->
+    # ``2.9.0.devYYYYMMDD``; None: never look past the listing), where the files lie when
+    # the listing names none (``{index}``, ``{project}``, ``{filename}``; otherwise next to
+    # the listed ones), and the platform tags worth a HEAD request, in order, as glob patterns
+    # over the tags the probed Python installs.
+    base_version_file: str | None = None
+    nightly_file_url: str = "{index}/{filename}"
+    nightly_platforms: tuple[str, ...] = ("*",)
     # Python-only overlays: a change between a wheel's commit and the target may be laid over
     # the installed wheel only if every changed path matches ``overlay_safe`` and none matches
     # ``overlay_unsafe``. ``overlay_generated`` files are the build's own and are kept from the
@@ -51,6 +60,11 @@ class Profile:
     triton_pins: tuple[str, ...] = ()
     triton_nightly_dist: str | None = None
     triton_release_dist: str | None = None
+    # Build in a throwaway detached worktree of the clone (a ``.git`` that shares its objects
+    # and tags) instead of a bare export: for projects that take their version from git
+    # (setuptools_scm, hatch-vcs, versioneer, ``git describe``). PyTorch's setup.py is told
+    # its version through the environment and gets the pinned third_party/ either way.
+    git_checkout: bool = False
 
     def version_for(self, sha: str) -> str:
         """PEP 440 version of a source build, unique per commit like PyTorch's ``+git<sha>``."""
@@ -68,6 +82,9 @@ TORCHLET = Profile(
     base_version="0.1.0a0",
     marker_paths=("torchlet/__init__.py", "csrc/_C.c"),
     default_variant="cpu",
+    base_version_file="torchlet/version.py",
+    # The layout of the test index (tests/index_server.py): files under <index>/files/.
+    nightly_file_url="{index}/files/{filename}",
     overlay_safe=("torchlet/*.py", "*.md", "docs/*", "tests/*"),
     overlay_unsafe=("csrc/*", "setup.py", "pyproject.toml"),
     overlay_generated=("torchlet/version.py",),
@@ -102,6 +119,10 @@ PYTORCH = Profile(
     marker_paths=("torch/__init__.py", "aten/src/ATen", "c10"),
     nightly_index="https://download.pytorch.org/whl/nightly/{variant}",
     default_variant="cu128",
+    base_version_file="version.txt",
+    # manylinux_2_28 since the 2.6 era, manylinux2014 / manylinux_2_17 and manylinux1 before.
+    nightly_platforms=("manylinux_2_28_*", "manylinux2014_*", "manylinux_2_17_*",
+                       "manylinux1_*", "linux_*"),
     overlay_safe=(
         "torch/*.py", "torch/*.pyi", "functorch/*.py",
         "torch/_inductor/codegen/*.h", "torch/_inductor/codegen/aoti_runtime/*",
@@ -126,7 +147,13 @@ PYTORCH = Profile(
     triton_release_dist="triton",
 )
 
-GENERIC = Profile(name="generic", distribution=None, import_name=None)
+# Any Python project: it may ask git for its version, so it builds in a worktree; and it states
+# its build requirements (setuptools-scm, hatchling, hatch-vcs...) in its own pyproject.toml,
+# so its build is isolated, as uv does by default, also in the builder container (whose fixed
+# build environment, made for PyTorch's ccache hits, would lack them: setuptools then builds
+# a setuptools_scm project as version 0.0.0, and a hatchling one not at all).
+GENERIC = Profile(name="generic", distribution=None, import_name=None, git_checkout=True,
+                  build_env={"UV_NO_BUILD_ISOLATION": "0"})
 
 PROFILES = {p.name: p for p in (TORCHLET, PYTORCH, GENERIC)}
 

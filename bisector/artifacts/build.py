@@ -1,12 +1,18 @@
 """Source builds: export a commit's exact tree (artifacts/export.py) and build a wheel from it.
 
-The user's working tree is never touched. A failed build is not an error of the bisection: it is
-recorded (with its log) and the commit becomes a SKIP, and the failure is remembered so no later
-bisection pays for the same broken build again.
+The user's working tree is never touched. For profiles whose projects may ask git for their
+version (``Profile.git_checkout``: the generic one) the build folder is a throwaway detached
+worktree of the clone (artifacts/worktree.py), so setuptools_scm, hatch-vcs, versioneer and
+``git describe`` find the commit and its tags.
+
+A failed build is not an error of the bisection: it is recorded (with its log) and the commit
+becomes a SKIP, and the failure is remembered so no later bisection pays for the same broken
+build again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -20,7 +26,8 @@ import git
 
 from bisector import cancel
 from bisector.artifacts.cache import artifact_key, file_sha256, publish, scratch_dir, wheel_dir
-from bisector.artifacts.export import ExportError, export_tree
+from bisector.artifacts.export import ExportError, export_tree, uninitialised_hint
+from bisector.artifacts.worktree import WorktreeError, detached_worktree, read_index
 from bisector.proc import run_logged, tail
 from bisector.profiles import Profile
 from bisector.settings import logs_dir
@@ -113,10 +120,14 @@ class HostBuilder:
 def build_settings(profile: Profile, python: str,
                    builder: Builder | None = None) -> dict[str, Any]:
     env = {k: v for k, v in profile.build_env.items() if k not in profile.unkeyed_env}
+    # A build in a worktree can make another wheel (its version from git), and a commit recorded
+    # as "does not build" without one (setuptools_scm's LookupError) must be tried again.
+    checkout = {"checkout": "git-worktree"} if profile.git_checkout else {}
     return {
         "profile": profile.name,
         "command": list(profile.build_command),
         "env": dict(sorted(env.items())),
+        **checkout,
         **(builder or HostBuilder(python)).settings(),
     }
 
@@ -185,56 +196,83 @@ def build_wheel(
     on_line: Callable[[str], None] | None = None,
 ) -> BuildResult:
     """Build ``commit``; ``version`` overrides the ``+git<sha>`` one (a nightly's ``.devDATE``);
-    ``on_line`` is told the build log's newest line while it runs."""
+    ``on_line`` is told the build log's newest line while it runs. The worktree of a
+    ``git_checkout`` profile is unregistered before this returns, whatever happened."""
     builder = builder or HostBuilder(python)
     key, settings = build_key(profile, commit, python, builder)
     if version is not None:
         key = artifact_key("source", commit, {**settings, "version": version})
     log_path = logs_dir() / "builds" / f"{key}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
     work = scratch_dir(f"build-{commit[:10]}-")
     src, out = work / "src", work / "out"
-    src.mkdir()
     out.mkdir()
     try:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            export_tree(repo, commit, src)
-        except ExportError as e:  # the clone's state, not the commit's: retried once fixed
-            log_path.write_text(f"bisector: error: {e}\n")
-            return BuildResult(key, commit, False, None, log_path, tail(log_path, 15), 0.0,
-                               settings, infra=str(e))
-        version = version or profile.version_for(commit)
-        if profile.version_file and profile.version_template:
-            (src / profile.version_file).write_text(
-                profile.version_template.format(version=version, sha=commit)
-            )
-        subst = {**builder.places(src, out), "version": version}
-        cmd = [part.format(**subst) for part in profile.build_command]
-        if cmd[:2] == ["uv", "build"]:
-            cmd = [subst["uv"], "build", "--python", subst["python"], *cmd[2:]]
-        env = {k: v.format(**subst) for k, v in profile.build_env.items()}
-        log_path.write_text(f"$ {' '.join(cmd)}\n")
-        res = builder.run(cmd, env, src=src, out=out, work=work, log=work / "build.log",
-                          timeout_s=timeout_s, commit=commit, on_line=on_line)
-        with log_path.open("a") as f:
-            if (work / "build.log").exists():
-                f.write((work / "build.log").read_text(errors="replace"))
-            if res.infra:
-                f.write(f"\nbisector: {res.infra}\n")
-            if "ccache" in res.stats:
-                f.write(f"\nbisector: {describe_stats(res.stats)}\n")
-        wheels = sorted(out.glob("*.whl"))
-        ok = res.returncode == 0 and not res.timed_out and len(wheels) == 1
-        if not ok:
-            return BuildResult(key, commit, False, None, log_path, tail(log_path, 15),
-                               res.duration_s, settings, res.stats, res.infra)
-        (out / SUMS).write_text(f"{file_sha256(wheels[0])}  {wheels[0].name}\n")
-        final = publish(out, key)
-        wheel = final / wheels[0].name
-        return BuildResult(key, commit, True, wheel, log_path, tail(log_path, 5),
-                           res.duration_s, settings, res.stats)
+        with contextlib.ExitStack() as stack:
+            try:
+                if profile.git_checkout:
+                    stack.enter_context(detached_worktree(repo, commit, src))
+                src.mkdir(exist_ok=True)
+                skipped = export_tree(repo, commit, src)
+                if profile.git_checkout:
+                    read_index(src, commit)
+            except (ExportError, WorktreeError) as e:  # the clone's state, not the commit's:
+                log_path.write_text(f"bisector: error: {e}\n")  # retried once fixed
+                return BuildResult(key, commit, False, None, log_path, tail(log_path, 15), 0.0,
+                                   settings, infra=str(e))
+            clone = str(repo.working_tree_dir or repo.git_dir)
+            hint = uninitialised_hint(clone, skipped) if skipped else None
+            return _run_build(commit, profile, builder, version, key, settings, work, log_path,
+                              hint, timeout_s=timeout_s, on_line=on_line)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_build(commit: str, profile: Profile, builder: Builder,
+               version: str | None, key: str, settings: dict[str, Any], work: Path,
+               log_path: Path, hint: str | None, *, timeout_s: float,
+               on_line: Callable[[str], None] | None) -> BuildResult:
+    """Version file, command, the build itself, its log and publication of the wheel.
+
+    ``hint`` names submodules the export left empty: said in the log, and the reason of a
+    failed build (retried, never "does not build": the clone may simply lack what it needs).
+    """
+    src, out = work / "src", work / "out"
+    version = version or profile.version_for(commit)
+    if profile.version_file and profile.version_template:
+        (src / profile.version_file).write_text(
+            profile.version_template.format(version=version, sha=commit)
+        )
+    subst = {**builder.places(src, out), "version": version}
+    cmd = [part.format(**subst) for part in profile.build_command]
+    if cmd[:2] == ["uv", "build"]:
+        cmd = [subst["uv"], "build", "--python", subst["python"], *cmd[2:]]
+    env = {k: v.format(**subst) for k, v in profile.build_env.items()}
+    note = f"bisector: note: left empty in the export: {hint}\n" if hint else ""
+    log_path.write_text(f"{note}$ {' '.join(cmd)}\n")
+    res = builder.run(cmd, env, src=src, out=out, work=work, log=work / "build.log",
+                      timeout_s=timeout_s, commit=commit, on_line=on_line)
+    infra = res.infra
+    with log_path.open("a") as f:
+        if (work / "build.log").exists():
+            f.write((work / "build.log").read_text(errors="replace"))
+        if res.infra:
+            f.write(f"\nbisector: {res.infra}\n")
+        if "ccache" in res.stats:
+            f.write(f"\nbisector: {describe_stats(res.stats)}\n")
+        wheels = sorted(out.glob("*.whl"))
+        ok = res.returncode == 0 and not res.timed_out and len(wheels) == 1
+        if not ok and infra is None and hint:
+            infra = f"the build failed and {hint}"
+            f.write(f"\nbisector: {infra}\n")
+    if not ok:
+        return BuildResult(key, commit, False, None, log_path, tail(log_path, 15),
+                           res.duration_s, settings, res.stats, infra)
+    (out / SUMS).write_text(f"{file_sha256(wheels[0])}  {wheels[0].name}\n")
+    final = publish(out, key)
+    wheel = final / wheels[0].name
+    return BuildResult(key, commit, True, wheel, log_path, tail(log_path, 5),
+                       res.duration_s, settings, res.stats)
 
 
 def describe_stats(stats: dict[str, Any]) -> str:

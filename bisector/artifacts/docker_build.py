@@ -1,7 +1,10 @@
 """Source builds inside the builder image, with a compiler cache shared across commits.
 
 The container gets the commit's exported tree at ``/src`` (never the user's working tree), an
-empty ``/out`` for the wheel, and a named ccache volume per repository at ``/ccache``. The
+empty ``/out`` for the wheel, and a named ccache volume per repository at ``/ccache``. When the
+tree is a worktree of the clone (the generic profile: projects that ask git for their version)
+what git needs of the clone (objects, refs, the worktree's admin folder, a minimal config) is
+mounted read-only at its own path, where the worktree's ``.git`` file points. The
 build environment is made at one fixed path (``/tmp/build-env``) from the profile's build
 requirements, so compiler command lines are byte-identical from commit to commit and a commit
 that changes one C++ file recompiles one file. Each build writes its own ccache stats log,
@@ -29,6 +32,7 @@ import git
 
 from bisector import defaults
 from bisector.artifacts.build import BuildRun, parse_ccache_log
+from bisector.artifacts.worktree import container_git_mounts
 from bisector.containers import (
     ContainerFailed,
     client,
@@ -45,6 +49,12 @@ from bisector.proc import follow, tail
 from bisector.settings import cache_dir
 
 BUILD_ENV = "/tmp/build-env"
+
+# A worktree build's git runs as the build user on the clone's read-only git data, owned by the
+# host user: git would refuse it as "dubious ownership" (safe.directory is honoured from the
+# command line's configuration, which these variables are), and need not try to write.
+GIT_IN_CONTAINER = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+                    "GIT_CONFIG_VALUE_0": "*", "GIT_OPTIONAL_LOCKS": "0"}
 
 
 def repository_id(repo: git.Repo) -> str:
@@ -167,17 +177,24 @@ class DockerBuilder:
                 str(out): {"bind": "/out", "mode": "rw"},
                 str(meta): {"bind": "/meta", "mode": "rw"},
                 str(uv_cache): {"bind": "/uv-cache", "mode": "rw"}}
-        full_env = {**env, "CCACHE_DIR": "/ccache", "CCACHE_BASEDIR": "/src",
+        # No build isolation unless the profile asks for it (the generic one): an isolated
+        # build env has a random path, which in -I flags makes every compile a ccache miss.
+        full_env = {"UV_NO_BUILD_ISOLATION": "1", **env,
+                    "CCACHE_DIR": "/ccache", "CCACHE_BASEDIR": "/src",
                     "CCACHE_NOHASHDIR": "1", "CCACHE_STATSLOG": "/meta/ccache-stats.log",
                     "CCACHE_MAXSIZE": defaults.CCACHE_MAXSIZE,
-                    "UV_CACHE_DIR": "/uv-cache", "UV_LINK_MODE": "copy",
-                    "UV_NO_BUILD_ISOLATION": "1", "HOME": "/tmp"}
+                    "UV_CACHE_DIR": "/uv-cache", "UV_LINK_MODE": "copy", "HOME": "/tmp"}
         if self.offline:
             full_env["UV_OFFLINE"] = "1"
         ca = host_ca_bundle()
         if ca is not None and not self.offline:
             vols[str(ca)] = {"bind": "/etc/bisector/ca.crt", "mode": "ro"}
             full_env["SSL_CERT_FILE"] = "/etc/bisector/ca.crt"
+        git_mounts = container_git_mounts(src, work)  # a worktree build (git_checkout)
+        for host, inside in git_mounts:
+            vols[str(host)] = {"bind": str(inside), "mode": "ro"}
+        if git_mounts:
+            full_env.update(GIT_IN_CONTAINER)
         labels = {**self.labels, "bisector.commit": commit}
         try:
             vols[self.ensure_volume()] = {"bind": "/ccache", "mode": "rw"}

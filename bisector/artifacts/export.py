@@ -7,13 +7,15 @@ Here every entry of ``git ls-tree -r`` is written as git would check it out: blo
 mode, symlinks as symlinks (whatever they point to: the build sees the tree as the commit has
 it), and nothing is ever written through a symlink or outside the destination. Submodules are
 exported at the commit their gitlink pins, from the clone's own submodule repositories, whose
-names (from the commit's ``.gitmodules``) must stay inside ``.git/modules``.
+names (from the commit's ``.gitmodules``) must stay inside ``.git/modules``; one the clone has
+not initialised is an empty directory.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -21,7 +23,7 @@ import git
 
 
 class ExportError(Exception):
-    """A commit's tree cannot be exported whole (a submodule commit the clone does not have)."""
+    """A commit's tree cannot be exported (a submodule commit the clone does not have)."""
 
 
 def _safe_parts(path: str) -> list[str]:
@@ -99,27 +101,54 @@ def write_tree(repo: git.Repo, sha: str, dest: Path) -> list[tuple[str, str]]:
     return links
 
 
-def export_tree(repo: git.Repo, sha: str, dest: Path) -> None:
-    """The commit's tree with every submodule at the commit it pins, recursively.
+def export_tree(repo: git.Repo, sha: str, dest: Path) -> list[tuple[str, str]]:
+    """The commit's tree with every submodule the clone has at the commit it pins, recursively.
 
     PyTorch's ``third_party/`` is made of submodules, and each commit pins its own versions,
     so they are synced per commit from the clone's own submodule repositories, never from the
-    network.
+    network. A submodule the clone never initialised (test data nobody builds from, say) is
+    left as an empty directory, as a checkout without it has it: whether the build needs it is
+    for the build to say. Returns those as (path, top-level submodule whose ``update --init``
+    brings it), so a build that then fails can name them; an initialised submodule that lacks
+    its pinned commit is still an error (the clone is stale: fetching fixes it).
     """
+    skipped: list[tuple[str, str]] = []
     for path, sub_sha in write_tree(repo, sha, dest):
-        sub = submodule_repo(repo, sha, path)
-        fix = f"run `git -C {repo.working_dir} submodule update --init --recursive`"
-        if sub is None:
-            raise ExportError(f"submodule {path} is not initialised: {fix}")
-        try:
-            sub.git.cat_file("-e", f"{sub_sha}^{{commit}}")
-        except git.GitCommandError:
-            raise ExportError(f"submodule {path} at {sub_sha[:12]} is missing from the clone: "
-                              f"{fix} (or fetch in {path})") from None
         target = _target(dest, path)
         if os.path.lexists(target):  # a blob or symlink by the same name: never write into it
             raise ExportError(f"{sha[:12]}'s tree has both a file and a submodule at {path}")
-        export_tree(sub, sub_sha, target)
+        sub = submodule_repo(repo, sha, path)
+        if sub is None:
+            target.mkdir(parents=True)
+            skipped.append((path, path))
+            continue
+        try:
+            sub.git.cat_file("-e", f"{sub_sha}^{{commit}}")
+        except git.GitCommandError:
+            raise ExportError(
+                f"submodule {path} at {sub_sha[:12]} is missing from the clone: run `git -C "
+                f"{repo.working_dir} submodule update --init --recursive` (or fetch in {path})"
+            ) from None
+        skipped += [(f"{path}/{p}", path) for p, _ in export_tree(sub, sub_sha, target)]
+    return skipped
+
+
+def uninitialised_hint(clone: str, skipped: list[tuple[str, str]]) -> str:
+    """One line naming the submodules the export left empty and the command that fetches them
+    (nested ones through their top-level submodule with ``--recursive``; more than three
+    top-level ones, as in a PyTorch clone made without ``--recursive``: all of them)."""
+    paths = [p for p, _ in skipped]
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    tops = list(dict.fromkeys(top for _, top in skipped))
+    nested = any(p != top for p, top in skipped)
+    fix = f"git -C {shlex.quote(clone)} submodule update --init"
+    if len(tops) > 3:
+        fix += " --recursive"
+    else:
+        fix += " --recursive" * nested + "".join(f" {shlex.quote(t)}" for t in tops)
+    if len(paths) == 1:
+        return f"submodule {shown} is not initialised in the clone: run `{fix}`"
+    return f"submodules {shown} are not initialised in the clone: run `{fix}`"
 
 
 def gitlinks(repo: git.Repo, sha: str) -> list[tuple[str, str]]:

@@ -16,9 +16,10 @@ from bisector.artifacts.build import (
     failure_summary,
     parse_ccache_log,
 )
+from bisector.artifacts.export import uninitialised_hint
 from bisector.config import Request
 from bisector.errors import UsageError
-from bisector.profiles import PYTORCH, TORCHLET
+from bisector.profiles import GENERIC, PYTORCH, TORCHLET
 from bisector.run.prepare import parse_build_env, resolve_cuda_arch
 
 STATS_LOG = """\
@@ -80,3 +81,27 @@ def test_build_env_pairs() -> None:
     for bad in ("USE_DISTRIBUTED", "=1", "A B=1"):
         with pytest.raises(UsageError, match="KEY=VALUE"):
             parse_build_env((bad,))
+
+
+def test_only_worktree_builds_have_a_new_key() -> None:
+    """Generic builds made from a bare export (setuptools_scm's LookupError among them,
+    recorded as "does not build" for good) are not reused by worktree builds; the PyTorch-like
+    profiles, which never build in a worktree, keep their keys and their caches."""
+    py = sys.executable
+    generic = build_key(GENERIC, "a" * 40, py)[1]
+    assert generic["checkout"] == "git-worktree"
+    assert all("checkout" not in build_key(p, "a" * 40, py)[1] for p in (PYTORCH, TORCHLET))
+
+
+def test_uninitialised_submodules_are_named_with_the_command_that_fetches_them() -> None:
+    assert uninitialised_hint("/c", [("tests/data", "tests/data")]) == (
+        "submodule tests/data is not initialised in the clone: "
+        "run `git -C /c submodule update --init tests/data`")
+    nested = uninitialised_hint("/my clone", [("a", "a"), ("b/c", "b")])
+    assert nested == ("submodules a, b/c are not initialised in the clone: "
+                      "run `git -C '/my clone' submodule update --init --recursive a b`")
+    many = uninitialised_hint("/c", [(f"third_party/m{i}", f"third_party/m{i}")
+                                     for i in range(40)])
+    assert many.startswith("submodules third_party/m0, third_party/m1, third_party/m2 and 37 "
+                           "more are not initialised")
+    assert many.endswith("run `git -C /c submodule update --init --recursive`")
