@@ -12,9 +12,9 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bisector import history, report
+from bisector import cleanup, disk, history, report
 from bisector.artifacts.cache import sweep_scratch
 from bisector.config import Request, RunConfig, decode, legacy_rules
 from bisector.containers import client, local_owner_alive, sweep_orphans
@@ -29,8 +29,13 @@ from bisector.run.prepare import Prepared, discover, prepare, record
 from bisector.run.runner import Finished, Runner, stored_verdicts
 from bisector.settings import data_dir
 from bisector.store import bisections, durations, verdicts
+from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
+
+if TYPE_CHECKING:
+    from bisector.watch.config import WatchConfig
+    from bisector.watch.tick import TickReport
 
 
 def create(open_store: Callable[[], Store], req: Request,
@@ -105,6 +110,18 @@ def run(store: Store, bisection_id: int, events: Events | None = None) -> Finish
             except Exception as e:  # the answer is stored: a report must never cost it
                 events.note(f"could not write the reports ({type(e).__name__}: {e}); "
                             f"`bisect show {bisection_id} --format issue` prints them")
+            apply_cache_cap(store, events)
+
+
+def apply_cache_cap(store: Store, events: Events) -> None:
+    """The optional cache cap (``BISECTOR_MAX_CACHE``) after a bisection ended: a warning at
+    worst, never a failed bisection."""
+    try:
+        said = cleanup.after_bisection(store)
+    except Exception as e:
+        said = f"warning: the cache cap was not applied ({type(e).__name__}: {e})"
+    if said:
+        events.note(said)
 
 
 def report_paths(store: Store, bisection_id: int) -> tuple[Path, Path]:
@@ -166,7 +183,8 @@ def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
         measured["oracle"] = (oracle, "oracle runs on this repository")
     table, sources = price(costs, measured)
     prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
-                 "filename": pb.wheel.filename} for pb in cfg.prebuilts]
+                 "filename": pb.wheel.filename, "source": pb.wheel.source,
+                 "sha256_from": pb.wheel.sha256_from} for pb in cfg.prebuilts]
     if cfg.installed:
         sha = cfg.installed.commit
         prebuilt.append({"position": cands.index(sha) if sha in cands else None,
@@ -181,7 +199,9 @@ def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
 
 
 def show(store: Store, bisection_id: int) -> dict[str, Any]:
-    return report.show_data(store, bisection_id, config_of(store, bisection_id))
+    # Logs removed by `bisect gc` are named as such, so no rendering points at a missing file.
+    return disk.mark_removed_logs(report.show_data(store, bisection_id,
+                                                   config_of(store, bisection_id)))
 
 
 def issue_report(store: Store, bisection_id: int) -> str:
@@ -210,3 +230,34 @@ def log(store: Store, bisection_id: int) -> str:
 
 def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
     return report.log_data(show(store, bisection_id))
+
+
+def disk_usage(store: Store | None) -> dict[str, Any]:
+    """``bisect du``: usage by kind; the store (when there is one) adds its record of when
+    each artifact was last used."""
+    uses = ({u.key: u.last_used.timestamp() for u in ArtifactStore(store).last_uses()}
+            if store is not None else None)
+    return disk.du_data(disk.inventory(uses))
+
+
+def gc(store: Store, *, max_size: int | None, older_than_s: float | None,
+       dry_run: bool) -> cleanup.Plan:
+    """``bisect gc``: least recently used artifacts no unfinished bisection of ``store`` needs."""
+    return cleanup.collect(store, max_size=max_size, older_than_s=older_than_s,
+                           dry_run=dry_run)
+
+
+def tick(store: Store, cfg: WatchConfig, *, bisect: bool, events: Events | None = None,
+         say: Callable[[str], None] = lambda _line: None, only: tuple[str, ...] = ()
+         ) -> TickReport:
+    """``bisect tick``: one idempotent pass of the nightly watch (see ``watch/tick.py``)."""
+    from bisector.watch.tick import Tick
+
+    return Tick(store, cfg, bisect=bisect, events=events, say=say, only=only).run()
+
+
+def watch_table(store: Store) -> dict[str, Any]:
+    """``bisect watch --json`` and ``/api/watch``: oracle x torch per suite, from the store."""
+    from bisector.watch.table import table_data
+
+    return table_data(store)

@@ -18,14 +18,17 @@ from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.provider import Obtained
+from bisector.artifacts.trees import Trees
+from bisector.command_oracle import bind_match, oracle_for
 from bisector.core.search import Verdict
 from bisector.core.verdict import Polarity, Rules
 from bisector.errors import BisectorError, BuildError, UsageError
 from bisector.executors.base import Executor, RunResult
 from bisector.executors.local import LocalExecutor, SystemExecutor
 from bisector.interpreter import choose_python
-from bisector.oracle import Oracle, load_oracle
+from bisector.oracle import Oracle
 from bisector.profiles import Profile, get_profile
+from bisector.run.factory import CachedHostBuilder
 from bisector.run.pipeline import NullRecorder, Pipeline
 from bisector.run.prepare import pick_profile
 
@@ -70,16 +73,23 @@ def check(
     regress: Polarity | None = None,
     gpu: str | None = None,
     note: Callable[[str], None] = lambda _text: None,
+    command: tuple[str, ...] = (),
+    match: str | None = None,
+    timeout: float | None = None,
+    dependencies: tuple[str, ...] = (),
 ) -> CheckResult:
     """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
 
     ``python`` None: the interpreter :func:`~bisector.interpreter.choose_python` picks for the
-    profile's package, told to ``note`` before anything runs (a long build included).
+    profile's package, told to ``note`` before anything runs (a long build included). A
+    command oracle runs in ``commit``'s exported tree with ``--commit``, else in the current
+    folder (there is no commit to export).
     """
     if sum((system, wheel is not None, commit is not None)) != 1:
         raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
-    oracle = load_oracle(oracle_spec)
+    oracle = oracle_for(oracle_spec, command, timeout=timeout, dependencies=dependencies)
     rules = Rules(regress or oracle.meta.polarity, False, oracle.meta.on_timeout)
+    oracle = bind_match(oracle, match, rules.polarity)
     profile = _profile(repo, commit, profile_name)
     interpreter = choose_python(python, profile.import_name)
     note(interpreter.note)
@@ -99,8 +109,9 @@ def check(
         assert commit is not None
         r = history.open_repo(repo)
         sha = history.resolve(r, commit, "commit")
+        executor = LocalExecutor(python, profile.import_name, trees=Trees(str(repo)))
         key, _ = build_key(profile, sha, python)
-        built = obtain_wheel(r, sha, profile, python=python)
+        built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python))
         if not built.ok or built.wheel is None:
             raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
                              f"(log: {built.log_path})")

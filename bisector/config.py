@@ -36,7 +36,7 @@ class Request:
 
     good: str
     bad: str
-    oracle: str
+    oracle: str = ""  # "" with a command oracle
     repo: Path = Path(".")
     find_fix: bool = False
     regress: Polarity | None = None
@@ -63,6 +63,10 @@ class Request:
     jobs: int | None = None  # None: one per GPU of --gpus, else defaults.JOBS
     build_jobs: int = defaults.BUILD_JOBS
     confirm: bool = True  # re-run the culprit, its parent and its revert before answering
+    match: str | None = None  # the failure that is the bug (core/signature.py)
+    timeout: float | None = None  # a command oracle's (an oracle file says its own)
+    dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
+    command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (command_oracle.py)
 
     @property
     def gpu_list(self) -> tuple[str, ...]:
@@ -90,6 +94,16 @@ class Request:
             raise UsageError(f"--pids {self.pids}: give a positive process limit")
         if self.build_timeout <= 0:
             raise UsageError("--build-timeout must be positive seconds")
+        if self.match is not None:
+            from bisector.command_oracle import check_match
+
+            check_match(self.match)
+        if self.oracle and self.command:
+            raise UsageError(f"--oracle {self.oracle} and a command after -- both name the "
+                             f"oracle: give one of them")
+        if self.executor is ExecutorKind.DOCKER and self.command:
+            raise UsageError("a command oracle (-- CMD) needs --executor local: the Docker "
+                             "executor runs Python oracle files only")
         if self.executor is ExecutorKind.DOCKER and self.installed_base:
             raise UsageError("--installed-base needs --executor local: a container cannot see "
                              "the host's installed torch")
@@ -234,10 +248,11 @@ def reproduce_command(req: Request) -> str:
     add it. ``prepare`` stores the request with the absolute repository and the oracle's
     name (bundled) or absolute path, so the line works from any directory.
     """
-    parts = ["bisect", "start", "--repo", str(req.repo), "--good", req.good, "--bad", req.bad,
-             "--oracle", req.oracle]
+    parts = ["bisect", "start", "--repo", str(req.repo), "--good", req.good, "--bad", req.bad]
+    if req.oracle:
+        parts += ["--oracle", req.oracle]
     for f in fields(Request):
-        if f.name in {"good", "bad", "oracle", "repo"} | SPEED_ONLY:
+        if f.name in {"good", "bad", "oracle", "repo", "command"} | SPEED_ONLY:
             continue
         value, default = getattr(req, f.name), f.default
         if value == default:
@@ -249,12 +264,16 @@ def reproduce_command(req: Request) -> str:
                 parts += [flag(f.name), str(item)]
         else:
             parts += [flag(f.name), str(value)]
+    if req.command:  # last, after --: its words are never read as bisect's options
+        parts += ["--", *req.command]
     return shlex.join(parts)
 
 
 def request_from(values: dict[str, Any]) -> Request:
     """A Request from the CLI's parsed options (names match the fields; types are checked)."""
     known = {f.name for f in fields(Request)}
+    if values.get("oracle") is None:  # not given: a command oracle, or a usage error
+        values = {**values, "oracle": ""}
     try:
         return _conv.structure({k: v for k, v in values.items() if k in known}, Request)
     except cattrs.BaseValidationError as e:

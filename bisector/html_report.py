@@ -110,3 +110,8 @@ def render_page(d: dict[str, Any], issue: str) -> str:
 def render_list(rows: list[dict[str, Any]], query: dict[str, str],
                 choices: dict[str, list[str]]) -> str:
     return _env.get_template("list.html").render(rows=rows, q=query, choices=choices)
+
+
+def render_watch(data: dict[str, Any]) -> str:
+    """``/watch``: the nightly watch's table (``bisect watch --json`` data)."""
+    return _env.get_template("watch.html").render(d=data)

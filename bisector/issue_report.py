@@ -18,7 +18,9 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from bisector.command_oracle import argv_of
 from bisector.config import Request, reproduce_command
+from bisector.oracle import foreign_interpreter
 from bisector.report import (
     confirmation_summary,
     noisy_summary,
@@ -236,9 +238,14 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         lines += _output(by_pos[pos - 1], label, new, old, scrub)
     saved = portable_request(req, "").oracle
     save_as = f" (save it as <code>{saved[2:]}</code>)" if saved.startswith("./") else ""
-    lines += [f"<details><summary>Oracle <code>{oracle['name']}</code> "
+    # A command oracle's source is its stored document; a #!/bin/bash oracle is not Python.
+    command = argv_of(oracle["source"]) is not None
+    lang = "python" if foreign_interpreter(oracle["source"].encode()) is None else ""
+    lines += [f"<details><summary>{'Command oracle' if command else 'Oracle'} "
+              f"<code>{oracle['name']}</code> "
               f"(sha256 {oracle['sha256'][:12]}){save_as}</summary>", "",
-              *fenced(scrub(oracle["source"].rstrip()), "python"), "", "</details>", "",
+              *fenced(scrub(oracle["source"].rstrip()), "" if command else lang), "",
+              "</details>", "",
               "Reproduce with bisector:", "", *fenced(scrub(reproduce(d, req))), "",
               "### Versions", "", *fenced(scrub(versions(_facts(d), d["environment"])))]
     return "\n".join(lines) + "\n"

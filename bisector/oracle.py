@@ -4,6 +4,13 @@ An oracle's identity is the sha256 of its bytes, so editing an oracle can never 
 of the old version. Metadata rides along as PEP 723 inline script metadata: ``dependencies``
 for its environment plus a ``[tool.bisector]`` table for what bisector needs to know.
 
+An oracle file runs with the probed environment's ``python``, unless its first line is a ``#!``
+naming another interpreter (``#!/bin/bash``): then it runs as that line says, the environment's
+``bin`` first on PATH. A command oracle (``bisect start ... -- CMD``) is stored as a small
+document (:mod:`bisector.command_oracle`) and hashed like a file. A signature (``match``: the
+failure that is the bug, :mod:`bisector.core.signature`) joins the identity with the polarity
+it judges under (:attr:`Oracle.judging`).
+
 Names given with ``--oracle NAME`` resolve only inside the oracles directories (a name can never
 climb out of one): ``$BISECTOR_ORACLES_DIR`` first, where a team keeps its own, then the bundled
 ones. Anything that looks like a path (``./x.py``, ``/abs/x.py``) is taken as is.
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import math
 import os
 import re
@@ -56,6 +64,9 @@ class OracleMeta:
     # A performance oracle: samples in a BISECTOR_RESULT line, bad when worse than the good
     # endpoint's by more than this fraction (``threshold = "5%"``).
     threshold: float | None = None
+    # The failure that is the bug: a run showing the bug whose output does not match is a
+    # skip ("a different failure"), never a verdict (bisector.core.signature).
+    match: str | None = None
 
     @property
     def performance(self) -> bool:
@@ -79,10 +90,33 @@ class Oracle:
     path: Path
     content: bytes
     meta: OracleMeta
+    # What judges its runs besides its bytes: ("match", regex) and ("bug", polarity) when a
+    # signature is in force (from its metadata or --match). Empty for a plain oracle.
+    judging: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def content_sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.content).hexdigest()
+        """The identity verdicts are keyed by: the bytes' hash, or for an oracle judged by a
+        signature, a hash of the bytes' hash, the signature and its polarity, so verdicts
+        judged without it (or under the other polarity) are never reused as if with it."""
+        if not self.judging:
+            return self.content_sha256
+        blob = json.dumps([self.content_sha256, [list(j) for j in self.judging]])
+        return hashlib.sha256(b"bisector-judging\0" + blob.encode()).hexdigest()
+
+    @property
+    def match(self) -> str | None:
+        """The signature in force (``--match`` or the metadata's), once bound to a polarity."""
+        return dict(self.judging).get("match")
+
+    @property
+    def python(self) -> bool:
+        """Run by the environment's python (no ``#!``, or one naming Python)."""
+        return foreign_interpreter(self.content) is None
 
     @property
     def ident(self) -> str:
@@ -112,6 +146,22 @@ def oracle_dirs(oracles_dir: Path | None = None) -> list[Path]:
         return [oracles_dir]
     team = team_oracles_dir()
     return [team, bundled_oracles_dir()] if team else [bundled_oracles_dir()]
+
+
+def foreign_interpreter(content: bytes) -> str | None:
+    """The ``#!`` line of a script that is not Python (``#!/bin/bash``), else None.
+
+    A Python shebang (``#!/usr/bin/env python3``, ``#!/usr/bin/python``) still runs with the
+    probed environment's python: that is the interpreter an oracle is meant to test, whatever
+    the path on its first line says."""
+    if not content.startswith(b"#!"):
+        return None
+    line = content.split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    words = [w for w in line[2:].split() if not w.startswith("-")]
+    if words and os.path.basename(words[0]) == "env":
+        words = words[1:]
+    name = os.path.basename(words[0]) if words else ""
+    return None if re.fullmatch(r"python[0-9.]*", name) else line
 
 
 def resolve_oracle(spec: str, oracles_dir: Path | None = None) -> Path:
@@ -149,7 +199,8 @@ def load_oracle(spec: str, oracles_dir: Path | None = None) -> Oracle:
         raise OracleError(f"{path} is not UTF-8 text (byte {e.start}): save it as UTF-8"
                           ) from None
     try:
-        compile(content, str(path), "exec", dont_inherit=True)
+        if foreign_interpreter(content) is None:  # a bash oracle is not Python
+            compile(content, str(path), "exec", dont_inherit=True)
     except SyntaxError as e:
         raise OracleError(f"{path}:{e.lineno}: the oracle does not compile ({e.msg}): fix it "
                           f"and try `bisect check --oracle {path}`") from None
@@ -190,7 +241,7 @@ def _docstring_line(script: str) -> str:
 
 _KNOWN = {
     "description", "timeout", "on-timeout", "polarity", "needs-gpu", "network", "repeats", "env",
-    "flaky", "false-positive", "false-negative", "confidence", "max-runs", "threshold",
+    "flaky", "false-positive", "false-negative", "confidence", "max-runs", "threshold", "match",
 }
 
 # Keys of the flaky search, refused next to ``threshold`` (see parse_metadata).
@@ -273,6 +324,18 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
                                  or max_runs < 2):
         raise OracleError(f"{where}: [tool.bisector] max-runs must be a whole number of oracle "
                           f"runs, at least 2")
+    match = tool.get("match")
+    if match is not None:
+        from bisector.core.signature import compile_match
+
+        if not isinstance(match, str):
+            raise OracleError(f"{where}: [tool.bisector] match must be a regular expression "
+                              f"string like \"NameError: .*_Runner__\"")
+        try:
+            compile_match(match)
+        except ValueError as e:
+            raise OracleError(f"{where}: [tool.bisector] match {match!r} is not a valid "
+                              f"regular expression ({e})") from None
     threshold = None
     if "threshold" in tool:
         from bisector.core.perf import parse_threshold
@@ -289,6 +352,10 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
         # repeats and a posterior's confidence do not apply.
         clash = [k for k in _NOT_FOR_PERF if k in tool and (k != "flaky" or tool[k])
                  and (k != "repeats" or tool[k] != 1)]
+        if match is not None:
+            raise OracleError(f"{where}: [tool.bisector] threshold and match do not go "
+                              f"together: a performance oracle is judged by its samples, not "
+                              f"by the failure it prints; drop match")
         if clash:
             raise OracleError(f"{where}: [tool.bisector] threshold and {clash[0]} do not go "
                               f"together: a performance oracle is judged by its samples, not "
@@ -310,6 +377,7 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
         confidence=confidence,
         max_runs=max_runs,
         threshold=threshold,
+        match=match,
     )
 
 

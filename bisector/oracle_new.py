@@ -2,21 +2,37 @@
 
 A seed-style repro either crashes (exit non-zero) when the bug is there, or prints that it
 reproduced. The generated oracle keeps the script verbatim, runs it in a child process with fresh
-Inductor/Triton caches, and answers in ``git bisect run`` terms: 1 when the bug reproduced (by
-exit status, or by ``--match REGEX`` on its output), 0 when it did not, 125 when the environment
-cannot answer (a module the script imports is missing, or it needs CUDA and there is none). So a
-regression hunt needs no polarity flag; ``--find-fix`` finds the fix with the same oracle.
+Inductor/Triton caches, and answers in ``git bisect run`` terms: 1 when the bug reproduced (it
+exits non-zero, or its output matches the signature), 0 when it did not, 125 when the
+environment cannot answer (a module the script imports is missing, or it needs CUDA and there
+is none). So a regression hunt needs no polarity flag; ``--find-fix`` finds the fix with the same
+oracle.
+
+The **signature** (the failure that is the bug, ``core/signature.py``) goes into the oracle's
+``match`` metadata, so a commit where the repro fails for another reason (an ImportError of an
+older API, say) is a skip, not the culprit. It comes from ``--match REGEX`` as given, from a
+pasted traceback (``--traceback FILE``: its exception line, escaped, numbers generalised), or,
+by default, from one run of the repro here (:func:`signature_here`): with ``--python`` or the
+first python3 on PATH that imports what the repro imports, at most ``RUN_HERE_S`` seconds, and
+only when that can work (every import found; a GPU when the repro needs CUDA). Running it at
+the bad commit would need that commit's whole environment (a build); a run here is what a
+user does anyway before filing the repro, and the oracle prints what it found.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bisector.core.signature import compile_match, failure_line, signature
 from bisector.errors import OracleError, UsageError
 from bisector.oracle import NAME_RE, parse_metadata
 
@@ -26,7 +42,7 @@ TEMPLATE = '''\
 # [tool.bisector]
 # description = {description}
 # needs-gpu = {needs_gpu}
-# timeout = {timeout}
+# timeout = {timeout}{match_line}
 # ///
 """{doc_line}
 
@@ -71,12 +87,14 @@ def main():
     r = subprocess.run([sys.executable, path], capture_output=True, text=True, env=env,
                        cwd=work, check=False)
     output = r.stdout + r.stderr
-    print(output[-4000:])
-    if MATCH is not None:
-        reproduced = re.search(MATCH, output) is not None
-    else:
-        reproduced = r.returncode != 0
+    # A failure, or the signature printed by a repro that catches its own error. bisector
+    # turns a failure whose output lacks the signature (`match` above) into a skip.
+    reproduced = r.returncode != 0 or (
+        MATCH is not None and re.search(MATCH, output, re.MULTILINE) is not None)
     print(f"repro exit status {{r.returncode}}; reproduced: {{reproduced}}")
+    # The repro's own output last, so its last line is the failure a skip names.
+    sys.stdout.write(r.stdout[-4000:])
+    sys.stderr.write(r.stderr[-4000:])
     return 1 if reproduced else 0
 
 
@@ -85,12 +103,17 @@ if __name__ == "__main__":
 '''
 
 
+RUN_HERE_S = 120.0  # the longest run of the repro here that finding its signature may take
+
+
 @dataclass(frozen=True)
 class NewOracle:
     path: Path
     requires: tuple[str, ...]
     needs_gpu: bool
     rule: str
+    signature: str | None = None
+    found: str = ""  # where the signature came from, or why there is none
 
 
 def _imports(source: str, where: str) -> tuple[str, ...]:
@@ -123,15 +146,20 @@ def create(
     needs_gpu: bool | None = None,
     timeout: float = 900.0,
     force: bool = False,
+    traceback: Path | None = None,
+    run_here: bool = True,
+    python: str | None = None,
 ) -> NewOracle:
     if not NAME_RE.match(name) or ".." in name or name.endswith(".py"):
         raise UsageError(f"oracle name {name!r} must be a plain name like my_regression")
     if not repro.is_file():
         raise UsageError(f"repro script {repro} does not exist: check the path")
+    if match is not None and traceback is not None:
+        raise UsageError("--match and --traceback both give the signature: pass one of them")
     if match is not None:
         try:
-            re.compile(match)
-        except re.error as e:
+            compile_match(match)
+        except ValueError as e:
             raise UsageError(f"--match {match!r} is not a valid regular expression ({e})") from None
     source = repro.read_text()
     requires = _imports(source, str(repro))
@@ -140,9 +168,18 @@ def create(
     dest = directory / f"{name}.py"
     if dest.exists() and not force:
         raise UsageError(f"{dest} already exists: pick another name or pass --force")
+    found = "given with --match" if match is not None else ""
+    if traceback is not None:
+        match, found = _from_traceback(traceback), f"from the traceback in {traceback}"
+    elif match is None and run_here:
+        match, found = signature_here(repro, requires, needs_gpu, python, min(timeout,
+                                                                             RUN_HERE_S))
+    elif match is None:
+        found = "--no-run: none written"
     first = (ast.get_docstring(ast.parse(source)) or "").strip().splitlines()
     desc = description or (first[0] if first else f"repro {repro.name} (generated)")
-    rule = f"output matches {match!r}" if match else "exits non-zero (crashes or asserts)"
+    rule = (f"exits non-zero or prints output matching {match!r} (a failure without it is a "
+            f"skip)" if match else "exits non-zero (crashes or asserts)")
     text = TEMPLATE.format(
         description=_toml_str(desc),
         needs_gpu="true" if needs_gpu else "false",
@@ -156,12 +193,61 @@ def create(
         gpu_text=", or CUDA" if needs_gpu else "",
         requires=requires,
         match=match,
+        match_line=f"\n# match = {json.dumps(match)}" if match is not None else "",
         repro=source,
     )
     parse_metadata(text, str(dest))  # the generated metadata must itself be valid
     directory.mkdir(parents=True, exist_ok=True)
     dest.write_text(text)
-    return NewOracle(dest, requires, needs_gpu, rule)
+    return NewOracle(dest, requires, needs_gpu, rule, match, found)
+
+
+def _from_traceback(path: Path) -> str:
+    if not path.is_file():
+        raise UsageError(f"traceback file {path} does not exist: check the path")
+    sig = signature(path.read_text(errors="replace"))
+    if sig is None:
+        raise UsageError(f"{path}: no failure found (no exception line after a traceback, no "
+                         f"line naming an exception): paste the whole traceback, or give "
+                         f"--match REGEX")
+    return sig
+
+
+def signature_here(repro: Path, requires: tuple[str, ...], needs_gpu: bool,
+                   python: str | None, timeout_s: float) -> tuple[str | None, str]:
+    """Run the repro once with this machine's interpreter; (its failure's signature, what
+    happened). Only where it can answer: an interpreter that imports what the repro imports,
+    and a GPU when the repro needs CUDA; anything else is said, never guessed (a missing
+    module's ImportError as the signature would make every real failure a skip)."""
+    from bisector.artifacts.build import gpu_inventory
+    from bisector.interpreter import choose_python, imports
+
+    if needs_gpu and gpu_inventory() is None:
+        return None, "not run here: the repro needs CUDA and this machine has no GPU"
+    interp = choose_python(python, requires[0] if requires else None).path
+    missing = [m for m in requires if not imports(interp, m)]
+    if missing:
+        return None, (f"not run here: {interp} cannot import {', '.join(missing)} (pass "
+                      f"--python, --traceback FILE or --match REGEX)")
+    with tempfile.TemporaryDirectory(prefix="repro-") as work:
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor"),
+                   TRITON_CACHE_DIR=os.path.join(work, "triton"))
+        try:
+            r = subprocess.run([interp, str(repro.resolve())], cwd=work, env=env,
+                               capture_output=True, text=True, timeout=timeout_s,
+                               stdin=subprocess.DEVNULL, check=False)
+        except subprocess.TimeoutExpired:
+            return None, f"not run to its end here: it took longer than {timeout_s:.0f} s"
+        except OSError as e:
+            return None, f"not run here: {interp} could not start ({e})"
+    ran = f"ran once here with {interp}"
+    if r.returncode == 0:
+        return None, f"{ran}: it exited 0 (no failure here, so no signature)"
+    sig = signature(r.stderr) or signature(r.stdout)
+    if sig is None:
+        return None, f"{ran}: exit {r.returncode} without an exception line, so no signature"
+    return sig, f"{ran}: exit {r.returncode}, {failure_line(r.stderr) or failure_line(r.stdout)}"
 
 
 def _toml_str(s: str) -> str:

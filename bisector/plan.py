@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bisector import defaults
+from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.core import noisy
 from bisector.core.search import Culprit, Probe, Verdict, next_step
 from bisector.oracle import OracleMeta
@@ -151,6 +152,9 @@ class PlanReport:
     stored_verdicts: int = 0  # candidates with a reusable verdict of this oracle and environment
     # step -> {"from": "--cost" | "measured" | "default", and for measured "count", "over"}
     cost_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How the index's wheels were found: {"listed": n, "direct URL": m} (an installed base is
+    # neither); the index lists only its newest nightlies, older ones are found past it.
+    prebuilt_sources: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -310,7 +314,14 @@ def make_plan(
         builds_mean=sum(builds) / len(builds), builds_max=max(builds),
         seconds_mean=sum(secs) / len(secs), seconds_max=max(s for _, _, s in sims_max),
         costs=costs, notes=notes, stored_verdicts=len(known or {}),
-        cost_sources=dict(cost_sources or {}), sampling=sampling.kind.value)
+        cost_sources=dict(cost_sources or {}), sampling=sampling.kind.value,
+        prebuilt_sources=prebuilt_sources(prebuilt))
+
+
+def prebuilt_sources(prebuilt: list[dict[str, Any]]) -> dict[str, int]:
+    """Wheels named by the index's listing and wheels found past it at their direct URL."""
+    counts = Counter(p["source"] for p in prebuilt if "source" in p)
+    return {LISTED: counts[LISTED], DIRECT: counts[DIRECT]}
 
 
 def _sampling_notes(sampling: Sampling) -> list[str]:

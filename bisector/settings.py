@@ -12,6 +12,8 @@ from pathlib import Path
 
 import platformdirs
 
+from bisector import defaults
+
 
 def _home() -> Path | None:
     h = os.environ.get("BISECTOR_HOME")
@@ -26,7 +28,8 @@ def data_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Wheels, environments and uv's cache; ``BISECTOR_CACHE_DIR`` shares one across stores."""
+    """Wheels, environments, uv's and ccache's caches; ``BISECTOR_CACHE_DIR`` shares one
+    across stores."""
     h = _home()
     explicit = os.environ.get("BISECTOR_CACHE_DIR")
     if explicit:
@@ -41,3 +44,24 @@ def logs_dir() -> Path:
     p = data_dir() / "logs"
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def uv_cache_dir() -> Path:
+    """uv's cache, for environment installs and host builds alike: one filesystem with the
+    environments (hardlinks), and inside the folder ``bisect du`` and ``bisect gc`` look at."""
+    return cache_dir() / "uv"
+
+
+def ccache_dir() -> Path:
+    return cache_dir() / "ccache"
+
+
+def host_build_env() -> dict[str, str]:
+    """What a build on this host adds to its environment so that its caches land in ours:
+    uv's always; ccache's unless the user named a ``CCACHE_DIR`` (then it is theirs, shared
+    with their other builds, and capped by their own ccache settings)."""
+    env = {"UV_CACHE_DIR": str(uv_cache_dir())}
+    if not os.environ.get("CCACHE_DIR"):
+        env["CCACHE_DIR"] = str(ccache_dir())
+        env["CCACHE_MAXSIZE"] = os.environ.get("CCACHE_MAXSIZE") or defaults.CCACHE_MAXSIZE
+    return env

@@ -134,11 +134,13 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         if recorded and _readable_log(Path(recorded)):
             return PlainTextResponse(_tail(Path(recorded)))
         fallback = probe.get("build_log_tail" if stream == "build" else "output_tail") or ""
+        removed = {"build": "build_log"}.get(stream, stream) in probe.get("removed_logs", ())
+        where = "log removed by gc" if removed else "the full log is not on this machine"
         if stream == "stderr" or not fallback:
-            return PlainTextResponse(f"probe {seq} has no {stream} log on this machine",
+            return PlainTextResponse(f"probe {seq} has no {stream} log on this machine"
+                                     + (" (log removed by gc)" if removed else ""),
                                      status_code=404)
-        return PlainTextResponse(f"(the full log is not on this machine; the stored tail)\n"
-                                 f"{fallback}")
+        return PlainTextResponse(f"({where}; the stored tail)\n{fallback}")
 
     def api_list(request: Request) -> Response:
         return JSONResponse(app.listing(store, LIST_LIMIT, _filter(request)))
@@ -148,6 +150,12 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
 
     def api_log(request: Request) -> Response:
         return JSONResponse(app.log_data(store, _id(request)))
+
+    def watch_page(request: Request) -> Response:
+        return HTMLResponse(html_report.render_watch(app.watch_table(store)))
+
+    def api_watch(request: Request) -> Response:
+        return JSONResponse(app.watch_table(store))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=404)
@@ -159,6 +167,7 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         Route("/bisections/{bisection_id:int}/probes/{seq:int}/{stream}", probe_log),
         Route("/api/bisections", api_list), Route("/api/bisections/{bisection_id:int}", api_show),
         Route("/api/bisections/{bisection_id:int}/log", api_log),
+        Route("/watch", watch_page), Route("/api/watch", api_watch),
     ]
     middleware = [Middleware(SecurityHeaders)]
     if allowed_hosts is not None:

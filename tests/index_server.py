@@ -7,7 +7,9 @@ ranges, so the client's range reads and resumed downloads run against a real ser
 
 Fault knobs (a real server misbehaving, not a mock of the client): ``garbage`` projects answer
 a page that is not an index, ``gone`` files are listed but answer 404 (an expired nightly),
-``bad_hash`` files are listed with a wrong sha256.
+``bad_hash`` files are listed with a wrong sha256, ``unlisted`` files are served but left out
+of the project page (a nightly past the index window: only its direct URL finds it; in
+``gone`` too, it is pruned altogether).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import unquote
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -29,6 +32,7 @@ class IndexState:
     garbage: set[str] = field(default_factory=set)
     gone: set[str] = field(default_factory=set)
     bad_hash: set[str] = field(default_factory=set)
+    unlisted: set[str] = field(default_factory=set)
     hashes_in_links: set[str] = field(default_factory=set)  # index names whose links carry one
     requests: list[tuple[str, str, str]] = field(default_factory=list)  # method, path, range
     bytes_sent: int = 0
@@ -65,7 +69,9 @@ class Handler(BaseHTTPRequestHandler):
     def _serve(self, head: bool) -> None:
         st = self.state
         st.requests.append((self.command, self.path, self.headers.get("Range", "")))
-        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        # Percent-escapes decoded as any web server does (``%2B`` is the ``+`` of a local
+        # version label); a literal ``+`` stays a ``+``.
+        parts = [unquote(p) for p in self.path.split("?")[0].split("/") if p]
         if len(parts) == 3 and parts[1] == "files":
             return self._file(parts[0], parts[2], head)
         if len(parts) == 2:
@@ -82,6 +88,7 @@ class Handler(BaseHTTPRequestHandler):
         wheels = sorted(
             w for w in files_dir.glob("*.whl")
             if canonicalize_name(parse_wheel_filename(w.name)[0]) == canonicalize_name(project)
+            and w.name not in st.unlisted
         ) if files_dir.is_dir() else []
         if not wheels:
             return self._send(404, b"no such project", "text/plain", head)

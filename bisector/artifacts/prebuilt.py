@@ -8,10 +8,13 @@ and each mapping is cached in the store, so the next bisection lists an index in
 
 A nightly past the index's retention window is detected here, before any probe: it is reported
 as missing and never chosen, so the search cannot plan around a wheel it cannot download.
+Nightlies the listing no longer names are looked for at their direct URL
+(:mod:`bisector.artifacts.nightly_urls`) and, once found, mapped the same way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -19,10 +22,12 @@ from datetime import date
 from email.parser import Parser
 
 import git
+import httpx
 from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from bisector.artifacts import nightly_urls
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.profiles import Profile
 
@@ -44,6 +49,16 @@ class Prebuilt:
     requires: list[str] = field(default_factory=list)
     status: str = "ok"  # ok | missing | unmapped
     reason: str = ""
+    # How it was found: named by the index's listing, or past it at its direct URL.
+    source: str = nightly_urls.LISTED
+    # Where the sha256 it is checked against comes from: the index, or (when the index gives
+    # none, as PyTorch's nightly links do not) the download itself, which then proves nothing
+    # beyond that the bytes arrived whole.
+    sha256_from: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.sha256_from:
+            self.sha256_from = "index" if self.sha256 else "download"
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -121,6 +136,7 @@ class Discovery:
     missing: list[Prebuilt]
     unmapped: list[Prebuilt]
     fresh: list[Prebuilt]  # mappings learned now, for the store's cache
+    notes: list[str] = field(default_factory=list)  # what looking past the listing found
 
 
 class Discoverer:
@@ -148,6 +164,7 @@ class Discoverer:
         missing: list[Prebuilt] = []
         unmapped: list[Prebuilt] = []
         fresh: list[Prebuilt] = []
+        notes: list[str] = []
         dist = self.profile.distribution
         if not dist:
             return Discovery({}, [], [], [])
@@ -155,7 +172,8 @@ class Discoverer:
             if not url:
                 continue
             client = self.client_for(url)
-            wheels = pick_wheels(client.files(dist), dist, self.python_tag, self.variant)
+            listed = client.files(dist)
+            wheels = pick_wheels(listed, dist, self.python_tag, self.variant)
             for version, f in sorted(wheels.items()):
                 if kind == "nightly" and not version.is_devrelease:
                     continue
@@ -184,12 +202,60 @@ class Discoverer:
                         pb.status, pb.reason = "missing", f"{why}: expired from the index"
                         missing.append(pb)
                         continue
-                pb.status, pb.reason = "ok", ""
+                pb.status, pb.reason, pb.source = "ok", "", nightly_urls.LISTED
                 if not pb.requires:
                     pb.requires = requires_dist(client.metadata(f))
                 # A release and a nightly of one commit: either serves; keep the first found.
                 found.setdefault(pos, pb)
-        return Discovery(found, missing, unmapped, fresh)
+            if kind == "nightly":
+                notes += self._past_listing(client, listed, wheels, position, found, unmapped,
+                                            fresh)
+        return Discovery(found, missing, unmapped, fresh, notes)
+
+    def _past_listing(self, client: IndexClient, listed: list[IndexFile],
+                      wheels: dict[Version, IndexFile], position: Mapping[str, int],
+                      found: dict[int, Prebuilt], unmapped: list[Prebuilt],
+                      fresh: list[Prebuilt]) -> list[str]:
+        """The range's nightlies the listing no longer names, at their direct URL, placed as
+        listed ones are (their own ``git_version`` decides the commit)."""
+        want, notes = nightly_urls.wanted(
+            self.repo, self.profile, index_url=client.base_url, listed=listed, picked=wheels,
+            python_tag=self.python_tag, variant=self.variant, position=position,
+            covered=set(found))
+        hits, sent = nightly_urls.probe(
+            client, want, lambda f, w: self._read_direct(client, f, w.version))
+        for hit in hits:
+            pb = hit.found
+            if pb is None:
+                continue
+            if pb.commit is None and pb.git_version and pb.status == "ok":
+                pb.commit = self._main_commit(pb)  # git, in this thread
+                if pb.commit is not None:
+                    fresh.append(pb)
+            if pb.commit is None:
+                unmapped.append(pb)
+                continue
+            pos = position.get(pb.commit)
+            if pos is not None:
+                found.setdefault(pos, pb)
+        return notes + nightly_urls.summary(hits, sent)
+
+    def _read_direct(self, client: IndexClient, f: IndexFile, version: Version) -> Prebuilt:
+        """A wheel that answered HEAD at its direct URL: its mapping from the store's cache,
+        else its ``git_version`` (range requests), and its requirements. Runs in the HEAD
+        pool, so it touches HTTP only."""
+        pb = self.cached.get(f.url)
+        if pb is None or pb.commit is None:
+            pb = Prebuilt(kind="nightly", filename=f.filename, url=f.url,
+                          version=str(version), sha256=None, source=nightly_urls.DIRECT)
+            self._read_git_version(client, pb)
+        else:
+            pb.status, pb.reason = "ok", ""
+        # Only the recorded Triton pin needs them; the wheel's own dependencies still install.
+        if pb.status == "ok" and not pb.requires:
+            with contextlib.suppress(IndexProblem, httpx.HTTPError):
+                pb.requires = requires_dist(client.metadata(f))
+        return pb
 
     def _map(self, client: IndexClient, kind: str, f: IndexFile, version: Version) -> Prebuilt:
         pb = Prebuilt(kind=kind, filename=f.filename, url=f.url, version=str(version),
@@ -206,19 +272,24 @@ class Discoverer:
             except git.GitCommandError:
                 pb.status, pb.reason = "unmapped", f"no tag {tag} in the repository"
             return pb
+        self._read_git_version(client, pb)
+        if pb.git_version:
+            pb.commit = self._main_commit(pb)
+        return pb
+
+    def _read_git_version(self, client: IndexClient, pb: Prebuilt) -> None:
+        """The wheel's own ``git_version`` (a few range requests), or why it has none."""
         member = self.profile.version_file or f"{self.profile.import_name}/version.py"
         try:
-            text = client.read_member(f.url, lambda n: n == member).decode(errors="replace")
+            text = client.read_member(pb.url, lambda n: n == member).decode(errors="replace")
         except IndexProblem as e:
             pb.status, pb.reason = "unmapped", e.message
-            return pb
+            return
         m = GIT_VERSION.search(text)
         if not m or m.group(1) == "Unknown":
             pb.status, pb.reason = "unmapped", f"{member} carries no git_version"
-            return pb
+            return
         pb.git_version = m.group(1)
-        pb.commit = self._main_commit(pb)
-        return pb
 
     def _main_commit(self, pb: Prebuilt) -> str | None:
         sha = pb.git_version or ""

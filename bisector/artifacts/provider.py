@@ -79,6 +79,8 @@ class Recipe:
     builder: Builder | None = None
     timeout_s: float = 3600.0
     build_jobs: int = 1
+    # A source-built wheel serves as an overlay base (off with --no-prebuilt: every probe built).
+    reuse_builds: bool = True
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ class Provider:
     def built(self) -> set[int]:
         """Positions whose source build is stored and still on disk: build once, overlay many
         (a Python-only change next to a built commit needs no second build)."""
+        if not self.recipe.reuse_builds:
+            return set()
         known = self._known_artifacts()
         return {self._pos[sha] for sha, status in known.items()
                 if status is ArtifactStatus.OK and sha in self._pos}
@@ -161,9 +165,10 @@ class Provider:
         return sorted(out)
 
     def safe_between(self, a: int, b: int) -> bool:
-        """No change between positions ``a`` and ``b`` blocks an overlay (the quick index;
-        the exact diff decides at obtain time). The plan uses it to project build reuse."""
-        return self.changes.blocker_between(a, b) is None
+        """A wheel built at ``a`` would serve ``b`` as an overlay base: build reuse is on and
+        no change between them blocks an overlay (the quick index; the exact diff decides at
+        obtain time). The plan uses it to project build reuse."""
+        return self.recipe.reuse_builds and self.changes.blocker_between(a, b) is None
 
     def overlay_base(self, pos: int) -> int | None:
         """The nearest base whose difference to ``pos`` is overlay-safe (older on a tie).

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bisector import report
-from bisector.cli import config_file, tools
+from bisector.cli import config_file, disk, tools, watch
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import range_options
 from bisector.cli.progress import RichEvents, err, out
@@ -118,6 +118,11 @@ def _print_show(store: Store, bisection_id: int, json_out: bool,
     return data
 
 
+def _request(kw: dict[str, Any]) -> Request:
+    """The request of ``start``/``plan``, without configured defaults that do not apply."""
+    return request_from(tools.unconfigured(click.get_current_context(), kw))
+
+
 @cli.command()
 @range_options
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
@@ -127,7 +132,7 @@ def start(c: Ctx, /, json_out: bool, **kw: Any) -> None:
     from bisector import app
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
-    store, bisection_id = app.create(c.store, request_from(kw))
+    store, bisection_id = app.create(c.store, _request(kw))
     _run_and_report(c, store, bisection_id, json_out, resume=False)
 
 
@@ -145,7 +150,7 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     from bisector.plan import describe_source, human, parse_costs
 
     overrides = parse_costs(costs)
-    req = request_from(kw)
+    req = _request(kw)
     req.check()
     rep = app.plan(c.store(), req, overrides)
     if json_out:
@@ -155,11 +160,15 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
         err.print(f"[yellow]note:[/] {escape(note)}")
     k = rep.kinds
     out.print(f"[bold]{rep.candidates}[/] candidate commits")
-    out.print(f"  prebuilt wheels inside the range: {len(rep.prebuilt)}")
+    src = rep.prebuilt_sources
+    out.print(f"  prebuilt wheels inside the range: {len(rep.prebuilt)} "
+              f"({src.get('listed', 0)} from the index listing, "
+              f"{src.get('direct URL', 0)} by direct URL)")
     for pb in rep.prebuilt[:20]:
         where = "-" if pb["position"] is None else pb["position"]
+        how = " (direct URL)" if pb.get("source") == "direct URL" else ""
         out.print(f"    {where:>6}  {pb['commit'][:12]}  {pb['kind']:<9} "
-                  f"{escape(pb['filename'])}")
+                  f"{escape(pb['filename'])}{how}")
     if len(rep.prebuilt) > 20:
         out.print(f"    ... {len(rep.prebuilt) - 20} more")
     out.print(f"  prebuilt wheels gone from the index: {len(rep.missing)}")
@@ -307,6 +316,10 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> No
 
 for command in (tools.oracles, tools.check, tools.oracle, tools.images):
     cli.add_command(command)
+cli.add_command(disk.du)
+cli.add_command(disk.gc)
+cli.add_command(watch.tick)
+cli.add_command(watch.watch)
 
 
 def _json_error(message: str, kind: str, exit_code: int) -> None:

@@ -17,8 +17,16 @@ RANGE_OPTIONS = [
     click.option("--good", required=True,
                  help="A ref where the oracle passes (tag, branch, sha)."),
     click.option("--bad", required=True, help="A ref where the oracle fails."),
-    click.option("--oracle", required=True,
-                 help="Oracle name from `bisect oracles`, or a path."),
+    click.option("--oracle", default=None, help="Oracle name from `bisect oracles`, or a "
+                 "path; or give a command after -- instead (run in the commit's tree, like "
+                 "git bisect run)."),
+    click.option("--match", default=None, metavar="REGEX", help="The failure that is the bug: "
+                 "a run that would be bad but whose output does not match REGEX is a skip "
+                 "(\"a different failure\"). Overrides the oracle's own `match`."),
+    click.option("--timeout", type=float, default=None, metavar="SECONDS",
+                 help=f"A command oracle's timeout (default {defaults.ORACLE_TIMEOUT_S:.0f})."),
+    click.option("--dependency", multiple=True, metavar="REQ", help="A requirement the "
+                 "command oracle needs in the probed environment, e.g. pytest (repeatable)."),
     click.option("--find-fix", is_flag=True, help="Look for the first commit that fixed it: "
                  "--good is the older broken ref, --bad the newer fixed one."),
     click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None,
@@ -35,7 +43,8 @@ RANGE_OPTIONS = [
     click.option("--build-timeout", default=defaults.BUILD_TIMEOUT_S, show_default=True,
                  help="Seconds per build."),
     click.option("--prebuilt/--no-prebuilt", default=True, show_default=True,
-                 help="Use prebuilt wheels and overlays on them (--no-prebuilt: build every "
+                 help="Use prebuilt wheels, and overlays on them and on wheels built from source "
+                 "(--no-prebuilt: build every "
                  "probe)."),
     click.option("--nightly-index", default=None, metavar="URL",
                  help="Simple index of nightly wheels (default: the profile's, e.g. "
@@ -81,7 +90,11 @@ RANGE_OPTIONS = [
 ]
 
 
+COMMAND_ARGUMENT = click.argument("command", nargs=-1, type=click.UNPROCESSED,
+                                  metavar="[-- CMD [ARGS]...]")
+
+
 def range_options(f: Any) -> Any:
     for opt in reversed(RANGE_OPTIONS):
         f = opt(f)
-    return f
+    return COMMAND_ARGUMENT(f)

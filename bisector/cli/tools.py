@@ -6,8 +6,10 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
+from click.core import ParameterSource
 from rich.markup import escape
 from rich.table import Table
 
@@ -37,8 +39,20 @@ def oracles(json_out: bool) -> None:
     out.print(t)
 
 
+def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
+    """Options whose bisector.toml default does not apply to this oracle, dropped: an
+    ``oracle`` when a command is typed after --, a ``timeout`` or ``dependency`` when there is
+    none (those belong to command oracles). Typed on the line, they are usage errors."""
+    def configured(name: str) -> bool:
+        return ctx.get_parameter_source(name) is ParameterSource.DEFAULT_MAP
+
+    drop = ["oracle"] if kw.get("command") else ["timeout", "dependency"]
+    return {**kw, **{k: None if k != "dependency" else () for k in drop if configured(k)}}
+
+
 @click.command(cls=ConfiguredCommand)
-@click.option("--oracle", required=True, help="Oracle name from `bisect oracles`, or a path.")
+@click.option("--oracle", default=None, help="Oracle name from `bisect oracles`, or a path; "
+              "or give a command after -- instead.")
 @click.option("--env", "env_kind", type=click.Choice(["system"]), default=None,
               help="Use the Python and torch already installed here (the default).")
 @click.option("--wheel", type=click.Path(path_type=Path), default=None,
@@ -51,17 +65,32 @@ def oracles(json_out: bool) -> None:
               "python3, then python, on PATH that imports the profile's package).")
 @click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None)
 @click.option("--gpu", default=None, help="Run on this GPU index alone (CUDA_VISIBLE_DEVICES).")
+@click.option("--match", default=None, metavar="REGEX", help="The failure that is the bug: a "
+              "failure whose output does not match is a skip.")
+@click.option("--timeout", type=float, default=None, metavar="SECONDS",
+              help="A command oracle's timeout.")
+@click.option("--dependency", multiple=True, metavar="REQ",
+              help="A requirement the command oracle needs (repeatable).")
 @click.option("--json", "json_out", is_flag=True)
-def check(oracle: str, env_kind: str | None, wheel: Path | None, commit: str | None, repo: Path,
-          profile: str | None, python: str | None, regress: str | None, gpu: str | None,
-          json_out: bool) -> None:
-    """Run one oracle once and print its verdict with the environment facts it ran under."""
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD [ARGS]...]")
+def check(oracle: str | None, env_kind: str | None, wheel: Path | None, commit: str | None,
+          repo: Path, profile: str | None, python: str | None, regress: str | None,
+          gpu: str | None, match: str | None, timeout: float | None,
+          dependency: tuple[str, ...], json_out: bool, command: tuple[str, ...]) -> None:
+    """Run one oracle (or a command, in --commit's tree or here) once and print its verdict
+    with the environment facts it ran under."""
     from bisector.check import check as run_check
 
+    kw = unconfigured(click.get_current_context(), {"oracle": oracle, "timeout": timeout,
+                                                     "dependency": dependency,
+                                                     "command": command})
+    oracle, timeout, dependency = kw["oracle"], kw["timeout"], kw["dependency"]
     system = env_kind == "system" or (wheel is None and commit is None)
-    res = run_check(oracle, python=python, system=system, wheel=wheel, commit=commit, repo=repo,
-                    profile_name=profile, regress=Polarity(regress) if regress else None,
-                    gpu=gpu, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"))
+    res = run_check(oracle or "", python=python, system=system, wheel=wheel, commit=commit,
+                    repo=repo, profile_name=profile,
+                    regress=Polarity(regress) if regress else None, gpu=gpu,
+                    note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
+                    command=command, match=match, timeout=timeout, dependencies=dependency)
     data = res.as_dict()
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -89,8 +118,18 @@ def oracle() -> None:
 @click.argument("name")
 @click.option("--from-repro", "repro", required=True, type=click.Path(path_type=Path),
               help="The reproduction script from the bug report.")
-@click.option("--match", default=None, metavar="REGEX", help="The bug reproduced when the "
-              "script's output matches REGEX (default: when it exits non-zero).")
+@click.option("--match", default=None, metavar="REGEX", help="The signature of the bug's "
+              "failure: a failure without it is a skip, and output matching it is the bug even "
+              "at exit 0 (default: found by --traceback, or by one run here).")
+@click.option("--traceback", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="A pasted traceback of the bug: its exception line becomes the signature "
+              "(escaped, numbers and addresses generalised).")
+@click.option("--run/--no-run", "run_here", default=True, show_default=True,
+              help="Without --match or --traceback, run the repro once here (at most 120 s, "
+              "only with an interpreter that imports what it imports) and take the signature "
+              "from its failure.")
+@click.option("--python", "python", default=None, help="Interpreter for that run (default: "
+              "the first python3 on PATH that imports what the repro imports).")
 @click.option("--description", default=None, help="One line for `bisect oracles`.")
 @click.option("--gpu/--no-gpu", "needs_gpu", default=None,
               help="Whether it needs CUDA (default: detected from the script).")
@@ -99,7 +138,8 @@ def oracle() -> None:
               help="Where to write it (default: $BISECTOR_ORACLES_DIR when set, else the "
               "current directory).")
 @click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
-def oracle_new(name: str, repro: Path, match: str | None, description: str | None,
+def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None,
+               run_here: bool, python: str | None, description: str | None,
                needs_gpu: bool | None, timeout: float, directory: Path | None,
                force: bool) -> None:
     """Turn a seed-style repro script into an oracle with the right polarity and metadata.
@@ -111,11 +151,16 @@ def oracle_new(name: str, repro: Path, match: str | None, description: str | Non
 
     made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
                   match=match, description=description, needs_gpu=needs_gpu, timeout=timeout,
-                  force=force)
+                  force=force, traceback=traceback, run_here=run_here, python=python)
     path = shlex.quote(str(made.path.resolve()))
     out.print(f"wrote {escape(path)}: bad when the repro {escape(made.rule)}; skips when "
               f"{', '.join(made.requires) or 'nothing'} cannot be imported"
               f"{' or CUDA is missing' if made.needs_gpu else ''}")
+    if made.signature is not None:
+        out.print(f"signature: {escape(made.signature)} ({escape(made.found)})")
+    else:
+        out.print(f"no signature ({escape(made.found)}): any failure counts as the bug; give "
+                  f"--traceback FILE or --match REGEX to tell it from other failures")
     out.print(f"try it: bisect check --oracle {escape(path)}")
     out.print(f"bisect with it: bisect start --oracle {escape(path)} --repo DIR --good REF "
               f"--bad REF")

@@ -7,6 +7,8 @@ An executor only runs an oracle and reports what the process did (a raw outcome 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,6 +34,14 @@ class RunResult:
 def infra_skip(reason: str) -> RunResult:
     """The oracle could not run (install failed, engine down): a skip that is retried later."""
     return RunResult(Outcome.SKIP, reason, None, 0.0, reusable=False)
+
+
+def env_name(artifact_key: str, deps: tuple[str, ...] | list[str], place: str) -> str:
+    """The folder name of the environment of one artifact with an oracle's dependencies, on one
+    ``place`` (the Python tag locally, the runtime image id in Docker). One formula for both
+    executors and for ``bisect gc``, which must find the environments a bisection still needs."""
+    blob = json.dumps([artifact_key, sorted(deps), place])
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 class Executor(Protocol):

@@ -20,7 +20,6 @@ started through a fixed argv. Containers and their cleanup are :mod:`bisector.co
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
@@ -31,6 +30,7 @@ from typing import Any
 from bisector import defaults
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import overlay_summary
+from bisector.command_oracle import is_command
 from bisector.containers import (
     ContainerFailed,
     client,
@@ -43,7 +43,7 @@ from bisector.containers import (
 )
 from bisector.core.verdict import classify
 from bisector.errors import UsageError
-from bisector.executors.base import RunResult, infra_skip
+from bisector.executors.base import RunResult, env_name, infra_skip
 from bisector.executors.local import collect_output
 from bisector.oracle import Oracle
 from bisector.proc import tail
@@ -136,6 +136,17 @@ os.execv(sys.executable, [sys.executable, sys.argv[3]])
 """
 
 
+DOCKER_REFUSAL = ("--executor docker runs Python oracle files only: a command oracle (-- CMD) "
+                  "or a script with its own #! line needs --executor local")
+
+
+def docker_runs(oracle: Oracle) -> bool:
+    """Whether this executor can run the oracle: the container starts a Python file with the
+    environment's python; a command in the commit's tree (and a script run by its own ``#!``)
+    is not implemented here."""
+    return oracle.python and not is_command(oracle)
+
+
 class DockerExecutor:
     name = "docker"
 
@@ -189,8 +200,7 @@ class DockerExecutor:
     # -- environments ------------------------------------------------------------------------
 
     def env_name(self, key: str, deps: tuple[str, ...]) -> str:
-        blob = json.dumps([key, sorted(deps), self.image_id])
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return env_name(key, deps, self.image_id)
 
     def ensure_env(self, inst: Installable, deps: tuple[str, ...], *,
                    gpu: str | None = None) -> str:
@@ -259,6 +269,8 @@ class DockerExecutor:
         Raises :class:`bisector.cancel.Stopped` when the run is being stopped; every other
         failure to run is an infrastructure skip.
         """
+        if not docker_runs(oracle):  # refused at start; a hand-edited store gets a skip
+            return infra_skip(DOCKER_REFUSAL)
         run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(run_dir, 0o777)  # the oracle runs as the image's non-root user
         out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"

@@ -8,13 +8,14 @@ never leaves a half-made environment that a later run would trust.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import json
 import os
 import platform
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,14 +23,17 @@ from typing import Any
 from bisector import cancel
 from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import file_sha256, scratch_dir
+from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay
+from bisector.artifacts.trees import run_tree
+from bisector.command_oracle import is_command, program
 from bisector.core.verdict import classify
-from bisector.executors.base import RunResult, infra_skip
+from bisector.executors.base import RunResult, env_name, infra_skip
 from bisector.oracle import Oracle
 from bisector.owner import owner_id
 from bisector.proc import call, cap_output, reaped, reaper_env, run_logged, tail
-from bisector.settings import cache_dir
+from bisector.settings import cache_dir, uv_cache_dir
 
 FACTS_SCRIPT = Path(__file__).resolve().parent.parent / "facts_probe.py"
 # Variables that would let the host's environment leak into the probed one.
@@ -48,10 +52,12 @@ class InstallFailed(Exception):
 class LocalExecutor:
     name = "local"
 
-    def __init__(self, python: str, import_name: str | None, offline: bool = False) -> None:
+    def __init__(self, python: str, import_name: str | None, offline: bool = False,
+                 trees: Callable[[str], Path] | None = None) -> None:
         self.python = python
         self.import_name = import_name
         self.offline = offline
+        self.trees = trees  # a command oracle's working folder per commit (artifacts/trees)
 
     def fingerprint_facts(self) -> dict[str, Any]:
         return {
@@ -63,15 +69,14 @@ class LocalExecutor:
 
     def _uv_env(self) -> dict[str, str]:
         env = clean_env()
-        env["UV_CACHE_DIR"] = str(cache_dir() / "uv")
+        env["UV_CACHE_DIR"] = str(uv_cache_dir())
         env.setdefault("UV_LINK_MODE", "hardlink")
         if self.offline:
             env["UV_OFFLINE"] = "1"
         return env
 
     def env_dir(self, artifact_key: str, deps: tuple[str, ...]) -> Path:
-        blob = json.dumps([artifact_key, sorted(deps), python_tag(self.python)])
-        return cache_dir() / "envs" / hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return cache_dir() / "envs" / env_name(artifact_key, deps, python_tag(self.python))
 
     def ensure_env(self, inst: Installable, deps: tuple[str, ...]) -> Path:
         """The environment for an installable, made once and reused by every later probe.
@@ -81,8 +86,9 @@ class LocalExecutor:
         environment is never trusted.
         """
         final = self.env_dir(inst.key, deps)
-        if (final / ".bisector-ready").exists():
+        if (final / READY).exists():
             if not changed_files(final):
+                _mark_used(final)
                 return final
             self.discard(final)
         elif final.exists():
@@ -119,12 +125,12 @@ class LocalExecutor:
             facts.update(extra_facts)
             (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
             write_manifest(venv)
-            (venv / ".bisector-ready").write_text("ok\n")
+            (venv / READY).write_text("ok\n")
             final.parent.mkdir(parents=True, exist_ok=True)
             try:
                 venv.rename(final)
             except OSError:
-                if not (final / ".bisector-ready").exists():
+                if not (final / READY).exists():
                     raise
             return final
         finally:
@@ -150,7 +156,8 @@ class LocalExecutor:
         except (InstallFailed, OSError, subprocess.SubprocessError) as e:
             return infra_skip(f"environment install failed: {e}".strip())
         facts = json.loads((venv / "bisector-facts.json").read_text())
-        result = run_oracle(str(venv / "bin" / "python"), oracle, commit, run_dir, facts, gpu)
+        result = run_in_place(str(venv / "bin" / "python"), oracle, commit, run_dir, facts,
+                              gpu, self.trees)
         touched = changed_files(venv)
         if touched:
             # The oracle edited its own environment: its answer is kept for this run only,
@@ -163,6 +170,16 @@ class LocalExecutor:
 
 
 MANIFEST_FILE = "bisector-manifest.json"
+READY = ".bisector-ready"  # the environment is complete; its mtime: when a probe last used it
+
+
+def _mark_used(env_dir: Path) -> None:
+    """Note a reuse on the readiness marker: ``bisect gc`` removes least recently used
+    environments first, and atimes are coarse (relatime) or absent (noatime)."""
+    with contextlib.suppress(OSError):  # a read-only cache: the environment is still good
+        os.utime(env_dir / READY)
+
+
 # Installs (several probes at once) and discards of changed environments share uv's cache.
 _UV_LOCK = threading.Lock()
 
@@ -239,18 +256,49 @@ def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[s
     return facts
 
 
+def run_in_place(
+    python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
+    gpu: str | None, trees: Callable[[str], Path] | None,
+) -> RunResult:
+    """:func:`run_oracle` where it belongs: a command in a fresh copy of the commit's tree
+    (one that cannot be exported is a skip retried later), an oracle file in a scratch
+    folder."""
+    if not is_command(oracle):
+        return run_oracle(python, oracle, commit, run_dir, facts, gpu)
+    try:
+        tree = trees(commit) if trees is not None and commit else None
+    except (ExportError, OSError) as e:
+        return infra_skip(f"the commit's tree for the command could not be exported: {e}")
+    with run_tree(tree) as cwd:
+        return run_oracle(python, oracle, commit, run_dir, facts, gpu, cwd=cwd)
+
+
+def bin_first(env: dict[str, str], python: str) -> None:
+    """The environment's ``bin`` (the folder of its python, as spelled: a virtualenv's
+    python is a link) first on PATH, so ``python``, ``pytest`` and a ``#!/usr/bin/env python3``
+    are the probed environment's."""
+    found = python if os.path.isabs(python) else shutil.which(python)
+    if found:
+        env["PATH"] = os.pathsep.join([os.path.dirname(found), env.get("PATH", os.defpath)])
+
+
 def run_oracle(
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
-    gpu: str | None = None,
+    gpu: str | None = None, cwd: Path | None = None,
 ) -> RunResult:
-    """Run the oracle's stored bytes with ``python`` in a scratch directory and classify it.
+    """Run the oracle with ``python`` (a file with a foreign ``#!`` as that line says, a
+    command as given) in ``cwd`` (default: a scratch directory) and classify it.
 
     ``gpu`` pins the run to one GPU (``CUDA_VISIBLE_DEVICES``): K probes at once, one per GPU.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / oracle.path.name
-    script.write_bytes(oracle.content)
+    if not is_command(oracle):
+        script.write_bytes(oracle.content)
+        if not oracle.python:
+            script.chmod(0o755)  # run by its own #! line
     env = clean_env()
+    bin_first(env, python)
     env.update(oracle.meta.env)
     env.update({
         "BISECTOR_COMMIT": commit,
@@ -266,11 +314,21 @@ def run_oracle(
         env["CUDA_VISIBLE_DEVICES"] = gpu
         facts = {**facts, "gpu_index": gpu}
     out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
-    work = run_dir / "work"
+    work = cwd or run_dir / "work"
     work.mkdir(exist_ok=True)
     mark = f"{owner_id()}|{run_dir.name}"
-    res = run_logged(reaped([python, str(script)], mark), cwd=work, env=reaper_env(env),
-                     stdout_path=out, stderr_path=err, timeout_s=oracle.meta.timeout)
+    # Temporary files of the run (tempfile's, inductor's default cache under it, Triton's
+    # unless the oracle names its own) live in bisector's cache and go with the run: no
+    # compiled kernel of one commit is ever found by another, and /tmp does not fill up.
+    tmp = scratch_dir("oracle-tmp-")
+    env.setdefault("TRITON_CACHE_DIR", str(tmp / "triton"))
+    env["TMPDIR"] = str(tmp)
+    try:
+        res = run_logged(reaped(program(oracle, python, script), mark), cwd=work,
+                         env=reaper_env(env),
+                         stdout_path=out, stderr_path=err, timeout_s=oracle.meta.timeout)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     cap_output(out)
     cap_output(err)
     c = classify(res.returncode, timed_out=res.timed_out, timeout_s=oracle.meta.timeout)
@@ -317,8 +375,9 @@ class SystemExecutor:
 
     name = "system"
 
-    def __init__(self, python: str, import_name: str | None) -> None:
-        self.python, self.import_name = python, import_name
+    def __init__(self, python: str, import_name: str | None,
+                 trees: Callable[[str], Path] | None = None) -> None:
+        self.python, self.import_name, self.trees = python, import_name, trees
 
     def fingerprint_facts(self) -> dict[str, Any]:
         return {"executor": self.name, "python": self.python}
@@ -326,4 +385,4 @@ class SystemExecutor:
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
         facts = collect_facts(self.python, self.import_name, inst.obtained)
-        return run_oracle(self.python, oracle, commit, run_dir, facts, gpu)
+        return run_in_place(self.python, oracle, commit, run_dir, facts, gpu, self.trees)

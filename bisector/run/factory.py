@@ -8,17 +8,21 @@ builds and executes exactly the way it started.
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import replace
 from functools import cached_property
+from pathlib import Path
+from typing import Any
 
 import git
 
 from bisector import history
-from bisector.artifacts.build import Builder, HostBuilder
+from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.provider import Provider, Recipe, Sources
+from bisector.artifacts.trees import Trees
 from bisector.config import RunConfig
 from bisector.events import Events
 from bisector.executors.base import Executor
@@ -27,7 +31,7 @@ from bisector.executors.local import LocalExecutor
 from bisector.kinds import BuildPlace, ExecutorKind
 from bisector.oracle import Oracle, parse_metadata
 from bisector.profiles import Profile, get_profile
-from bisector.settings import cache_dir
+from bisector.settings import cache_dir, host_build_env
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import OracleRecord
@@ -46,7 +50,17 @@ def executor_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Execut
         d = cfg.docker
         return DockerExecutor(import_name, image=d.image, gpus=cfg.request.gpus,
                               memory=d.memory, pids=d.pids, offline=cfg.offline, labels=labels)
-    return LocalExecutor(cfg.python, import_name, cfg.offline)
+    return LocalExecutor(cfg.python, import_name, cfg.offline, trees=Trees(cfg.repo))
+
+
+class CachedHostBuilder(HostBuilder):
+    """A host build whose uv and ccache caches live in bisector's cache folder (see
+    ``settings.host_build_env``), not in ``~/.cache``: ``bisect du`` counts them and
+    ``bisect gc`` can reclaim them. The place's settings, and so the artifact keys, are
+    HostBuilder's: wheels built before stay valid."""
+
+    def run(self, cmd: list[str], env: dict[str, str], **kw: Any) -> BuildRun:
+        return super().run(cmd, {**host_build_env(), **env}, **kw)
 
 
 def builder_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Builder:
@@ -55,7 +69,7 @@ def builder_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Builder
         return DockerBuilder(b.repo_id, image=b.image, cuda_arch=b.cuda_arch,
                              max_jobs=b.max_jobs, offline=cfg.offline, requires=b.requires,
                              labels=labels)
-    return HostBuilder(cfg.python, b.cuda_arch)
+    return CachedHostBuilder(cfg.python, b.cuda_arch)
 
 
 class Repos:
@@ -76,26 +90,36 @@ class Repos:
 def provider_for(store: Store, cfg: RunConfig, candidates: list[str], repos: Callable[[],
                  git.Repo], events: Events, builder: Builder) -> Provider:
     sources = Sources({p.position: p.wheel for p in cfg.prebuilts}, cfg.installed)
-    recipe = Recipe(profile_of(cfg), cfg.python, builder, cfg.build.timeout_s, cfg.build_jobs)
+    recipe = Recipe(profile_of(cfg), cfg.python, builder, cfg.build.timeout_s, cfg.build_jobs,
+                    reuse_builds=cfg.request.prebuilt)
     return Provider(ArtifactStore(store), repos, candidates, recipe, sources, events)
 
 
 def materialise_oracle(row: OracleRecord) -> Oracle:
     """The oracle exactly as stored (resume never picks up later edits of the file), written
-    to a cache file that is checked against the stored hash before every use."""
+    to a cache file that is checked against the stored hash before every use.
+
+    The identity is rebuilt from the bytes and what judges them (a signature and its
+    polarity, kept in the row's meta), so an edit of either in the store is refused."""
     content = row.content.encode("utf-8")
-    if hashlib.sha256(content).hexdigest() != row.sha256:
+    judging = tuple((str(k), str(v)) for k, v in row.meta.get("judging") or ())
+    oracle = Oracle(row.name, Path(row.name), content, parse_metadata(row.content, row.name),
+                    judging)
+    if oracle.sha256 != row.sha256:
         from bisector.errors import StoreError
 
         raise StoreError(f"the stored oracle {row.name} does not match its hash "
                          f"{row.sha256[:12]}: the store was edited; start a new bisection")
-    path = cache_dir() / "oracles" / row.sha256[:16] / f"{row.name}.py"
-    if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != row.sha256:
+    # A command oracle's name is its command line: never a path of its own.
+    stem = re.sub(r"[^\w.-]", "_", row.name)[:80] or "oracle"
+    path = cache_dir() / "oracles" / row.sha256[:16] / f"{stem}.py"
+    want = oracle.content_sha256
+    if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != want:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(content)
         tmp.replace(path)  # a copy edited in the cache is replaced, never run
-    return Oracle(row.name, path, content, parse_metadata(row.content, row.name))
+    return replace(oracle, path=path)
 
 
 class Parts:

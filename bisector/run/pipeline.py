@@ -14,13 +14,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 from bisector import cancel
 from bisector.artifacts.provider import Obtained, Unobtainable
-from bisector.core import perf
+from bisector.core import perf, signature
 from bisector.core.search import Verdict
-from bisector.core.verdict import Outcome, Rules
+from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.errors import LeaseLost
 from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor, RunResult
@@ -205,6 +206,7 @@ class Pipeline:
             run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
             run = self.executor.run(inst=got.installable, oracle=self.oracle, commit=sha,
                                     run_dir=run_dir, gpu=gpu)
+            run = with_signature(run, self.oracle, self.rules.polarity)
             artifact_id = got.artifact.id if got.artifact else None
             obtained = got
         if self.oracle.meta.performance and run.outcome is not Outcome.SKIP:
@@ -229,6 +231,36 @@ class Pipeline:
 
 
 RESULT_READ = 2**20  # the result line is the last line: the last MiB of stdout holds it
+SIGNATURE_READ = 16 * 2**20  # of each of stdout and stderr, from the end: where failures are
+
+
+def _end_of(path: Path | None, size: int) -> str | None:
+    if path is None or not path.is_file():
+        return None
+    with path.open("rb") as f:
+        f.seek(max(0, f.seek(0, 2) - size))
+        return f.read().decode("utf-8", "replace")
+
+
+def with_signature(run: RunResult, oracle: Oracle, polarity: Polarity) -> RunResult:
+    """A run that shows the bug without the oracle's signature becomes a skip saying which
+    failure it was (``core/signature.py``); any other run is returned as it is.
+
+    The signature and the polarity it judges under are the ones bound into the oracle's
+    identity (``command_oracle.bind_match``: every bisection and ``check``); an oracle run
+    unbound (the nightly watch's) is judged by its metadata's ``match`` and its rules."""
+    match = oracle.match if oracle.judging else oracle.meta.match
+    if match is None:
+        return run
+    bug = Polarity(dict(oracle.judging).get("bug", polarity))
+    out = _end_of(run.stdout_path, SIGNATURE_READ)
+    err = _end_of(run.stderr_path, SIGNATURE_READ)
+    if out is None and err is None:
+        out, err = run.output_tail, ""
+    refined = signature.refine(run.outcome, out or "", err or "", match, bug)
+    if refined is None:
+        return run
+    return replace(run, outcome=refined[0], reason=refined[1])
 
 
 def with_samples(run: RunResult) -> RunResult:

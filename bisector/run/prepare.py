@@ -31,7 +31,9 @@ from bisector.artifacts.build import (
 )
 from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import InstalledBase, find_installed
+from bisector.artifacts.nightly_urls import DIRECT
 from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
+from bisector.command_oracle import bind_match, oracle_for
 from bisector.config import (
     BuildConfig,
     DockerConfig,
@@ -42,10 +44,10 @@ from bisector.config import (
 )
 from bisector.core.verdict import Rules
 from bisector.errors import UsageError
-from bisector.executors.docker import DockerExecutor
+from bisector.executors.docker import DOCKER_REFUSAL, DockerExecutor, docker_runs
 from bisector.interpreter import choose_python
 from bisector.kinds import BuildPlace, ExecutorKind
-from bisector.oracle import Oracle, bundled_oracles_dir, load_oracle
+from bisector.oracle import Oracle, bundled_oracles_dir
 from bisector.owner import owner_id
 from bisector.profiles import Profile, detect_profile, get_profile
 from bisector.run.factory import builder_for, executor_for
@@ -128,8 +130,15 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     req.check()
     repo = history.open_repo(req.repo)
     plan = history.plan_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
-    oracle = load_oracle(req.oracle, oracles_dir)
+    oracle = oracle_for(req.oracle, req.command, timeout=req.timeout,
+                        dependencies=req.dependency, oracles_dir=oracles_dir)
+    rules = Rules(req.regress or oracle.meta.polarity, req.find_fix, oracle.meta.on_timeout)
+    # The signature judges the run that shows the bug under this polarity: both are part of
+    # the oracle's identity (the verdicts' key).
+    oracle = bind_match(oracle, req.match, rules.polarity)
     refuse_for_performance(req, oracle)
+    if req.executor is ExecutorKind.DOCKER and not docker_runs(oracle):
+        raise UsageError(DOCKER_REFUSAL)
     profile = pick_profile(repo, plan.bad_sha, req.profile)
     # The user's interpreter, not bisector's own; the note names it in `plan`, `start`, `show`.
     interpreter = choose_python(req.python, profile.import_name)
@@ -158,13 +167,12 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     # A team's oracle ($BISECTOR_ORACLES_DIR) is stored by path: the reproduce line must not
     # depend on a variable set in this shell only.
     bundled = oracle.path.parent == (oracles_dir or bundled_oracles_dir()).resolve()
+    spec = "" if req.command else oracle.name if bundled else str(oracle.path)
     cfg = RunConfig(
         # Absolute repository and oracle (or a bundled oracle's name): the reproduce line
         # derived from the request then works from any directory.
-        request=replace(req, repo=Path(repo_path),
-                        oracle=oracle.name if bundled else str(oracle.path)),
-        repo=repo_path, profile=profile.name, python=python,
-        rules=Rules(req.regress or oracle.meta.polarity, req.find_fix, oracle.meta.on_timeout),
+        request=replace(req, repo=Path(repo_path), oracle=spec),
+        repo=repo_path, profile=profile.name, python=python, rules=rules,
         executor=req.executor, docker=docker, build=build, variant=variant,
         nightly_index=(nightly or None) if use_index else None,
         release_index=(release or None) if use_index else None,
@@ -261,8 +269,11 @@ def discover(store: Store, p: Prepared) -> Prepared:
     arts.remember_prebuilts(pb.to_json() for pb in found.fresh)
     notes = list(p.plan.notes)
     kinds = [pb.kind for pb in found.by_position.values()]
+    direct = sum(pb.source == DIRECT for pb in found.by_position.values())
     notes.append(f"{len(kinds)} prebuilt wheels inside the range "
-                 f"({kinds.count('release')} releases, {kinds.count('nightly')} nightlies)")
+                 f"({kinds.count('release')} releases, {kinds.count('nightly')} nightlies"
+                 f"{f', {direct} of them by direct URL' if direct else ''})")
+    notes.extend(found.notes)
     if found.missing:
         names = ", ".join(pb.filename for pb in found.missing[:5])
         notes.append(f"{len(found.missing)} prebuilt wheels of the range are gone from the "
@@ -283,6 +294,8 @@ def _date_span(repo: git.Repo, cands: list[str]) -> tuple[date, date]:
 
 def _meta_json(oracle: Oracle) -> dict[str, Any]:
     plain: dict[str, Any] = cattrs.Converter().unstructure(asdict(oracle.meta))
+    # What judges it besides its bytes: materialise_oracle rebuilds the identity from it.
+    plain["judging"] = [list(j) for j in oracle.judging]
     return plain
 
 

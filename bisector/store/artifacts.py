@@ -9,15 +9,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from bisector.kinds import ArtifactKind, ArtifactStatus
 from bisector.store import models as m
 from bisector.store.db import Store
-from bisector.store.records import ArtifactRecord, NewArtifact
+from bisector.store.records import ArtifactRecord, ArtifactUse, NewArtifact
 
 
 def _record(a: m.Artifact) -> ArtifactRecord:
@@ -73,6 +74,19 @@ class ArtifactStore:
                     raise
         raise AssertionError("unreachable")
 
+    def last_uses(self) -> list[ArtifactUse]:
+        """Every artifact with the newest of its creation and the oracle runs made on it."""
+        runs = (select(m.VerdictRow.artifact_id, func.max(m.VerdictRow.finished_at).label("at"))
+                .where(m.VerdictRow.artifact_id.is_not(None))
+                .group_by(m.VerdictRow.artifact_id).subquery())
+        q = (select(m.Artifact.key, m.Artifact.commit_sha, m.Artifact.kind, m.Artifact.status,
+                    m.Artifact.created_at, runs.c.at)
+             .outerjoin(runs, runs.c.artifact_id == m.Artifact.id))
+        with self.store.session() as s:
+            return [ArtifactUse(key, sha, ArtifactKind(kind), ArtifactStatus(status),
+                                max(_utc(made), _utc(ran) if ran is not None else _utc(made)))
+                    for key, sha, kind, status, made, ran in s.execute(q)]
+
     # -- the prebuilt-wheel cache -------------------------------------------------------------
 
     def prebuilt_cache(self) -> dict[str, dict[str, Any]]:
@@ -91,3 +105,8 @@ class ArtifactStore:
                                         commit_sha=d.get("commit"), data=d))
             except IntegrityError:
                 continue  # another process cached the same wheel
+
+
+def _utc(t: datetime) -> datetime:
+    """SQLite hands back naive datetimes; everything the store writes is UTC."""
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t

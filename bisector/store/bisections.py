@@ -95,6 +95,16 @@ def listing(store: Store, limit: int) -> list[BisectionRecord]:
         return [_record(b) for b in rows]
 
 
+def unfinished(store: Store) -> list[BisectionRecord]:
+    """Bisections that may still run (running, or interrupted and waiting for ``resume``):
+    what they need on disk must outlive ``bisect gc``."""
+    open_states = [s.value for s in State if not s.finished]
+    with store.session() as s:
+        rows = s.scalars(select(m.Bisection).where(m.Bisection.state.in_(open_states))
+                         .order_by(m.Bisection.id))
+        return [_record(b) for b in rows]
+
+
 def take(store: Store, bisection_id: int, *, me: str, seen: str | None) -> bool:
     """Become the owner if the owner is still ``seen`` (compare-and-set)."""
     cond = m.Bisection.owner.is_(None) if seen is None else m.Bisection.owner == seen

@@ -197,3 +197,57 @@ class Claim(Base):
     env_fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
     owner: Mapped[str] = mapped_column(String(200))
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class WatchResult(Base):
+    """One oracle run of the nightly watch against the newest torch of a suite. The unique key
+    is what makes ``bisect tick`` idempotent: a second tick (or a tick on another host) finds
+    the row and runs nothing. ``state`` is ``running`` while ``owner`` judges it."""
+
+    __tablename__ = "watch_result"
+    __table_args__ = (UniqueConstraint("suite", "oracle", "torch_version", "commit_sha"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    oracle: Mapped[str] = mapped_column(String(200))
+    torch_version: Mapped[str] = mapped_column(String(100))
+    commit_sha: Mapped[str] = mapped_column(String(40))
+    git_version: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    source: Mapped[str] = mapped_column(Text)
+    oracle_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    state: Mapped[str] = mapped_column(String(10))
+    verdict: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    outcome: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    duration_s: Mapped[float] = mapped_column(Float, default=0.0)
+    output_tail: Mapped[str] = mapped_column(Text, default="")
+    facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class WatchFlip(Base):
+    """An oracle that changed its answer between two results of a suite. The unique key makes
+    "start one bisection per flip" hold however many ticks see the flip at once."""
+
+    __tablename__ = "watch_flip"
+    __table_args__ = (UniqueConstraint("suite", "oracle", "from_commit", "to_commit"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    suite: Mapped[str] = mapped_column(String(200))
+    oracle: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(12))  # regression | fix
+    from_commit: Mapped[str] = mapped_column(String(40))
+    to_commit: Mapped[str] = mapped_column(String(40))
+    from_result_id: Mapped[int] = mapped_column(ForeignKey("watch_result.id"))
+    to_result_id: Mapped[int] = mapped_column(ForeignKey("watch_result.id"))
+    bisection_id: Mapped[int | None] = mapped_column(
+        ForeignKey("bisection.id", ondelete="SET NULL"), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)  # why no bisection
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    flip_notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                              nullable=True)
+    end_notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                             nullable=True)

@@ -74,6 +74,18 @@ class ArtifactRecord(NewArtifact):
 
 
 @dataclass(frozen=True)
+class ArtifactUse:
+    """An artifact and the last time the store saw it used (made, or an oracle run on it):
+    what ``bisect gc`` orders the wheel cache by, beside the files' own times."""
+
+    key: str
+    commit_sha: str
+    kind: ArtifactKind
+    status: ArtifactStatus
+    last_used: datetime
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """One oracle run as stored: a fact about (commit, oracle, environment)."""
 

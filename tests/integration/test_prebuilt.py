@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import git
 import pytest
@@ -197,7 +198,9 @@ def test_plan_explains_the_range_before_searching(home: Path, py_world: tuple) -
     assert rep["missing"] == [gone]
     assert len(rep["prebuilt"]) == 12  # 13 nightlies inside the range, one expired
     assert rep["kinds"]["overlay"] > 150
-    assert rep["builds_max"] <= 2 and rep["probes_max"] <= math.ceil(math.log2(212)) + 2
+    # The search's runs, plus confirmation's three (culprit, parent, revert).
+    assert rep["builds_max"] <= 2 and rep["probes_max"] <= math.ceil(math.log2(212)) + 2 + 3
+    assert any("confirmation included" in note for note in rep["notes"])
     assert rep["costs"]["build"] == 600
     text = run_cli("plan", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
                    "--oracle", "torchlet_norm", "--nightly-index",
@@ -234,7 +237,11 @@ def test_hash_mismatch_falls_back_and_gives_the_right_verdict(home: Path,
         server.state.hashes_in_links, server.state.bad_hash = set(), set()
     assert data["culprit"]["sha"] == hist.culprit  # type: ignore[index]
     assert "hash mismatch" in str(data["_stderr"])
-    assert all(a.kind == "source" for a in _artifacts(home)), "no untrusted wheel was used"
+    arts = _artifacts(home)
+    # No untrusted wheel was used: every probe is a source build or an overlay on one.
+    assert {a.kind for a in arts} <= {"source", "overlay"}, [a.kind for a in arts]
+    sources = {a.key for a in arts if a.kind == "source"}
+    assert all(a.settings["base_key"] in sources for a in arts if a.kind == "overlay")
 
 
 def test_garbage_index_is_a_one_line_error_and_records_nothing(home: Path,
@@ -285,3 +292,77 @@ def test_index_client_reads_version_py_by_ranges_and_resumes(tmp_path: Path,
     with pytest.raises(IndexProblem, match="hash mismatch"):
         client.download(bad, tmp_path / "again" / f.filename)
     assert not (tmp_path / "again" / f.filename).exists()
+
+
+def _past_the_window(hist: SyntheticHistory, server: IndexServer) -> tuple[set[str], str]:
+    """Leave only the oldest nightly in the listing (an index keeping its newest few would
+    list none of the range after a while); of the range's unlisted nightlies one is pruned
+    altogether (404). Returns the range's nightlies that are unlisted but there, and the
+    pruned one."""
+    from bisector.history import plan_range
+
+    files = sorted((server.state.root / "nightly-cpu" / "files").glob("*.whl"))
+    cands = set(plan_range(git.Repo(hist.path), "v0.1.0", "v0.2.0").candidates)
+    in_range = {name for name, (_n, main, _s) in zip(
+        [f.name for f in files], hist.nightlies, strict=True) if main in cands}
+    unlisted = {f.name for f in files[1:]}
+    pruned = sorted(in_range & unlisted)[3]
+    server.state.unlisted, server.state.gone = unlisted, {pruned}
+    return (in_range & unlisted) - {pruned}, pruned
+
+
+def test_plan_counts_wheels_found_past_the_listing(home: Path, py_world: tuple) -> None:
+    """The listing names one nightly; the range's others are found by HEAD at their derived
+    URL (one pruned: a 404), and plan says how many came which way."""
+    hist, server = py_world
+    server.state.requests.clear()
+    try:
+        unlisted, pruned = _past_the_window(hist, server)
+        r = run_cli("plan", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                    "--oracle", "torchlet_norm", "--nightly-index",
+                    server.index_url("nightly-cpu"), "--json")
+        text = run_cli("plan", "--repo", str(hist.path), "--good", "v0.1.0", "--bad",
+                       "v0.2.0", "--oracle", "torchlet_norm", "--nightly-index",
+                       server.index_url("nightly-cpu"))
+    finally:
+        server.state.unlisted, server.state.gone = set(), set()
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    direct = {pb["filename"] for pb in rep["prebuilt"] if pb["source"] == "direct URL"}
+    assert direct == unlisted and len(direct) >= 10
+    assert rep["prebuilt_sources"] == {"listed": len(rep["prebuilt"]) - len(direct),
+                                       "direct URL": len(direct)}
+    assert all(pb["sha256_from"] == "download" for pb in rep["prebuilt"])  # none in links
+    heads = [unquote(p) for meth, p, _ in server.state.requests if meth == "HEAD"]
+    assert any(pruned in p for p in heads), "the pruned nightly was asked for"
+    assert pruned not in {pb["filename"] for pb in rep["prebuilt"]}
+    assert any("past the index listing" in n and "not there" in n for n in rep["notes"])
+    assert rep["kinds"].get("build", 0) <= rep["candidates"] // 4, "found wheels serve"
+    assert text.returncode == 0, text.stderr
+    assert f"from the index listing, {len(direct)} by direct URL" in text.stdout
+    # Offline, or with no nightly index, nothing is asked for.
+    server.state.requests.clear()
+    for extra in (("--offline", "--nightly-index", server.index_url("nightly-cpu")),
+                  ("--nightly-index", "")):
+        run_cli("plan", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
+                "--oracle", "torchlet_norm", *extra, check=True)
+    assert server.state.requests == []
+
+
+def test_bisection_uses_wheels_found_past_the_listing(home: Path, py_world: tuple) -> None:
+    """With every nightly of the range gone from the listing, the Python regression is still
+    found with no source build: the probes install wheels fetched by their direct URL."""
+    hist, server = py_world
+    server.state.requests.clear()
+    try:
+        unlisted, _pruned = _past_the_window(hist, server)
+        data = _start(hist, server)
+    finally:
+        server.state.unlisted, server.state.gone = set(), set()
+    assert data["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    arts = _artifacts(home)
+    assert "source" not in [a.kind for a in arts], [(a.kind, a.commit_sha) for a in arts]
+    fetched = {a.settings["filename"] for a in arts if a.kind == "prebuilt"}
+    assert fetched & unlisted, fetched
+    gets = [unquote(p) for meth, p, rng in server.state.requests if meth == "GET" and not rng]
+    assert all(any(name in p for p in gets) for name in fetched & unlisted)

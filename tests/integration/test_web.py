@@ -40,7 +40,8 @@ def world(tmp_path_factory: pytest.TempPathFactory,
     main = hist.main
     for good, bad in ((main[0], main[-1]), (main[30], main[-1])):
         subprocess.run([*BISECT, "--db", str(db), "start", "--repo", str(hist.path), "--good",
-                        good, "--bad", bad, "--oracle", "torchlet_norm", "--json"],
+                        good, "--bad", bad, "--oracle", "torchlet_norm", "--no-prebuilt",
+                        "--json"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     return hist, db, env
 

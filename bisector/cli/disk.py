@@ -1,0 +1,82 @@
+"""``bisect du`` and ``bisect gc``: what bisector keeps on disk, and getting space back."""
+
+from __future__ import annotations
+
+import json
+from typing import Protocol
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from bisector.cli.progress import err, out
+from bisector.errors import StoreError, UsageError
+from bisector.store.db import Store
+
+
+class StoreOpener(Protocol):
+    """The CLI context (``bisector.cli.Ctx``), seen from here without importing the group."""
+
+    def store(self, create: bool = True) -> Store: ...
+
+
+@click.command()
+@click.option("--json", "json_out", is_flag=True)
+@click.pass_obj
+def du(c: StoreOpener, json_out: bool) -> None:
+    """Disk usage by kind: wheels, overlays, environments, uv's cache, oracle copies, logs,
+    ccache, scratch folders, reports, with the oldest and newest last use of each."""
+    from bisector import app
+    from bisector.disk import human
+
+    try:
+        store: Store | None = c.store(create=False)
+    except StoreError:
+        store = None  # no store yet: the files alone still say what is there
+    data = app.disk_usage(store)
+    if json_out:
+        click.echo(json.dumps(data, indent=2))
+        return
+    t = Table("kind", "size", "items", "oldest use", "newest use", "what")
+    for k in data["kinds"]:
+        t.add_row(k["kind"], human(k["bytes"]), str(k["items"]),
+                  (k["oldest_use"] or "-")[:10], (k["newest_use"] or "-")[:10], k["what"])
+    out.print(t)
+    out.print(f"total {human(data['total_bytes'])}; caches in {escape(data['cache_dir'])}, "
+              f"logs and reports in {escape(data['data_dir'])}")
+
+
+@click.command()
+@click.option("--max-size", default=None, metavar="SIZE",
+              help="Remove least recently used wheels, overlays, environments and uv's cache "
+              "until they fit, e.g. 50G (K, M, G, T: powers of 1024). Default: "
+              "$BISECTOR_MAX_CACHE when set.")
+@click.option("--older-than", default=None, metavar="AGE",
+              help="Remove what was last used longer ago than AGE, logs included, e.g. 30d "
+              "(s, m, h, d, w).")
+@click.option("--dry-run", is_flag=True, help="Print what would go and the bytes freed; "
+              "remove nothing.")
+@click.option("--json", "json_out", is_flag=True)
+@click.pass_obj
+def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bool,
+       json_out: bool) -> None:
+    """Remove least recently used artifacts that no unfinished bisection needs.
+
+    Running and interrupted bisections of this store keep the wheels, overlays, environments
+    and logs of their candidate commits; logs go only with --older-than."""
+    from bisector import app
+    from bisector.cleanup import configured_cap, describe
+    from bisector.disk import parse_age, parse_size
+
+    cap = max_size or configured_cap()
+    limit = parse_size(cap, "--max-size" if max_size else "BISECTOR_MAX_CACHE") if cap else None
+    age = parse_age(older_than) if older_than is not None else None
+    if limit is None and age is None:
+        raise UsageError("say what to remove: --max-size SIZE or --older-than AGE, e.g. "
+                         "bisect gc --max-size 50G --dry-run")
+    plan = app.gc(c.store(create=False), max_size=limit, older_than_s=age, dry_run=dry_run)
+    if json_out:
+        click.echo(json.dumps(plan.as_dict(), indent=2))
+        return
+    for line in describe(plan):
+        (err if line.startswith("error:") else out).print(escape(line), soft_wrap=True)
