@@ -84,7 +84,7 @@ def runner(store: Store, bisection_id: int, events: Events | None = None) -> Run
 
     return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
                   slots=cfg.slots(), events=events, subject=subject,
-                  confirm=cfg.request.confirm)
+                  confirm=cfg.request.confirm and not cfg.request.manual)
 
 
 def run(store: Store, bisection_id: int, events: Events | None = None) -> Finished:

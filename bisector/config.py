@@ -67,6 +67,7 @@ class Request:
     timeout: float | None = None  # a command oracle's (an oracle file says its own)
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
     command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (command_oracle.py)
+    manual: bool = False  # a person answers for each probe (manual.py)
 
     @property
     def gpu_list(self) -> tuple[str, ...]:
@@ -104,9 +105,27 @@ class Request:
         if self.executor is ExecutorKind.DOCKER and self.command:
             raise UsageError("a command oracle (-- CMD) needs --executor local: the Docker "
                              "executor runs Python oracle files only")
+        if self.manual:
+            self._check_manual()
         if self.executor is ExecutorKind.DOCKER and self.installed_base:
             raise UsageError("--installed-base needs --executor local: a container cannot see "
                              "the host's installed torch")
+
+    def _check_manual(self) -> None:
+        """A person judges one probe at a time, on this machine, by whether the bug shows."""
+        other = ("--oracle" if self.oracle else "a command after --" if self.command
+                 else "--match" if self.match is not None else None)
+        if other:
+            raise UsageError(f"--manual and {other} both say how probes are judged: give one")
+        if self.width > 1:
+            raise UsageError("--manual asks about one probe at a time: drop --jobs/--gpus "
+                             "lists (or give --jobs 1)")
+        if self.executor is ExecutorKind.DOCKER:
+            raise UsageError("--manual needs --executor local: the shell it offers opens in "
+                             "a local environment")
+        if self.regress is not None:
+            raise UsageError("--manual asks whether the bug shows; --regress does not apply: "
+                             "drop it (--find-fix still works)")
 
     @property
     def width(self) -> int:

@@ -66,6 +66,9 @@ RANGE_OPTIONS = [
                  "GPU of --gpus, else 1). Each round the search picks that many split points."),
     click.option("--build-jobs", type=int, default=defaults.BUILD_JOBS, show_default=True,
                  help="Source builds at once."),
+    click.option("--manual", is_flag=True, help="Judge each probe yourself, as git bisect "
+                 "good/bad: bisector prepares the commit's environment and tree, prints a "
+                 "command that opens a shell there, and asks whether the bug shows."),
     click.option("--confirm/--no-confirm", default=True, show_default=True,
                  help="Before answering, run the culprit and its parent again and, where "
                  "git revert applies cleanly onto --bad, the revert (expected good)."),

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
 from rich.markup import escape
@@ -22,6 +24,9 @@ from rich.progress import (
 from rich.text import Text
 
 from bisector.core.search import Verdict
+
+if TYPE_CHECKING:
+    from bisector.manual import ManualProbe
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -165,6 +170,34 @@ class RichEvents:
         self.console.print(
             f"  [{colour}]{verdict.value}[/] [cyan]{sha[:12]}[/] ({how}; {escape(reason)})"
         )
+
+    def ask(self, probe: ManualProbe) -> int:
+        """``--manual``: the commit, the shell line, then good / bad / skip as ``git bisect``
+        takes them (``shell`` opens the shell here and asks again; ``quit`` stops the run as
+        Ctrl-C does). Answers are read from standard input, so a script can pipe them."""
+        from bisector.manual import Answer
+
+        self.close()  # no live display under a prompt
+        self.console.print(
+            f"[bold]judge {probe.commit[:12]}[/] ({escape(probe.obtained)}). Try it in a shell "
+            f"in its tree with its environment:\n  {escape(probe.shell)}")
+        answers = {"good": Answer.NO_BUG, "g": Answer.NO_BUG, "bad": Answer.BUG,
+                   "b": Answer.BUG, "skip": Answer.SKIP, "s": Answer.SKIP}
+        while True:
+            self.console.print("does it show the bug? [bold]bad[/] (yes), [bold]good[/] (no), "
+                               "[bold]skip[/], [bold]shell[/] or [bold]quit[/]: ", end="")
+            line = sys.stdin.readline()
+            if not line:  # end of input: nobody left to ask
+                raise KeyboardInterrupt
+            word = line.strip().lower()
+            if word in answers:
+                return answers[word]
+            if word in ("q", "quit"):
+                raise KeyboardInterrupt
+            if word == "shell":
+                subprocess.run(["/bin/sh", "-c", probe.shell], check=False)
+                continue
+            self.console.print(f"[yellow]{escape(word)!r} is not an answer[/]")
 
     def close(self) -> None:
         """Take the live display down (what it showed was transient); safe to call twice."""

@@ -24,6 +24,7 @@ from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.provider import Provider, Recipe, Sources
 from bisector.artifacts.trees import Trees
 from bisector.config import RunConfig
+from bisector.errors import UsageError
 from bisector.events import Events
 from bisector.executors.base import Executor
 from bisector.executors.docker import DockerExecutor
@@ -133,7 +134,16 @@ class Parts:
 
     @cached_property
     def executor(self) -> Executor:
-        return executor_for(self.cfg, self.labels)
+        made = executor_for(self.cfg, self.labels)
+        if not self.cfg.request.manual:
+            return made
+        from bisector.executors.manual import ManualExecutor
+        from bisector.manual import Asks
+
+        if not isinstance(self.events, Asks) or not isinstance(made, LocalExecutor):
+            raise UsageError("--manual asks a person at a terminal: run it with bisect start "
+                             "--manual or bisect resume in one, not from a worker or a script")
+        return ManualExecutor(made, self.events, Trees(self.cfg.repo))
 
     @cached_property
     def builder(self) -> Builder:

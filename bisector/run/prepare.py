@@ -47,6 +47,7 @@ from bisector.errors import UsageError
 from bisector.executors.docker import DOCKER_REFUSAL, DockerExecutor, docker_runs
 from bisector.interpreter import choose_python
 from bisector.kinds import BuildPlace, ExecutorKind
+from bisector.manual import manual_oracle
 from bisector.oracle import Oracle, bundled_oracles_dir
 from bisector.owner import owner_id
 from bisector.profiles import Profile, detect_profile, get_profile
@@ -130,8 +131,9 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     req.check()
     repo = history.open_repo(req.repo)
     plan = history.plan_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
-    oracle = oracle_for(req.oracle, req.command, timeout=req.timeout,
-                        dependencies=req.dependency, oracles_dir=oracles_dir)
+    oracle = manual_oracle() if req.manual else oracle_for(
+        req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
+        oracles_dir=oracles_dir)
     rules = Rules(req.regress or oracle.meta.polarity, req.find_fix, oracle.meta.on_timeout)
     # The signature judges the run that shows the bug under this polarity: both are part of
     # the oracle's identity (the verdicts' key).

@@ -1,0 +1,71 @@
+"""The manual executor: the local executor's environment and the commit's tree, a person's
+answer instead of an oracle run (:mod:`bisector.manual`).
+
+It implements the same :class:`~bisector.executors.base.Executor` protocol, so the pipeline,
+the store, ``resume``, reports and the search treat a person's answer exactly as an oracle's
+exit status: 0 good, 1 bad, 125 skip. An environment that cannot be made is a skip retried
+later, as for any oracle: nobody is asked about a commit they could not try.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bisector.artifacts.export import ExportError
+from bisector.artifacts.installable import Installable
+from bisector.core.verdict import classify
+from bisector.executors.base import RunResult, infra_skip
+from bisector.executors.local import InstallFailed, LocalExecutor
+from bisector.manual import Answer, Asks, ManualProbe
+from bisector.oracle import Oracle
+
+WORDS = {Answer.BUG: "shows the bug", Answer.NO_BUG: "does not show the bug",
+         Answer.SKIP: "cannot be judged"}
+
+
+def shell_line(env: Path, tree: Path) -> str:
+    """One line a person pastes into a terminal: a shell in the commit's tree with the probed
+    environment first on PATH (its ``python``, ``pytest``), as ``source bin/activate`` would."""
+    return (f"cd {shlex.quote(str(tree))} && VIRTUAL_ENV={shlex.quote(str(env))} "
+            f"PATH={shlex.quote(str(env / 'bin'))}:\"$PATH\" \"${{SHELL:-/bin/sh}}\"")
+
+
+class ManualExecutor:
+    name = "manual"
+
+    def __init__(self, inner: LocalExecutor, asks: Asks, trees: Callable[[str], Path]) -> None:
+        self.inner, self.asks, self.trees = inner, asks, trees
+
+    def fingerprint_facts(self) -> dict[str, Any]:
+        return self.inner.fingerprint_facts()
+
+    def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+            gpu: str | None = None) -> RunResult:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            venv = self.inner.ensure_env(inst, oracle.meta.dependencies)
+        except (InstallFailed, OSError, subprocess.SubprocessError) as e:
+            return infra_skip(f"environment install failed: {e}".strip())
+        try:
+            tree = self.trees(commit)
+        except ExportError as e:
+            return infra_skip(f"the commit's tree could not be exported: {e}")
+        facts = json.loads((venv / "bisector-facts.json").read_text())
+        probe = ManualProbe(commit, venv, tree, shell_line(venv, tree), inst.obtained)
+        started = time.monotonic()
+        code = self.asks.ask(probe)
+        if code not in WORDS:
+            raise ValueError(f"not an answer: {code}")
+        said = f"judged by hand: it {WORDS[code]}"
+        (run_dir / "stdout.txt").write_text(said + "\n")
+        c = classify(code, timed_out=False, timeout_s=oracle.meta.timeout)
+        return RunResult(c.outcome, said, code, time.monotonic() - started,
+                         reusable=c.reusable,
+                         stdout_path=run_dir / "stdout.txt", output_tail=said,
+                         facts={**facts, "manual": WORDS[code]})
