@@ -149,6 +149,7 @@ def create(
     traceback: Path | None = None,
     run_here: bool = True,
     python: str | None = None,
+    at: tuple[Path, str] | None = None,
 ) -> NewOracle:
     if not NAME_RE.match(name) or ".." in name or name.endswith(".py"):
         raise UsageError(f"oracle name {name!r} must be a plain name like my_regression")
@@ -171,6 +172,8 @@ def create(
     found = "given with --match" if match is not None else ""
     if traceback is not None:
         match, found = _from_traceback(traceback), f"from the traceback in {traceback}"
+    elif match is None and at is not None:
+        match, found = signature_at(repro, at[0], at[1], python)
     elif match is None and run_here:
         match, found = signature_here(repro, requires, needs_gpu, python, min(timeout,
                                                                              RUN_HERE_S))
@@ -211,6 +214,26 @@ def _from_traceback(path: Path) -> str:
                          f"line naming an exception): paste the whole traceback, or give "
                          f"--match REGEX")
     return sig
+
+
+def signature_at(repro: Path, repo: Path, ref: str, python: str | None
+                 ) -> tuple[str | None, str]:
+    """Run the repro once at ``ref`` of ``repo`` (``bisect check --commit``: that commit built
+    and installed, a source build if need be) and take the signature of its failure there:
+    the bad ref is where the bug is known to show, whatever this machine's torch is."""
+    from bisector.check import check
+
+    got = check(str(repro.resolve()), python=python, commit=ref, repo=repo)
+    ran = f"ran once at {ref} ({got.environment})"
+    if got.run.exit_code == 0:
+        return None, f"{ran}: it exited 0 (no failure there, so no signature)"
+    text = "\n".join(p.read_text(errors="replace") for p in (got.run.stderr_path,
+                                                               got.run.stdout_path)
+                      if p is not None and p.exists()) or got.run.output_tail
+    sig = signature(text)
+    if sig is None:
+        return None, f"{ran}: {got.run.reason} without an exception line, so no signature"
+    return sig, f"{ran}: {got.run.reason}, {failure_line(text)}"
 
 
 def signature_here(repro: Path, requires: tuple[str, ...], needs_gpu: bool,

@@ -128,6 +128,11 @@ def oracle() -> None:
               help="Without --match or --traceback, run the repro once here (at most 120 s, "
               "only with an interpreter that imports what it imports) and take the signature "
               "from its failure.")
+@click.option("--at", "at_ref", default=None, metavar="REF", help="Run the repro once at this "
+              "commit of --repo (your bad ref: built or fetched and installed, as bisect check "
+              "--commit does) and take the signature of its failure there.")
+@click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
+              help="The clone --at names a commit of.")
 @click.option("--python", "python", default=None, help="Interpreter for that run (default: "
               "the first python3 on PATH that imports what the repro imports).")
 @click.option("--description", default=None, help="One line for `bisect oracles`.")
@@ -139,7 +144,8 @@ def oracle() -> None:
               "current directory).")
 @click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
 def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None,
-               run_here: bool, python: str | None, description: str | None,
+               run_here: bool, at_ref: str | None, repo: Path, python: str | None,
+               description: str | None,
                needs_gpu: bool | None, timeout: float, directory: Path | None,
                force: bool) -> None:
     """Turn a seed-style repro script into an oracle with the right polarity and metadata.
@@ -151,7 +157,8 @@ def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None
 
     made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
                   match=match, description=description, needs_gpu=needs_gpu, timeout=timeout,
-                  force=force, traceback=traceback, run_here=run_here, python=python)
+                  force=force, traceback=traceback, run_here=run_here, python=python,
+                  at=(repo, at_ref) if at_ref else None)
     path = shlex.quote(str(made.path.resolve()))
     out.print(f"wrote {escape(path)}: bad when the repro {escape(made.rule)}; skips when "
               f"{', '.join(made.requires) or 'nothing'} cannot be imported"

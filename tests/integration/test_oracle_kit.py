@@ -119,6 +119,24 @@ def test_a_pasted_traceback_becomes_the_signature(home: Path, tmp_path: Path,
                                   "'new_api' from 'torchlet'")
 
 
+def test_the_signature_comes_from_one_run_at_the_bad_ref(home: Path, tmp_path: Path,
+                                                         hist: SyntheticHistory) -> None:
+    """--at REF: the repro runs once at that commit, built and installed, and the failure it
+    gives there is the signature (BISECTOR_COMMIT is set by the run, as in a bisection)."""
+    older = [hist.main[i] for i in range(9, 14)]
+    (tmp_path / "repro.py").write_text(WRONG_REPRO.replace("OLDER", repr(older)))
+    r = run_cli("oracle", "new", "at_bad", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+                str(tmp_path), "--at", hist.main[-1], "--repo", str(hist.path), check=True)
+    sig = r"ValueError: norm is wrong: \d+\.\d+ at 0x[0-9a-fA-F]+"
+    assert load_oracle(str(tmp_path / "at_bad.py")).meta.match == sig, r.stdout
+    assert f"ran once at {hist.main[-1]}" in " ".join(r.stdout.split())
+    # At a commit without the bug there is nothing to take.
+    r = run_cli("oracle", "new", "at_good", "--from-repro", str(tmp_path / "repro.py"),
+                "--dir", str(tmp_path), "--at", hist.main[0], "--repo", str(hist.path),
+                check=True)
+    assert "no signature" in r.stdout and "exited 0" in " ".join(r.stdout.split())
+
+
 def test_without_a_signature_the_repro_runs_once_here(tmp_path: Path) -> None:
     (tmp_path / "repro.py").write_text("class Boom(Exception):\n    pass\n\n"
                                        "raise Boom(f'bad value {41 + 1} at {hex(id(tmp))}')\n"
