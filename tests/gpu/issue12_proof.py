@@ -271,7 +271,7 @@ PERF_ORACLE = '''\
 # /// script
 # dependencies = []
 # [tool.bisector]
-# description = "Eager F.softmax on a small CPU tensor, ms per call (issue 12 perf proof)"
+# description = "Eager F.softmax on a 64x1024 CPU tensor, ms per call (issue 12 perf proof)"
 # timeout = 300
 # threshold = "20%"
 # ///
@@ -299,7 +299,9 @@ def main():
         print(f"skip: cannot import torch: {e}")
         return 125
     torch.set_num_threads(1)
-    x = torch.randn(16, 64)
+    # Big enough (about 0.1 ms a call) that a run's median is not at the mercy of the
+    # dispatcher's few microseconds: run-to-run spread well under the 20 % threshold.
+    x = torch.randn(64, 1024)
     for _ in range(WARMUP):
         F.softmax(x, dim=-1)
     samples = []
@@ -308,7 +310,7 @@ def main():
         for _ in range(INNER):
             F.softmax(x, dim=-1)
         samples.append(max(round((time.perf_counter() - t) * 1000.0 / INNER, 6), 1e-6))
-    print(f"torch {torch.__version__} ({torch.__file__}): F.softmax on 16x64 CPU, median "
+    print(f"torch {torch.__version__} ({torch.__file__}): F.softmax on 64x1024 CPU, median "
           f"{statistics.median(samples):.4f} ms per call over {SAMPLES} samples x {INNER}")
     print("BISECTOR_RESULT " + json.dumps({"samples": samples, "unit": "ms",
                                            "direction": "lower-is-better"}))
