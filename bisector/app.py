@@ -26,9 +26,10 @@ from bisector.plan import PlanReport, make_plan, price, sampling_for
 from bisector.proc import sweep_probes
 from bisector.run.factory import Parts, materialise_oracle
 from bisector.run.prepare import Prepared, discover, prepare, record
+from bisector.run.remote import Remote
 from bisector.run.runner import Finished, Runner, stored_verdicts
 from bisector.settings import data_dir
-from bisector.store import bisections, durations, verdicts
+from bisector.store import bisections, durations, tasks, verdicts, workers
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
@@ -67,8 +68,10 @@ def config_of(store: Store, bisection_id: int) -> RunConfig:
     return cfg
 
 
-def runner(store: Store, bisection_id: int, events: Events | None = None) -> Runner:
-    """Everything one stored bisection needs to run, built from the store alone."""
+def runner(store: Store, bisection_id: int, events: Events | None = None,
+           remote: Remote | None = None, width: int | None = None) -> Runner:
+    """Everything one stored bisection needs to run, built from the store alone; with
+    ``remote``, its rounds of ``width`` probes go to workers instead of this process."""
     events = events or QuietEvents()
     rec = bisections.get(store, bisection_id)
     cfg = config_of(store, bisection_id)
@@ -82,16 +85,53 @@ def runner(store: Store, bisection_id: int, events: Events | None = None) -> Run
         except Exception:
             return ""
 
+    slots: list[str | None] = cfg.slots() if remote is None else [None] * (width or 1)
     return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
-                  slots=cfg.slots(), events=events, subject=subject,
-                  confirm=cfg.request.confirm and not cfg.request.manual)
+                  slots=slots, events=events, subject=subject,
+                  confirm=cfg.request.confirm and not cfg.request.manual, remote=remote)
 
 
-def run(store: Store, bisection_id: int, events: Events | None = None) -> Finished:
-    """Run (or continue) a stored bisection to its end."""
+def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
+              events: Events) -> tuple[Remote | None, int | None]:
+    """Whether this run's probes go to workers, and how many a round: ``enqueue`` True or
+    False forces it; None enqueues when the store is PostgreSQL and a live worker serves the
+    probe queue. A round is ``--jobs`` probes, else one per live worker."""
+    postgres = store.engine.dialect.name == "postgresql"
+    if enqueue is False or (enqueue is None and not postgres):
+        return None, None
+    if cfg.request.manual:
+        if enqueue:
+            raise UsageError("--manual asks a person at this terminal about each probe: drop "
+                             "--enqueue")
+        return None, None
+    live = workers.live(store) if postgres else []
+    if not live and not enqueue:
+        return None, None
+    if not enqueue and not need_queue(required=False):
+        events.note(f"{len(live)} live worker(s), but procrastinate is not installed here: "
+                    f"probing in this process (pip install 'bisector[postgres]' to enqueue)")
+        return None, None
+    need_queue()
+    from bisector.workers.queue import JobQueue, conninfo
+
+    conninfo(store)  # --enqueue on SQLite: one line saying what to give instead
+    width = cfg.request.jobs or max(1, len(live))
+    if live:
+        events.note(f"{len(live)} live worker(s): each round's {width} probe(s) go to the "
+                    f"queue (bisect workers lists them)")
+    else:
+        events.note("no live worker serves the probe queue yet: probes wait there until "
+                    "`bisect worker` starts")
+    return Remote(store, JobQueue(store)), width
+
+
+def run(store: Store, bisection_id: int, events: Events | None = None,
+        enqueue: bool | None = None) -> Finished:
+    """Run (or continue) a stored bisection to its end (``enqueue``: see ``queue_for``)."""
     events = events or QuietEvents()
-    r = runner(store, bisection_id, events)
     cfg = config_of(store, bisection_id)
+    remote, width = queue_for(store, cfg, enqueue, events)
+    r = runner(store, bisection_id, events, remote, width)
     sweep_leftovers(events)
     if cfg.executor is ExecutorKind.DOCKER or cfg.build.place is BuildPlace.DOCKER:
         for name in sweep_orphans(client(), local_owner_alive):
@@ -101,6 +141,8 @@ def run(store: Store, bisection_id: int, events: Events | None = None) -> Finish
     try:
         return r.run()
     finally:
+        if remote is not None:
+            remote.close()
         # Every bisection that ended (a culprit, a window, or stopped on an endpoint) gets its
         # reports; one that was interrupted is not over and gets none.
         if bisections.get(store, bisection_id).state in (State.DONE, State.AMBIGUOUS,
@@ -150,7 +192,8 @@ def sweep_leftovers(events: Events) -> None:
     sweep_scratch()
 
 
-def resume(store: Store, bisection_id: int, events: Events | None = None) -> Finished:
+def resume(store: Store, bisection_id: int, events: Events | None = None,
+           enqueue: bool | None = None) -> Finished:
     """Finish a stored bisection; a finished one is only reported again."""
     rec = bisections.get(store, bisection_id)
     if rec.state in (State.DONE, State.AMBIGUOUS):
@@ -158,7 +201,72 @@ def resume(store: Store, bisection_id: int, events: Events | None = None) -> Fin
     if rec.state is State.FAILED:
         raise UsageError(f"bisection {bisection_id} stopped: {rec.message} "
                          f"(start a new one instead)")
-    return run(store, bisection_id, events)
+    return run(store, bisection_id, events, enqueue)
+
+
+def cancel(store: Store, bisection_id: int) -> dict[str, Any]:
+    """``bisect cancel``: stop a bisection's probes in flight, none of them judged, and its
+    coordinator (at its next look; an in-process run at its next heartbeat). What is stored
+    stays; ``resume`` finishes the bisection."""
+    rec = bisections.get(store, bisection_id)
+    if rec.state.finished or not bisections.request_cancel(store, bisection_id):
+        raise UsageError(f"bisection {bisection_id} is already {rec.state.value}: there is "
+                         f"nothing to cancel (bisect show {bisection_id})")
+    stopped = tasks.cancel_open(store, bisection_id)
+    jobs = tasks.jobs_of(stopped)
+    # Without the queue's package here the jobs are left alone: a running one's worker sees
+    # its task cancelled within seconds and stops, a waiting one finds nothing to do.
+    if jobs and need_queue(required=False):
+        from bisector.workers.queue import JobQueue
+
+        queue = JobQueue(store)
+        try:
+            for job in jobs:
+                queue.abort(job)
+        finally:
+            queue.close()
+    return {"bisection": bisection_id, "coordinator": rec.owner,
+            "stopped": [{"commit": t.commit_sha, "worker": t.worker, "attempt": t.attempt,
+                         "state": t.state.value} for t in stopped]}
+
+
+def worker(store: Store, *, gpu: str | None, queues: tuple[str, ...], name: str | None,
+           say: Callable[[str], None]) -> None:
+    """``bisect worker``: take probes from the store's queue until stopped."""
+    need_queue()
+    from bisector.workers.process import serve
+
+    serve(store, gpu=gpu, queues=queues, name=name, say=say)
+
+
+def need_queue(required: bool = True) -> bool:
+    """Is the queue's package (procrastinate, the ``postgres`` extra) installed? A one-line
+    error saying how to get it when ``required``."""
+    import importlib.util
+
+    if importlib.util.find_spec("procrastinate") is not None:
+        return True
+    if required:
+        raise UsageError("workers need the procrastinate package: pip install "
+                         "'bisector[postgres]' (or pip install 'procrastinate>=3')")
+    return False
+
+
+def workers_data(store: Store) -> dict[str, Any]:
+    """``bisect workers``: the workers seen in the last day (live ones first), each with its
+    GPU, the probe it runs and its last heartbeat, and the queue's jobs by status."""
+    rows = [w.as_dict() for w in workers.listing(store)]
+    queue: list[dict[str, Any]] = []
+    if store.engine.dialect.name == "postgresql" and need_queue(required=False):
+        from bisector.workers.queue import JobQueue, has_queue
+
+        if has_queue(store):
+            jq = JobQueue(store)
+            try:
+                queue = jq.summary()
+            finally:
+                jq.close()
+    return {"workers": rows, "queues": queue}
 
 
 def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:

@@ -45,3 +45,12 @@ CONFIRM_PERF_RUNS = 3
 GC_GRACE_S = 600.0
 # The cache size cap applied after each bisection; None: no cap (BISECTOR_MAX_CACHE sets one).
 MAX_CACHE: str | None = None
+
+# Workers (`bisect worker`, PostgreSQL): each beats every WORKER_BEAT_S; one silent for
+# WORKER_STALE_S is gone, and its job is handed to another worker (the attempt that was running
+# can then write nothing). The coordinator looks at its round's probes every TASK_POLL_S.
+WORKER_BEAT_S = float(os.environ.get("BISECTOR_WORKER_BEAT_S", "10"))
+WORKER_STALE_S = float(os.environ.get("BISECTOR_WORKER_STALE_S", "60"))
+TASK_POLL_S = float(os.environ.get("BISECTOR_TASK_POLL_S", "1"))
+# SIGTERM (systemctl stop): a worker finishes its probe for this long, then hands it back.
+WORKER_SHUTDOWN_S = 240.0

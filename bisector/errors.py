@@ -78,3 +78,8 @@ class InterruptedBisection(BisectorError):
     """The user stopped the run; everything measured so far is stored."""
 
     exit_code = 130
+
+
+class Cancelled(InterruptedBisection):
+    """``bisect cancel`` stopped the bisection: no probe in flight was judged, and ``resume``
+    finishes it."""

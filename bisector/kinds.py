@@ -44,3 +44,23 @@ class State(enum.StrEnum):
     @property
     def finished(self) -> bool:
         return self in (State.DONE, State.AMBIGUOUS, State.FAILED)
+
+
+class TaskState(enum.StrEnum):
+    """A probe handed to the workers (``probe_task``)."""
+
+    QUEUED = "queued"  # enqueued, no worker has started it
+    RUNNING = "running"  # a worker runs attempt N (a retry starts N + 1)
+    DONE = "done"  # a verdict is stored (written by the current attempt only)
+    CANCELLED = "cancelled"  # `bisect cancel`: never judged; `resume` enqueues it again
+    FAILED = "failed"  # the job failed for good (a bug, a box missing the clone)
+
+    @property
+    def open(self) -> bool:
+        return self in (TaskState.QUEUED, TaskState.RUNNING)
+
+
+class WorkerState(enum.StrEnum):
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPED = "stopped"  # stopped cleanly (a worker killed with -9 just stops beating)

@@ -14,12 +14,19 @@ config = context.config
 target_metadata = Base.metadata
 
 
+def include_name(name, type_, parent_names) -> bool:  # type: ignore[no-untyped-def]
+    """Procrastinate's tables (the workers' queue, applied by bisector/workers/queue.py) are
+    its own schema: autogenerate must never propose dropping them."""
+    return not (type_ == "table" and name and name.startswith("procrastinate_"))
+
+
 def run(connection) -> None:  # type: ignore[no-untyped-def]
     context.configure(
         connection=connection,
         target_metadata=target_metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=include_name,
     )
     with context.begin_transaction():
         context.run_migrations()

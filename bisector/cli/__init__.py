@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bisector import report
-from bisector.cli import config_file, disk, tools, watch
+from bisector.cli import config_file, disk, tools, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import range_options
 from bisector.cli.progress import RichEvents, err, out
@@ -70,7 +70,7 @@ def _db_flag(c: Ctx) -> str:
 
 
 def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
-                    resume: bool) -> dict[str, Any]:
+                    resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
     from bisector import app
 
     events = RichEvents(err)
@@ -82,9 +82,9 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if resume:
-            app.resume(store, bisection_id, events)
+            app.resume(store, bisection_id, events, enqueue)
         else:
-            app.run(store, bisection_id, events)
+            app.run(store, bisection_id, events, enqueue)
     except KeyboardInterrupt:
         events.close()
         raise InterruptedBisection(
@@ -125,15 +125,17 @@ def _request(kw: dict[str, Any]) -> Request:
 
 @cli.command()
 @range_options
+@workers.ENQUEUE
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def start(c: Ctx, /, json_out: bool, **kw: Any) -> None:
+def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
     from bisector import app
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
+    workers.check_enqueue(c.db, enqueue)
     store, bisection_id = app.create(c.store, _request(kw))
-    _run_and_report(c, store, bisection_id, json_out, resume=False)
+    _run_and_report(c, store, bisection_id, json_out, resume=False, enqueue=enqueue)
 
 
 @cli.command()
@@ -194,11 +196,14 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
 
 @cli.command()
 @click.argument("bisection_id", type=int)
+@workers.ENQUEUE
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def resume(c: Ctx, bisection_id: int, json_out: bool) -> None:
-    """Finish an interrupted bisection (after Ctrl-C, kill -9, a crash)."""
-    _run_and_report(c, c.store(create=False), bisection_id, json_out, resume=True)
+def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> None:
+    """Finish an interrupted bisection (after Ctrl-C, kill -9, a crash, bisect cancel)."""
+    workers.check_enqueue(c.db, enqueue)
+    _run_and_report(c, c.store(create=False), bisection_id, json_out, resume=True,
+                    enqueue=enqueue)
 
 
 LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
@@ -320,6 +325,9 @@ cli.add_command(disk.du)
 cli.add_command(disk.gc)
 cli.add_command(watch.tick)
 cli.add_command(watch.watch)
+cli.add_command(workers.worker)
+cli.add_command(workers.workers_cmd)
+cli.add_command(workers.cancel)
 
 
 def _json_error(message: str, kind: str, exit_code: int) -> None:

@@ -6,7 +6,8 @@ only when its owner is gone: on this host, its process (pid and start time) no l
 on another host, its heartbeat is older than ``defaults.LEASE_STALE_S``. Taking over is a
 compare-and-set on the owner the taker saw, so two takers never both win, and a live owner is
 never displaced. When a beat finds the lease is no longer ours, the run stops writing (every
-probe write checks the owner) and says so.
+probe write checks the owner) and says so. A beat also looks for `bisect cancel`'s request,
+and stops what runs in this process when it finds one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from bisector import defaults
+from bisector import cancel, defaults
 from bisector.errors import BusyError
 from bisector.kinds import State
 from bisector.owner import owner_alive, owner_id
@@ -30,6 +31,8 @@ class Lease:
         self.me = me or owner_id()
         self.beat_s, self.stale_s = beat_s, stale_s
         self.lost = threading.Event()
+        # `bisect cancel` asked, seen at a beat: what runs in this process is stopped.
+        self.cancelled = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -46,6 +49,7 @@ class Lease:
         else:
             bisections.take(self.store, self.id, me=self.me, seen=self.me)
         self._stop.clear()
+        self.cancelled.clear()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{self.id}",
                                         daemon=True)
         self._thread.start()
@@ -55,11 +59,15 @@ class Lease:
             try:
                 ok = bisections.beat(self.store, self.id, me=self.me)
                 claims.beat(self.store, self.me)
+                asked = bisections.cancel_requested(self.store, self.id)
             except Exception:  # a database hiccup: try again at the next beat
                 continue
             if not ok:
                 self.lost.set()
                 return
+            if asked and not self.cancelled.is_set():
+                self.cancelled.set()
+                cancel.stop_all()  # probes in this process; a queue's are stopped by cancel
 
     def stop_beating(self) -> None:
         self._stop.set()

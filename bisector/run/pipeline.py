@@ -85,13 +85,17 @@ class StoreRecorder:
                 if found is not None:
                     self.end(sha)
                 return found
-            if holder.owner and not owner_alive(holder.owner, holder.at):
+            if holder.owner and self.gone(holder):
                 claims.take_over(self.store, k.oracle_sha256, k.env_fingerprint, sha, self.me,
                                  holder.owner)
                 continue
             if cancel.stopping():
                 raise cancel.Stopped("stopped while waiting for another process")
             time.sleep(self.poll_s)
+
+    def gone(self, holder: claims.Holder) -> bool:
+        """May the claim ``holder`` has be taken over (its process is gone)?"""
+        return not owner_alive(holder.owner, holder.at)
 
     def end(self, sha: str) -> None:
         claims.release(self.store, self.key.oracle_sha256, self.key.env_fingerprint, sha,

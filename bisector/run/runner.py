@@ -7,6 +7,10 @@ per slot (a GPU, or none), each through the same :class:`~bisector.run.pipeline.
 and each result is stored the moment it exists. Ctrl-C (or SIGTERM) kills every probe in
 flight; none of them is recorded, so ``resume`` re-runs exactly those and, the search being
 deterministic, reaches the same culprit.
+
+With a :class:`~bisector.run.remote.Remote` (workers on a PostgreSQL store) the K probes of a
+round are K queue jobs run by K workers instead of K threads here; this process stays the
+coordinator: the lease, the search, the rounds and the answer are the same code.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from bisector.core.search import (
     remaining_estimate,
 )
 from bisector.core.verdict import Rules
-from bisector.errors import EndpointError, LeaseLost
+from bisector.errors import Cancelled, EndpointError, LeaseLost
 from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor
 from bisector.kinds import State
@@ -41,6 +45,7 @@ from bisector.run import confirm, perf_search
 from bisector.run import noisy as noisy_search
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
+from bisector.run.remote import Remote, cancelled_message
 from bisector.store import bisections, durations, verdicts
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, RunRecord
@@ -93,6 +98,7 @@ class Runner:
         subject: Callable[[str], str] = lambda _sha: "",
         lease: Lease | None = None,
         confirm: bool = False,
+        remote: Remote | None = None,
     ) -> None:
         self.store, self.record, self.candidates = store, record, candidates
         self.oracle, self.rules, self.source = oracle, rules, source
@@ -107,6 +113,8 @@ class Runner:
         self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
         self._seq = 0
         self.confirm = confirm
+        # Set: each round's probes go to workers through a queue (``run/remote.py``).
+        self.remote = remote
         # How a group of confirmation runs is judged (their facts in, a verdict out); None:
         # by the majority of their own verdicts. A performance search sets it.
         self.judge_runs: Callable[[list[dict[str, Any]]], str] | None = None
@@ -118,45 +126,54 @@ class Runner:
     def run(self) -> Finished:
         cancel.reset()
         self.lease.acquire()
+        try:
+            return self._run()
+        except cancel.Stopped:
+            # Probes killed in this process because `bisect cancel` asked (seen by the
+            # lease's heartbeat): nothing killed was recorded, `resume` runs them again.
+            if self.lease.cancelled.is_set():
+                raise Cancelled(cancelled_message(self.record.id)) from None
+            raise
+        finally:
+            self.lease.release()  # a no-op once finished: the owner is already cleared
+
+    def _run(self) -> Finished:
+        if self.remote is not None:
+            self.remote.settle(self)
         rec = bisections.get(self.store, self.record.id)
         in_flight = rec.in_flight or {}
         round_ = max(verdicts.last_round(self.store, rec.id), int(in_flight.get("round", 0)))
         ran = 0
-        try:
-            if self.oracle.meta.performance:
-                return perf_search.run(self)
-            if self.oracle.meta.noisy:
-                return noisy_search.run(self)
-            while True:
-                if self.lease.lost.is_set():
-                    raise LeaseLost(f"bisection {self.record.id} was taken over by another "
-                                    f"process; this one stops")
-                known, adopted = self.known()
-                # Probes of a round that was stopped (Ctrl-C, kill -9) and never recorded are
-                # run first, as that round: exactly what was in flight, nothing else.
-                missing = tuple(p for p in in_flight.get("positions", ()) if p not in known)
-                this_round = int(in_flight.get("round", 0)) if missing else round_ + 1
-                in_flight = {}
-                if missing:
-                    positions = missing
-                else:
-                    step = next_step(len(self.candidates), known, width=self.width,
-                                     cost=self.source.cost if self.width == 1 else None)
-                    if not isinstance(step, Probe):
-                        self.adopt(adopted, None)
-                        return Finished(self.finish(step), ran)
-                    positions = step.positions
-                round_ = max(round_, this_round)
-                self.adopt(adopted, this_round)
-                if not bisections.set_in_flight(self.store, rec.id, me=self.lease.me,
-                                                round_=this_round, positions=positions):
-                    raise LeaseLost(f"bisection {rec.id} was taken over by another process")
-                ran += 1
-                self.events.round_start(this_round, self.width,
-                                        remaining_estimate(len(self.candidates), known))
-                self.dispatch(positions, this_round, known)
-        finally:
-            self.lease.release()  # a no-op once finished: the owner is already cleared
+        if self.oracle.meta.performance:
+            return perf_search.run(self)
+        if self.oracle.meta.noisy:
+            return noisy_search.run(self)
+        while True:
+            self.check_lease()
+            known, adopted = self.known()
+            # Probes of a round that was stopped (Ctrl-C, kill -9) and never recorded are
+            # run first, as that round: exactly what was in flight, nothing else.
+            missing = tuple(p for p in in_flight.get("positions", ()) if p not in known)
+            this_round = int(in_flight.get("round", 0)) if missing else round_ + 1
+            in_flight = {}
+            if missing:
+                positions = missing
+            else:
+                step = next_step(len(self.candidates), known, width=self.width,
+                                 cost=self.source.cost if self.width == 1 else None)
+                if not isinstance(step, Probe):
+                    self.adopt(adopted, None)
+                    return Finished(self.finish(step), ran)
+                positions = step.positions
+            round_ = max(round_, this_round)
+            self.adopt(adopted, this_round)
+            if not bisections.set_in_flight(self.store, rec.id, me=self.lease.me,
+                                            round_=this_round, positions=positions):
+                raise LeaseLost(f"bisection {rec.id} was taken over by another process")
+            ran += 1
+            self.events.round_start(this_round, self.width,
+                                    remaining_estimate(len(self.candidates), known))
+            self.dispatch(positions, this_round, known)
 
     # -- verdicts --------------------------------------------------------------------------
 
@@ -203,6 +220,9 @@ class Runner:
             self._seq += 1
             sha = self.candidates[pos]
             self.events.probe_start(self._seq, pos, sha, self.subject(sha), left, eta)
+        if self.remote is not None:
+            self.remote.run(self, positions, round_)
+            return
         if self.width == 1:
             for pos in positions:  # the endpoints with one slot: one after the other
                 self.pipeline.probe(pos, self.candidates[pos], gpu=self.slots[0],
@@ -264,9 +284,13 @@ class Runner:
         return bisections.get(self.store, b.id)
 
     def check_lease(self) -> None:
+        """Stop if the lease was lost, or if `bisect cancel` asked (between rounds)."""
         if self.lease.lost.is_set():
             raise LeaseLost(f"bisection {self.record.id} was taken over by another process; "
                             f"this one stops")
+        if self.lease.cancelled.is_set() or bisections.cancel_requested(self.store,
+                                                                          self.record.id):
+            raise Cancelled(cancelled_message(self.record.id))
 
     def run_round(self, round_: int, positions: tuple[int, ...], left: int) -> None:
         """Note the round as in flight (the lease must still be ours), then run it: the

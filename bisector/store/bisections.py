@@ -111,7 +111,7 @@ def take(store: Store, bisection_id: int, *, me: str, seen: str | None) -> bool:
     with store.session() as s:
         res = s.execute(update(m.Bisection).where(m.Bisection.id == bisection_id, cond)
                         .values(owner=me, state=State.RUNNING.value,
-                                heartbeat_at=datetime.now(UTC)))
+                                heartbeat_at=datetime.now(UTC), cancel_requested_at=None))
         return bool(res.rowcount == 1)  # type: ignore[attr-defined]
 
 
@@ -162,3 +162,20 @@ def owned_by(s: Any, bisection_id: int, me: str) -> bool:
                     .where(m.Bisection.id == bisection_id, m.Bisection.owner == me)
                     .values(heartbeat_at=datetime.now(UTC)))
     return bool(res.rowcount == 1)
+
+
+def request_cancel(store: Store, bisection_id: int) -> bool:
+    """``bisect cancel``: ask whoever runs the bisection to stop (its coordinator looks at
+    every poll, an in-process run at every heartbeat). False when it is already finished."""
+    open_states = [st.value for st in State if not st.finished]
+    with store.session() as s:
+        res = s.execute(update(m.Bisection).where(m.Bisection.id == bisection_id,
+                                                  m.Bisection.state.in_(open_states))
+                        .values(cancel_requested_at=datetime.now(UTC)))
+        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def cancel_requested(store: Store, bisection_id: int) -> bool:
+    with store.session() as s:
+        return s.scalar(select(m.Bisection.cancel_requested_at)
+                        .where(m.Bisection.id == bisection_id)) is not None

@@ -154,7 +154,7 @@ def migrate(engine: Engine) -> None:
     head = script.get_current_head()
     if _heads_and_tables(engine)[0] == {head}:
         return
-    with _migration_lock(engine):
+    with migration_lock(engine):
         current, tables = _heads_and_tables(engine)
         if current == {head}:
             return
@@ -193,7 +193,7 @@ MIGRATION_LOCK_KEY = 0x6269736563  # "bisec": one advisory lock id for bisector'
 
 
 @contextmanager
-def _migration_lock(engine: Engine) -> Iterator[None]:
+def migration_lock(engine: Engine) -> Iterator[None]:
     """Serialise migrations between processes: a file lock for SQLite, an advisory lock for
     PostgreSQL. Two bisections started at once on a fresh store must not both create tables."""
     if engine.dialect.name == "sqlite" and engine.url.database:

@@ -86,6 +86,9 @@ class Bisection(Base):
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
     # {"round": R, "positions": [...]}: the probes dispatched and not all recorded yet.
     in_flight: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # `bisect cancel`: the coordinator stops at its next look (``resume`` clears it).
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                                 nullable=True)
 
 
 class Candidate(Base):
@@ -251,3 +254,55 @@ class WatchFlip(Base):
                                                               nullable=True)
     end_notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                              nullable=True)
+
+
+class ProbeTask(Base):
+    """One probe handed to the workers: the coordinator writes it, a worker runs it.
+
+    ``attempt`` fences every write of a result: a worker bumps it when it starts (a retry of a
+    job whose worker stopped heartbeating bumps it again), and its result is written only by a
+    compare-and-set on the attempt it started, so a killed worker's late result never lands.
+    ``recorded``: the coordinator has appended it to the bisection's probes."""
+
+    __tablename__ = "probe_task"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bisection_id: Mapped[int] = mapped_column(
+        ForeignKey("bisection.id", ondelete="CASCADE"), index=True)
+    round: Mapped[int] = mapped_column(Integer)
+    position: Mapped[int] = mapped_column(Integer)
+    commit_sha: Mapped[str] = mapped_column(String(40))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    state: Mapped[str] = mapped_column(String(10), index=True)
+    job_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # A source build sent ahead to a build worker (its job holds the probe job's lock).
+    build_job_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    verdict_id: Mapped[int | None] = mapped_column(ForeignKey("verdict.id"), nullable=True)
+    verdict: Mapped[str | None] = mapped_column(String(10), nullable=True)
+    reused: Mapped[bool] = mapped_column(Boolean, default=False)
+    recorded: Mapped[bool] = mapped_column(Boolean, default=False)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
+                                                 onupdate=utcnow)
+
+
+class WorkerRow(Base):
+    """A ``bisect worker`` process: what it serves, what it runs now, and its heartbeat (a
+    store with a live one gets its probes enqueued instead of run in-process)."""
+
+    __tablename__ = "worker"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(200))
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    gpu: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    queues: Mapped[list[Any]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(10))
+    task_id: Mapped[int | None] = mapped_column(
+        ForeignKey("probe_task.id", ondelete="SET NULL"), nullable=True)
+    jobs: Mapped[int] = mapped_column(Integer, default=0)  # jobs ended, probes and builds
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -41,6 +41,9 @@ def _run(v: m.VerdictRow) -> RunRecord:
                      duration_s=v.duration_s)
 
 
+run_record = _run  # for store/tasks.py, which reads the run a task points at
+
+
 def reusable(store: Store, key: Key, shas: Iterable[str]) -> dict[str, RunRecord]:
     """Every reusable verdict stored for these commits under ``key`` (a pure read)."""
     wanted = set(shas)
@@ -120,7 +123,7 @@ def probed_positions(store: Store, bisection_id: int) -> dict[int, str]:
         return {int(pos): str(v) for pos, v in rows}
 
 
-def _next_seq(s: Session, bisection_id: int) -> int:
+def next_seq(s: Session, bisection_id: int) -> int:
     n = s.scalar(select(func.max(m.Probe.seq)).where(m.Probe.bisection_id == bisection_id))
     return 1 if n is None else int(n) + 1
 
@@ -144,7 +147,7 @@ def adopt(store: Store, bisection_id: int, me: str, found: Sequence[Adopted],
     with store.session() as s:
         if not owned_by(s, bisection_id, me):
             return False
-        seq = _next_seq(s, bisection_id)
+        seq = next_seq(s, bisection_id)
         for i, a in enumerate(found):
             s.add(m.Probe(bisection_id=bisection_id, seq=seq + i, position=a.position,
                           commit_sha=a.commit_sha, verdict_id=a.run_id, verdict=a.verdict,
@@ -152,15 +155,20 @@ def adopt(store: Store, bisection_id: int, me: str, found: Sequence[Adopted],
     return True
 
 
+def verdict_row(key: Key, run: NewRun, reusable: bool) -> m.VerdictRow:
+    """The row of one run (also written by a worker's fenced write, ``store/tasks.py``)."""
+    return m.VerdictRow(
+        commit_sha=run.commit_sha, oracle_sha256=key.oracle_sha256,
+        env_fingerprint=key.env_fingerprint, outcome=run.outcome.value,
+        exit_code=run.exit_code, reason=run.reason, reusable=reusable,
+        duration_s=run.duration_s, started_at=run.started_at, artifact_id=run.artifact_id,
+        stdout_path=run.stdout_path, stderr_path=run.stderr_path,
+        output_tail=run.output_tail, facts=run.facts)
+
+
 def _insert_run(store: Store, key: Key, run: NewRun, reusable: bool) -> int:
     with store.session() as s:
-        row = m.VerdictRow(
-            commit_sha=run.commit_sha, oracle_sha256=key.oracle_sha256,
-            env_fingerprint=key.env_fingerprint, outcome=run.outcome.value,
-            exit_code=run.exit_code, reason=run.reason, reusable=reusable,
-            duration_s=run.duration_s, started_at=run.started_at, artifact_id=run.artifact_id,
-            stdout_path=run.stdout_path, stderr_path=run.stderr_path,
-            output_tail=run.output_tail, facts=run.facts)
+        row = verdict_row(key, run, reusable)
         s.add(row)
         s.flush()
         return int(row.id)
@@ -182,7 +190,7 @@ def add_probe(store: Store, bisection_id: int, me: str, *, position: int, commit
     with store.session() as s:
         if not owned_by(s, bisection_id, me):
             return False
-        s.add(m.Probe(bisection_id=bisection_id, seq=_next_seq(s, bisection_id),
+        s.add(m.Probe(bisection_id=bisection_id, seq=next_seq(s, bisection_id),
                       position=position, commit_sha=commit_sha, verdict_id=run_id,
                       verdict=verdict, reused=reused, round=round_))
     return True

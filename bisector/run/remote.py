@@ -1,0 +1,224 @@
+"""Probes on workers: a round's K probes enqueued as K jobs, their verdicts awaited in the store.
+
+The :class:`~bisector.run.runner.Runner` stays the coordinator (the lease, the search, the
+rounds, the answer); with a :class:`Remote` its ``dispatch`` enqueues instead of starting
+threads. Each probe is a ``probe_task`` row (``store/tasks.py``) plus a queue job naming it; the
+coordinator polls the rows, appends each finished one to the bisection's probes, and goes on
+when the round is complete. The queue itself is behind :class:`Queue` (Procrastinate on
+PostgreSQL, ``workers/queue.py``), so nothing here knows about it.
+
+The worker's side is :class:`TaskRecorder`: the probe pipeline's recorder whose every write is
+fenced by the attempt the worker started, so a worker that was given up on (killed, or silent
+past the stale limit) can never write a result over its retry's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+from bisector import defaults
+from bisector.artifacts.provider import COST
+from bisector.core.search import Verdict
+from bisector.errors import BisectorError, Cancelled, LeaseLost
+from bisector.kinds import TaskState
+from bisector.run.pipeline import StoreRecorder
+from bisector.store import claims, tasks, workers
+from bisector.store.db import Store
+from bisector.store.records import NewRun, RunRecord
+from bisector.store.verdicts import Key
+
+if TYPE_CHECKING:
+    from bisector.run.runner import Runner
+
+# Job states of the queue that end a job (Procrastinate's names).
+JOB_FAILED = "failed"
+JOB_STOPPED = ("cancelled", "aborted")
+JOB_ENDED = ("succeeded", "failed", "cancelled", "aborted", "missing")
+BUILD_QUEUE = "build"
+
+
+class Queue(Protocol):
+    """What the coordinator needs of a job queue."""
+
+    def enqueue(self, task_id: int, *, lock: str | None = None) -> int:
+        """Put the task's probe on the queue; returns the job id. Jobs sharing a ``lock``
+        run one after the other, in the order they were enqueued."""
+        ...
+
+    def enqueue_build(self, task_id: int, *, lock: str) -> int:
+        """Put a source build of the task's commit on the build queue (a CPU-only worker
+        builds it into the shared cache before the probe, which holds the same lock)."""
+        ...
+
+    def status(self, job_id: int) -> str:
+        """todo, doing, succeeded, failed, cancelled, aborting, aborted; missing if gone."""
+        ...
+
+    def abort(self, job_id: int) -> None:
+        """Cancel a waiting job; ask the worker running one to stop it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ProbeFailed(BisectorError):
+    """A worker could not run a probe at all (not a verdict: a bug, a box missing the clone)."""
+
+    exit_code = 11
+
+
+def cancelled_message(bisection_id: int) -> str:
+    return (f"bisection {bisection_id} was cancelled (bisect cancel): no probe in flight was "
+            f"judged; `bisect resume {bisection_id}` (same --db) finishes it")
+
+
+class Remote:
+    """The coordinator's dispatch through a queue."""
+
+    def __init__(self, store: Store, queue: Queue, *,
+                 poll_s: float = defaults.TASK_POLL_S) -> None:
+        self.store, self.queue, self.poll_s = store, queue, poll_s
+
+    def close(self) -> None:
+        self.queue.close()
+
+    def settle(self, r: Runner) -> None:
+        """Before the first round: append what workers finished while no coordinator was
+        looking (Ctrl-C or a kill of the last one), as the probes they are."""
+        for t in tasks.unrecorded_done(self.store, r.record.id):
+            self._record(r, t)
+
+    def run(self, r: Runner, positions: Sequence[int], round_: int) -> None:
+        """Enqueue one job per position (probes still on a worker from an earlier coordinator
+        are waited for, not enqueued again) and wait until each has a recorded verdict."""
+        bid = r.record.id
+        wanted = [(p, r.candidates[p]) for p in positions]
+        opened = tasks.open_round(self.store, bid, r.lease.me, round_, wanted)
+        if opened is None:
+            raise LeaseLost(f"bisection {bid} was taken over by another process")
+        # One round at a time: an open task of another round is no longer wanted.
+        for job in tasks.jobs_of(tasks.cancel_open(self.store, bid,
+                                                   keep=[t.id for t in opened])):
+            self.queue.abort(job)
+        pending = {t.id: t for t in opened}
+        for t in opened:
+            if t.state is TaskState.DONE:
+                continue
+            if t.job_id is None or self.queue.status(t.job_id) in JOB_ENDED:
+                self._enqueue(r, t)
+        seen: dict[int, tuple[TaskState, int]] = {}
+        while pending:
+            r.check_lease()  # also stops on `bisect cancel`
+            for t in tasks.get(self.store, list(pending)):
+                if t.state is TaskState.DONE:
+                    self._record(r, t)
+                    del pending[t.id]
+                    continue
+                if t.state is TaskState.CANCELLED:
+                    raise Cancelled(cancelled_message(bid))
+                if seen.get(t.id) != (t.state, t.attempt) and t.state is TaskState.RUNNING:
+                    again = f", attempt {t.attempt}" if t.attempt > 1 else ""
+                    r.events.phase(t.commit_sha, f"{t.commit_sha[:12]} on worker {t.worker}"
+                                                 f"{again}")
+                seen[t.id] = (t.state, t.attempt)
+                self._check_job(r, t)
+            if pending:
+                time.sleep(self.poll_s)
+
+    def _enqueue(self, r: Runner, t: tasks.TaskRecord) -> None:
+        """A probe whose commit needs a source build, while a build worker is alive, gets
+        the build enqueued first under a lock the probe shares: the GPU worker then finds the
+        wheel built (in the cache the boxes share) instead of building it itself."""
+        lock = build = None
+        if (r.source.cost(t.position) == COST["build"]
+                and workers.live(self.store, BUILD_QUEUE)):
+            lock = f"bisector-task-{t.id}"
+            build = self.queue.enqueue_build(t.id, lock=lock)
+        job = self.queue.enqueue(t.id, lock=lock)
+        tasks.set_job(self.store, t.id, job, build)
+        r.events.phase(t.commit_sha, f"{t.commit_sha[:12]} queued for a "
+                                     f"{'build worker, then a ' if build else ''}worker")
+
+    def _check_job(self, r: Runner, t: tasks.TaskRecord) -> None:
+        """The job of an open task ended without a result: it failed for good (say why), was
+        stopped from outside (as a cancel), or ended some other way (enqueue it again)."""
+        if t.job_id is None:
+            return
+        if (t.build_job_id is not None and t.state is TaskState.QUEUED
+                and self.queue.status(t.build_job_id) == "todo"
+                and not workers.live(self.store, BUILD_QUEUE)):
+            self.queue.abort(t.build_job_id)  # no build worker left: the probe builds it
+        status = self.queue.status(t.job_id)
+        if status not in JOB_ENDED:
+            return
+        now = tasks.get(self.store, [t.id])[0]  # it may have finished since it was read
+        if now.state is not t.state or now.attempt != t.attempt:
+            return
+        if status == JOB_FAILED:
+            tasks.fail(self.store, t.id)
+            why = now.error or "see the worker's log"
+            raise ProbeFailed(f"the probe of {t.commit_sha[:12]} failed on worker {now.worker} "
+                              f"({why}); fix that, then `bisect resume {t.bisection_id}`")
+        if status in JOB_STOPPED:
+            tasks.cancel_open(self.store, t.bisection_id)
+            raise Cancelled(cancelled_message(t.bisection_id))
+        self._enqueue(r, t)
+
+    def _record(self, r: Runner, t: tasks.TaskRecord) -> None:
+        run = tasks.record(self.store, t.id, r.lease.me)
+        if run is False:
+            raise LeaseLost(f"bisection {r.record.id} was taken over by another process")
+        if isinstance(run, RunRecord):
+            r.events.probe_done(t.position, t.commit_sha, Verdict(t.verdict or "skip"),
+                                run.reason, run.duration_s, t.reused)
+
+
+class Superseded(Exception):
+    """This attempt is no longer the task's (a retry started, or it was cancelled): its
+    result is not written."""
+
+
+class TaskRecorder(StoreRecorder):
+    """A worker's recorder: results go to its task, fenced by the attempt it started.
+
+    Claims work as for any probe (two bisections' jobs on one commit: the second waits and
+    adopts), except that the claim of the attempt this one replaced is taken over at once:
+    that attempt can no longer write, whether its process lives or not."""
+
+    def __init__(self, store: Store, key: Key, me: str, attempt: tasks.Attempt,
+                 sampled: bool) -> None:
+        super().__init__(store, attempt.task.bisection_id, key, me)
+        self.attempt, self.sampled = attempt, sampled
+
+    def begin(self, sha: str) -> RunRecord | None:
+        return None if self.sampled else super().begin(sha)
+
+    def end(self, sha: str) -> None:
+        if not self.sampled:
+            super().end(sha)
+
+    def gone(self, holder: claims.Holder) -> bool:
+        previous = self.attempt.previous_owner
+        return (previous is not None and holder.owner == previous) or super().gone(holder)
+
+    def adopt(self, position: int, sha: str, run: RunRecord, verdict: Verdict,
+              round_: int | None) -> None:
+        self._finish(verdict, None, run.id)
+
+    def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
+               round_: int | None) -> None:
+        if self.sampled:  # as SampleRecorder: a sample, never the key's reusable verdict
+            facts = ({**run.facts, "permanent": run.reusable} if verdict is Verdict.SKIP
+                     else run.facts)
+            run = replace(run, reusable=False, facts=facts)
+        self._finish(verdict, run, None)
+
+    def _finish(self, verdict: Verdict, run: NewRun | None, run_id: int | None) -> None:
+        a = self.attempt
+        if tasks.finish(self.store, a.task.id, a.number, self.key, verdict=verdict.value,
+                        run=run, run_id=run_id) is None:
+            raise Superseded(f"attempt {a.number} of task {a.task.id} was superseded or "
+                             f"cancelled: its result is not written")

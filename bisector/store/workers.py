@@ -1,0 +1,122 @@
+"""``bisect worker`` processes as the store sees them: what each serves, what it runs now,
+and its heartbeat.
+
+A coordinator decides from this table whether to enqueue (a live worker serves the probe
+queue) and how many probes a round gets; ``bisect workers`` lists it. Liveness is judged as
+for leases (``owner.owner_alive``): on this host by the process itself, on another host by a
+heartbeat younger than the stale limit. Procrastinate keeps its own worker heartbeats for the
+jobs; these rows are bisector's view, with the GPU and the probe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+
+from bisector import defaults
+from bisector.kinds import WorkerState
+from bisector.owner import owner_alive
+from bisector.store import models as m
+from bisector.store.db import Store
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    id: int
+    name: str
+    owner: str
+    host: str
+    pid: int
+    gpu: str | None
+    queues: list[str]
+    state: WorkerState
+    alive: bool
+    task_id: int | None
+    bisection_id: int | None
+    commit_sha: str | None
+    attempt: int | None
+    jobs: int
+    started_at: datetime
+    heartbeat_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "host": self.host, "pid": self.pid,
+                "gpu": self.gpu, "queues": self.queues,
+                "state": (self.state.value if self.alive or self.state is WorkerState.STOPPED
+                          else "gone"), "alive": self.alive,
+                "probe": None if self.task_id is None else {
+                    "task": self.task_id, "bisection": self.bisection_id,
+                    "commit": self.commit_sha, "attempt": self.attempt},
+                "jobs": self.jobs, "started": self.started_at.isoformat(),
+                "heartbeat": self.heartbeat_at.isoformat()}
+
+
+def _aware(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def register(store: Store, *, name: str, owner: str, host: str, pid: int, gpu: str | None,
+             queues: list[str]) -> int:
+    now = datetime.now(UTC)
+    with store.session() as s:
+        row = m.WorkerRow(name=name, owner=owner, host=host, pid=pid, gpu=gpu, queues=queues,
+                          state=WorkerState.IDLE.value, jobs=0, started_at=now,
+                          heartbeat_at=now)
+        s.add(row)
+        s.flush()
+        return int(row.id)
+
+
+def beat(store: Store, worker_id: int) -> None:
+    with store.session() as s:
+        s.execute(update(m.WorkerRow).where(m.WorkerRow.id == worker_id)
+                  .values(heartbeat_at=datetime.now(UTC)))
+
+
+def busy(store: Store, worker_id: int, task_id: int | None) -> None:
+    """The worker started (``task_id``) or ended (None) a job: a probe or a build."""
+    values: dict[str, Any] = {"task_id": task_id, "heartbeat_at": datetime.now(UTC),
+                              "state": (WorkerState.BUSY if task_id else WorkerState.IDLE).value}
+    with store.session() as s:
+        if task_id is None:
+            values["jobs"] = m.WorkerRow.jobs + 1
+        s.execute(update(m.WorkerRow).where(m.WorkerRow.id == worker_id).values(**values))
+
+
+def stop(store: Store, worker_id: int) -> None:
+    with store.session() as s:
+        s.execute(update(m.WorkerRow).where(m.WorkerRow.id == worker_id)
+                  .values(state=WorkerState.STOPPED.value, task_id=None))
+
+
+def listing(store: Store, *, stale_s: float = defaults.WORKER_STALE_S,
+            since_s: float = 86400.0) -> list[WorkerRecord]:
+    """Workers seen in the last ``since_s`` (a day), live ones first, each with the probe it
+    runs now."""
+    after = datetime.now(UTC) - timedelta(seconds=since_s)
+    with store.session() as s:
+        rows = s.execute(select(m.WorkerRow, m.ProbeTask)
+                         .outerjoin(m.ProbeTask, m.WorkerRow.task_id == m.ProbeTask.id)
+                         .where(m.WorkerRow.heartbeat_at >= after)
+                         .order_by(m.WorkerRow.id)).all()
+    out = []
+    for w, t in rows:
+        beat_at = _aware(w.heartbeat_at)
+        alive = (w.state != WorkerState.STOPPED.value
+                 and owner_alive(w.owner, beat_at, stale_s)
+                 and datetime.now(UTC) - beat_at < timedelta(seconds=stale_s))
+        out.append(WorkerRecord(
+            w.id, w.name, w.owner, w.host, w.pid, w.gpu, list(w.queues or []),
+            WorkerState(w.state), alive, w.task_id, t.bisection_id if t else None,
+            t.commit_sha if t else None, t.attempt if t else None, w.jobs,
+            _aware(w.started_at), beat_at))
+    return sorted(out, key=lambda r: (not r.alive, r.id))
+
+
+def live(store: Store, queue: str = "probe",
+         stale_s: float = defaults.WORKER_STALE_S) -> list[WorkerRecord]:
+    """Workers alive now that take jobs from ``queue``."""
+    return [w for w in listing(store, stale_s=stale_s) if w.alive and queue in w.queues]
