@@ -23,6 +23,7 @@ from bisector.artifacts.provider import Unobtainable
 from bisector.config import RunConfig
 from bisector.core.search import Verdict
 from bisector.errors import BisectorError, UsageError
+from bisector.events import QuietEvents
 from bisector.kinds import TaskState
 from bisector.oracle import Oracle
 from bisector.owner import owner_id
@@ -38,8 +39,9 @@ FENCE_EVERY = 4  # ... and every this many looks, whether the task is still this
 CONTEXTS = 8  # bisections whose parts a worker keeps between probes
 
 
-class LogEvents:
-    """A worker's progress: one line per step, for the journal."""
+class LogEvents(QuietEvents):
+    """A worker's progress: one line per step, for the journal (what it does not say, it
+    leaves to :class:`QuietEvents`)."""
 
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
@@ -50,19 +52,9 @@ class LogEvents:
     def phase(self, sha: str, text: str) -> None:
         self.say(text)
 
-    def build_line(self, sha: str, text: str) -> None:
-        pass
-
     def download(self, name: str, done: int, total: int | None) -> None:
         if total is not None and done == total:
             self.say(f"downloaded {name}")
-
-    def round_start(self, round_: int, width: int, left: int) -> None:
-        pass
-
-    def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
-                    eta_s: float | None) -> None:
-        pass
 
     def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,
                    reused: bool) -> None:
