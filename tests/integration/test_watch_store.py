@@ -1,5 +1,5 @@
 """The watch's guarantees that need no index: the unique keys under concurrent ticks on one
-real SQLite file, a refused configuration leaving no store behind, and the systemd units."""
+real SQLite file and on a real PostgreSQL server, a refused configuration leaving no store behind, and the systemd units."""
 
 from __future__ import annotations
 
@@ -24,8 +24,16 @@ def _found(verdict: str) -> ws.Finding:
                       {})
 
 
-def test_four_ticks_at_once_claim_one_flip(tmp_path: Path) -> None:
-    db = tmp_path / "b.db"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """One store's URL: a real SQLite file, or a database on the tests' PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "b.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+def test_four_ticks_at_once_claim_one_flip(db_url: str) -> None:
+    db = db_url
     store = open_store(str(db))
     me = owner_id()
     recs = []
