@@ -32,8 +32,10 @@ def test_plan_after_a_bisection_reuses_its_verdicts_and_measured_costs(home: Pat
     assert cold["stored_verdicts"] == 0 and cold["probes_max"] > 0
     assert {s["from"] for s in cold["cost_sources"].values()} == {"default"}
 
+    # --no-prebuilt: every probe a build (no overlays on a neighbour's build), so builds of
+    # this repository get measured however warm the session's wheel cache is.
     r = run_cli("--db", str(db), "start", "--repo", str(h.path), "--good", good, "--bad", bad,
-                "--oracle", "torchlet_norm", "--json")
+                "--oracle", "torchlet_norm", "--no-prebuilt", "--json")
     assert r.returncode == 0, r.stderr
     done = json.loads(r.stdout)
     assert done["culprit"]["sha"] == h.culprit
