@@ -38,6 +38,9 @@ def publish(tmp_dir: Path, key: str) -> Path:
     """Move a finished build directory into place; the first writer wins a race."""
     final = wheel_dir(key)
     final.parent.mkdir(parents=True, exist_ok=True)
+    # mkdtemp made it private (0700); a published artifact is read by other users too: the
+    # containers of --executor docker mount it and run as their own user.
+    tmp_dir.chmod(0o755)
     try:
         tmp_dir.rename(final)
     except OSError:

@@ -38,7 +38,9 @@ def start(db: Path, repo: Path, good: str, bad: str, oracle: str = "torchlet_nor
 
 def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHistory) -> None:
     db = home / "b.db"
-    r = start(db, hist.path, "v0.1.0", "v0.2.0")
+    # --no-prebuilt: every probe a build, so the midpoint's broken build is met (with build
+    # reuse on, the search would step to a Python-only neighbour overlaid on a built wheel).
+    r = start(db, hist.path, "v0.1.0", "v0.2.0", "torchlet_norm", "--no-prebuilt")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["state"] == "done"
@@ -60,7 +62,7 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     assert "probe" in r.stderr  # live progress went to stderr
     md = run_cli("--db", str(db), "show", str(d["id"]), check=True).stdout
     assert hist.culprit in md and "Reproduce with" in md and "Build log of" in md
-    assert d["reproduce"].endswith("--oracle torchlet_norm")  # a bundled oracle, by name
+    assert d["reproduce"].endswith("--oracle torchlet_norm --no-prebuilt")  # by name
     log = run_cli("--db", str(db), "log", str(d["id"]), check=True).stdout
     assert f"git bisect skip {hist.main[45]}" in log
     assert f"# first bad commit: [{hist.culprit}]" in log

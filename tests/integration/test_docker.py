@@ -86,7 +86,8 @@ def _wheel(hist: SyntheticHistory) -> Installable:
 def test_docker_bisection_finds_the_same_culprit(home: Path, images: None,
                                                  hist: SyntheticHistory) -> None:
     r = run_cli("start", "--repo", str(hist.path), "--good", "v0.1.0", "--bad", "v0.2.0",
-                "--oracle", "torchlet_norm", "--executor", "docker", "--memory", "1g", "--json")
+                "--oracle", "torchlet_norm", "--executor", "docker", "--memory", "1g",
+                "--no-prebuilt", "--json")  # every probe built: the broken build is met
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["culprit"]["sha"] == hist.culprit

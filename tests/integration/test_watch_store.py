@@ -1,5 +1,6 @@
 """The watch's guarantees that need no index: the unique keys under concurrent ticks on one
-real SQLite file and on a real PostgreSQL server, a refused configuration leaving no store behind, and the systemd units."""
+real SQLite file and on a real PostgreSQL server, a refused configuration leaving no store
+behind, and the systemd units."""
 
 from __future__ import annotations
 

@@ -386,7 +386,10 @@ def test_a_build_worker_builds_ahead_of_the_probes(fast: None, pg_url: str, tmp_
     logs = {f.name: f.read_text() for f in fleet.logs.glob("*.log")}
     builder = logs.pop("worker-3.log")
     said = f"{builder}\n{logs}\n{[(p['sha'][:12], p['round']) for p in d['probes']]}"
-    assert builder.count("from source") == len(d["probes"]), said
+    assert builder.count("ahead of its probe") == len(d["probes"]), said
+    # Each was built there, but for the root commit, whose wheel another test of the session
+    # may have built already (every generated history shares its root).
+    assert len(d["probes"]) - 1 <= builder.count("from source") <= len(d["probes"]), said
     assert all("from source" not in text for text in logs.values()), said
     _check_clean(store, int(d["id"]), _figures(store, int(d["id"])))
 

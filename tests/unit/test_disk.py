@@ -35,7 +35,11 @@ NOW = time.time()
 
 @pytest.fixture(autouse=True)
 def private_cache(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Never a cache another test (or the user) shares: gc deletes for real here."""
+    """Never a cache another test (or the user) shares: gc deletes for real here. Ages count
+    from this test's start, not the module's import (a full suite takes longer than gc's
+    10-minute grace)."""
+    global NOW
+    NOW = time.time()
     monkeypatch.delenv("BISECTOR_CACHE_DIR", raising=False)
     monkeypatch.delenv("BISECTOR_MAX_CACHE", raising=False)
 
