@@ -8,7 +8,9 @@ builds and executes exactly the way it started.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -117,9 +119,12 @@ def materialise_oracle(row: OracleRecord) -> Oracle:
     want = oracle.content_sha256
     if not path.exists() or hashlib.sha256(path.read_bytes()).hexdigest() != want:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(content)
-        tmp.replace(path)  # a copy edited in the cache is replaced, never run
+        # A temporary name of its own: two processes (a coordinator and a worker, two
+        # bisections) may write the same oracle at once; the last rename wins, same bytes.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{stem}-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.replace(tmp, path)  # a copy edited in the cache is replaced, never run
     return replace(oracle, path=path)
 
 

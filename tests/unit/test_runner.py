@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -142,9 +143,20 @@ def test_find_fix_looks_for_the_first_passing_commit(store: Store) -> None:
     assert done.record.culprit_sha == cands[33]
 
 
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt during the test, as the CLI arranges it: a test run
+    started in the background of a non-interactive shell inherits SIGINT ignored."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @pytest.mark.parametrize("k", [1, 3])
-def test_ctrl_c_in_flight_then_resume_reruns_only_what_was_in_flight(store: Store,
-                                                                      k: int) -> None:
+def test_ctrl_c_in_flight_then_resume_reruns_only_what_was_in_flight(
+        store: Store, k: int, ctrl_c_raises: None) -> None:
     cands = shas(500)
     ref_id = new_bisection(store, cands, env="reference")
     ref = FakeExecutor(cands, culprit=321)
