@@ -8,7 +8,9 @@ demo do so that they never touch a user's real store.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -65,3 +67,14 @@ def host_build_env() -> dict[str, str]:
         env["CCACHE_DIR"] = str(ccache_dir())
         env["CCACHE_MAXSIZE"] = os.environ.get("CCACHE_MAXSIZE") or defaults.CCACHE_MAXSIZE
     return env
+
+
+def read_toml(path: Path, fix: str) -> dict[str, Any]:
+    """A configuration file's tables; a file that cannot be read or parsed is one line naming
+    it and ``fix`` (what the user can do about it), as every bad input is."""
+    from bisector.errors import UsageError
+
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"{path}: not a readable TOML file ({e}); {fix}") from None

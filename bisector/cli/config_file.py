@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import click
 import platformdirs
 
 from bisector.errors import UsageError
+from bisector.settings import read_toml
 
 FILE_NAME = "bisector.toml"
 ALL = "defaults"
@@ -127,11 +127,7 @@ def load(group: click.Group, paths: list[Path]) -> Loaded:
     commands = _commands(group)
     loaded = Loaded(files=list(paths))
     for path in paths:
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise UsageError(f"{path}: not a readable TOML file ({e}); fix it or remove it "
-                             f"(set BISECTOR_CONFIG to use another file)") from None
+        data = read_toml(path, "fix it or remove it (set BISECTOR_CONFIG to use another file)")
         tables: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
         for name, value in data.items():
             if name in RESERVED:

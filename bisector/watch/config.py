@@ -34,7 +34,6 @@ import difflib
 import re
 import shlex
 import shutil
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from typing import Any
 from bisector.config import Request, request_from
 from bisector.errors import BisectorError, UsageError
 from bisector.oracle import load_oracle
+from bisector.settings import read_toml
 
 SOURCES = ("nightly", "release", "installed", "wheel")
 EVENTS = ("flip", "culprit", "inconclusive")
@@ -115,11 +115,7 @@ def load(paths: list[Path]) -> WatchConfig:
     watch: dict[str, tuple[Any, Path]] = {}
     notify: dict[str, tuple[Any, Path]] = {}
     for path in paths:
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise UsageError(f"{path}: not a readable TOML file ({e}); fix it or point "
-                             f"--config elsewhere") from None
+        data = read_toml(path, "fix it or point --config elsewhere")
         for name, into, known in (("watch", watch, WATCH_KEYS), ("notify", notify, NOTIFY_KEYS)):
             table = data.get(name, {})
             if not isinstance(table, dict):

@@ -32,7 +32,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bisector.executors.local import link_tree  # noqa: E402
-from tests.gpu.overlay_proof import RECIPES, git, import_tree, installed_dir  # noqa: E402
+from tests.gpu.overlay_proof import (  # noqa: E402
+    RECIPES,
+    git,
+    harmless_commits,
+    import_tree,
+    installed_dir,
+)
 
 SHIPPED = ("name_mangling", "recompile_out_variant", "source_partitions_determinism")
 
@@ -42,19 +48,12 @@ def make_history(pkg_dir: Path, repo: Path, harmless: int) -> dict[str, str]:
     recipe = RECIPES["torch"]
     root = import_tree(pkg_dir, repo)
 
-    def harmless_commits(start: int) -> None:
-        for i in range(start, start + harmless):
-            target = repo / recipe.harmless[i % len(recipe.harmless)]
-            with target.open("a") as f:
-                f.write(f"\n# harmless change {i}\n")
-            git(repo, "commit", "-q", "-am", f"Harmless Python change {i}")
-
-    harmless_commits(0)
+    harmless_commits(repo, recipe.harmless, 0, harmless)
     if recipe.fix(repo) == 0:
         sys.exit("the #170398 fix found nothing to change in the installed torch")
     git(repo, "commit", "-q", "-am", "Escape leading __ in generated names (fixes #170398)")
     fix = git(repo, "rev-parse", "HEAD")
-    harmless_commits(harmless)
+    harmless_commits(repo, recipe.harmless, harmless, harmless)
     return {"root": root, "fix": fix, "main": git(repo, "rev-parse", "HEAD")}
 
 

@@ -51,10 +51,22 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 try:
-    from tests.gpu.overlay_proof import RECIPES, git, import_tree, installed_dir
+    from tests.gpu.overlay_proof import (
+        RECIPES,
+        git,
+        harmless_commits,
+        import_tree,
+        installed_dir,
+    )
 except ImportError:  # a `tests` package in site-packages shadows this checkout's namespace
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from overlay_proof import RECIPES, git, import_tree, installed_dir  # type: ignore[no-redef]
+    from overlay_proof import (  # type: ignore[no-redef]
+        RECIPES,
+        git,
+        harmless_commits,
+        import_tree,
+        installed_dir,
+    )
 
 SOURCE_MATCHER = "torch/fx/passes/utils/source_matcher_utils.py"
 FUNCTIONAL = "torch/nn/functional.py"
@@ -371,18 +383,12 @@ def make_history(case: Case, pkg_dir: Path, repo: Path, harmless: int) -> dict[s
         fixed_by_commit = True
     git(repo, "tag", "fixed")
 
-    def harmless_commits(start: int) -> None:
-        for i in range(start, start + harmless):
-            with (repo / HARMLESS[i % len(HARMLESS)]).open("a") as f:
-                f.write(f"\n# harmless change {i}\n")
-            git(repo, "commit", "-q", "-am", f"Harmless Python change {i}")
-
-    harmless_commits(0)
+    harmless_commits(repo, HARMLESS, 0, harmless)
     if not case.plant(repo):
         raise RecipeError(f"{case.name}: planting the bug changed nothing")
     git(repo, "commit", "-q", "-am", case.culprit_subject)
     culprit = git(repo, "rev-parse", "HEAD")
-    harmless_commits(harmless)
+    harmless_commits(repo, HARMLESS, harmless, harmless)
     return {"root": root, "fixed": git(repo, "rev-parse", "fixed"), "culprit": culprit,
             "bad": git(repo, "rev-parse", "HEAD"),
             "fixed_is": "a fix commit on the installed tree" if fixed_by_commit

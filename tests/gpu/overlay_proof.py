@@ -119,6 +119,15 @@ def import_tree(pkg_dir: Path, repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
+def harmless_commits(repo: Path, files: tuple[str, ...], start: int, count: int) -> None:
+    """``count`` commits numbered from ``start``, each appending a comment to one of ``files``
+    in turn: commits every proof history puts around the planted one."""
+    for i in range(start, start + count):
+        with (repo / files[i % len(files)]).open("a") as f:
+            f.write(f"\n# harmless change {i}\n")
+        git(repo, "commit", "-q", "-am", f"Harmless Python change {i}")
+
+
 def make_history(pkg_dir: Path, repo: Path, recipe: Recipe, harmless: int) -> dict[str, str]:
     name = pkg_dir.name
     root = import_tree(pkg_dir, repo)
@@ -127,19 +136,12 @@ def make_history(pkg_dir: Path, repo: Path, recipe: Recipe, harmless: int) -> di
     git(repo, "commit", "-q", "-am", "Escape leading __ in generated names (the fix)")
     git(repo, "tag", "fixed")
 
-    def harmless_commits(start: int) -> None:
-        for i in range(start, start + harmless):
-            target = repo / recipe.harmless[i % len(recipe.harmless)]
-            with target.open("a") as f:
-                f.write(f"\n# harmless change {i}\n")
-            git(repo, "commit", "-q", "-am", f"Harmless Python change {i}")
-
-    harmless_commits(0)
+    harmless_commits(repo, recipe.harmless, 0, harmless)
     if recipe.unfix(repo) == 0:
         sys.exit("reintroducing the bug changed nothing: the recipe needs updating")
     git(repo, "commit", "-q", "-am", "Simplify generated names (reintroduces the bug)")
     culprit = git(repo, "rev-parse", "HEAD")
-    harmless_commits(harmless)
+    harmless_commits(repo, recipe.harmless, harmless, harmless)
     return {"root": root, "fixed": git(repo, "rev-parse", "fixed"), "culprit": culprit,
             "bad": git(repo, "rev-parse", "HEAD")}
 
