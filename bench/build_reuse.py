@@ -18,9 +18,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from bisector.app.demo.torchlet import generate
 from bisector.store import models as m
 from bisector.store.db import open_store
-from bisector.synthetic import generate
 
 
 def bench_build_reuse(tmp: Path, show: Callable[[str, str], None]) -> None:

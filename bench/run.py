@@ -37,12 +37,12 @@ from pathlib import Path
 import git
 
 from bench.build_reuse import bench_build_reuse
-from bisector import history
+from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
 from bisector.core.search import Culprit, Probe, Verdict, next_step
 from bisector.executors.local import LocalExecutor
-from bisector.synthetic import generate_linear
+from bisector.project import history
 
 
 def line(name: str, value: str) -> None:
@@ -224,10 +224,10 @@ def bench_env(tmp: Path) -> None:
 def bench_docker_env(tmp: Path, wheels: list[Path], oracle_path: Path) -> None:
     """The same wheel set into a container of the runtime image: DockerExecutor's environment
     volume (uv, hardlinks) against pip install inside the same image, oracle start included."""
-    from bisector.containers import client
-    from bisector.defaults import RUNTIME_IMAGE as DEFAULT_IMAGE
+    from bisector.base.defaults import RUNTIME_IMAGE as DEFAULT_IMAGE
     from bisector.executors.docker import DockerExecutor
-    from bisector.oracle import load_oracle
+    from bisector.infra.containers import client
+    from bisector.oracle.script import load_oracle
 
     print(f"4. cached wheel set -> oracle start inside a container of {DEFAULT_IMAGE}")
     try:
@@ -309,9 +309,9 @@ def bench_builder_ccache(tmp: Path) -> None:
     repository's ccache volume warm) vs the parent's own build from an empty volume."""
     from bisector.artifacts.build import build_wheel
     from bisector.artifacts.docker_build import DockerBuilder, repository_id
-    from bisector.containers import client
-    from bisector.defaults import BUILDER_IMAGE
-    from bisector.profiles import Profile
+    from bisector.base.defaults import BUILDER_IMAGE
+    from bisector.infra.containers import client
+    from bisector.project.profiles import Profile
 
     files = int(os.environ.get("BENCH_C_FILES", "40"))
     print(f"5. source build in {BUILDER_IMAGE}: one changed C file of {files}, ccache volume warm")

@@ -17,9 +17,9 @@ from pathlib import Path
 import git
 from packaging.version import Version
 
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.artifacts.build import build_wheel
-from bisector.profiles import TORCHLET
-from bisector.synthetic import SyntheticHistory
+from bisector.project.profiles import TORCHLET
 
 
 def publish(hist: SyntheticHistory, root: Path, index: str = "nightly-cpu",

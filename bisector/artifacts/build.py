@@ -24,13 +24,13 @@ from typing import Any, Protocol
 
 import git
 
-from bisector import cancel
 from bisector.artifacts.cache import artifact_key, file_sha256, publish, scratch_dir, wheel_dir
 from bisector.artifacts.export import ExportError, export_tree, uninitialised_hint
 from bisector.artifacts.worktree import WorktreeError, detached_worktree, read_index
-from bisector.proc import run_logged, tail
-from bisector.profiles import Profile
-from bisector.settings import logs_dir
+from bisector.base.paths import logs_dir
+from bisector.infra import cancel
+from bisector.infra.proc import run_logged, tail
+from bisector.project.profiles import Profile
 
 
 @dataclass(frozen=True)

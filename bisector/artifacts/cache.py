@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bisector.settings import cache_dir
+from bisector.base.paths import cache_dir
 
 
 def artifact_key(kind: str, commit: str, settings: dict[str, Any]) -> str:

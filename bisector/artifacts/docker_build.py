@@ -13,7 +13,7 @@ builds that ran at the same time).
 
 A build that could not run (the engine unreachable, the image missing, a build timeout) is an
 infrastructure error: reported as a skip but never remembered as "this commit does not build".
-The container's lifecycle (deadline, Ctrl-C, removal) is :mod:`bisector.containers`', the same
+The container's lifecycle (deadline, Ctrl-C, removal) is :mod:`bisector.infra.containers`', the same
 as every other container's.
 """
 
@@ -30,10 +30,12 @@ from typing import Any
 
 import git
 
-from bisector import defaults
 from bisector.artifacts.build import BuildRun, parse_ccache_log
 from bisector.artifacts.worktree import container_git_mounts
-from bisector.containers import (
+from bisector.base import defaults
+from bisector.base.errors import UsageError
+from bisector.base.paths import cache_dir
+from bisector.infra.containers import (
     ContainerFailed,
     client,
     docker,
@@ -44,9 +46,7 @@ from bisector.containers import (
     run_as,
     run_container,
 )
-from bisector.errors import UsageError
-from bisector.proc import follow, tail
-from bisector.settings import cache_dir
+from bisector.infra.proc import follow, tail
 
 BUILD_ENV = "/tmp/build-env"
 

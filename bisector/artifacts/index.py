@@ -22,7 +22,7 @@ from urllib.parse import urldefrag, urljoin
 import httpx
 from packaging.utils import canonicalize_name
 
-from bisector.errors import BisectorError
+from bisector.base.errors import BisectorError
 
 ACCEPT = (
     "application/vnd.pypi.simple.v1+json, "

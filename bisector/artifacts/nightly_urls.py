@@ -4,7 +4,7 @@ PyTorch's nightly index lists only about the 60 newest nightlies, so a range a f
 (v2.8.0 -> v2.9.1) finds none there and every probe would be a source build of an hour. The
 older wheels usually stay downloadable where they were after they leave the listing. The
 clone's ``nightly`` branch says which day's nightly was cut from which main commit
-(:func:`bisector.history.nightlies`), and the wheel's name follows from that day: the base
+(:func:`bisector.project.history.nightlies`), and the wheel's name follows from that day: the base
 version in the commit's own version file (``2.9.0a0`` -> ``2.9.0.devYYYYMMDD``), the variant,
 and the Python and platform tags. One HEAD request per plausible name says whether it is there.
 
@@ -34,9 +34,9 @@ from packaging.tags import cpython_tags, platform_tags
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from bisector import history
 from bisector.artifacts.index import IndexClient, IndexFile
-from bisector.profiles import Profile
+from bisector.project import history
+from bisector.project.profiles import Profile
 
 LISTED = "listed"
 DIRECT = "direct URL"

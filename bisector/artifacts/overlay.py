@@ -26,7 +26,7 @@ from typing import Any
 import git
 
 from bisector.artifacts.cache import artifact_key, publish, scratch_dir
-from bisector.profiles import Profile, path_matches
+from bisector.project.profiles import Profile, path_matches
 
 MANIFEST = "overlay.json"
 

@@ -29,7 +29,7 @@ from packaging.version import Version
 
 from bisector.artifacts import nightly_urls
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
-from bisector.profiles import Profile
+from bisector.project.profiles import Profile
 
 NIGHTLY_DATE = re.compile(r"\.dev(\d{8})")
 GIT_VERSION = re.compile(r"""git_version\s*=\s*['"]([0-9a-fA-F]{7,40}|Unknown)['"]""")

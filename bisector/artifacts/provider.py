@@ -27,7 +27,6 @@ from typing import Any
 
 import git
 
-from bisector import cancel
 from bisector.artifacts import overlay
 from bisector.artifacts.build import (
     Builder,
@@ -41,9 +40,10 @@ from bisector.artifacts.cache import artifact_key, wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.artifacts.installable import Installable, InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt, triton_of, triton_requirement
-from bisector.events import Events, QuietEvents
-from bisector.kinds import ArtifactKind, ArtifactStatus
-from bisector.profiles import Profile
+from bisector.base.events import Events, QuietEvents
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.infra import cancel
+from bisector.project.profiles import Profile
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.records import ArtifactRecord, NewArtifact
 

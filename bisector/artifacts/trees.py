@@ -30,7 +30,7 @@ import git
 
 from bisector.artifacts.cache import scratch_dir
 from bisector.artifacts.export import ExportError, write_tree
-from bisector.settings import cache_dir
+from bisector.base.paths import cache_dir
 
 READY = ".bisector-tree"  # written last: a tree without it is half made (a kill -9)
 _LOCK = threading.Lock()  # probes of one process exporting the same commit wait for one export

@@ -1,8 +1,8 @@
 """The command line: parse options into a typed Request, call one function of ``app``, render.
 
 Errors are one line on stderr (``error: ...`` with what to do) and an exit code from
-bisector.errors; ``--debug`` shows the traceback. Progress goes to stderr, results to stdout, so
-``--json`` output can be piped; with ``--json`` an error is also one JSON object on stdout.
+bisector.base.errors; ``--debug`` shows the traceback. Progress goes to stderr, results to stdout,
+so ``--json`` output can be piped; with ``--json`` an error is also one JSON object on stdout.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from bisector import report
+from bisector.app import reports as report
+from bisector.base.errors import BisectorError, InterruptedBisection
 from bisector.cli import config_file, disk, tools, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import range_options
 from bisector.cli.progress import RichEvents, err, out
-from bisector.config import Request, request_from
-from bisector.errors import BisectorError, InterruptedBisection
-from bisector.history import printable
+from bisector.project.history import printable
+from bisector.run.config import Request, request_from
 from bisector.store.db import Store, default_db, open_store
 
 
@@ -71,7 +71,7 @@ def _db_flag(c: Ctx) -> str:
 
 def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
                     resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
-    from bisector import app
+    from bisector.app import bisections as app
 
     events = RichEvents(err)
     app.bisection(store, bisection_id)  # an unknown id is a one-line error before anything else
@@ -104,7 +104,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
 
 def _print_show(store: Store, bisection_id: int, json_out: bool,
                 fmt: str = "markdown") -> dict[str, Any]:
-    from bisector import app
+    from bisector.app import bisections as app
 
     data = app.show(store, bisection_id)
     if json_out or fmt == "json":
@@ -130,7 +130,7 @@ def _request(kw: dict[str, Any]) -> Request:
 @click.pass_obj
 def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
-    from bisector import app
+    from bisector.app import bisections as app
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
     workers.check_enqueue(c.db, enqueue)
@@ -148,8 +148,8 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
     overlay-eligible commits, verdicts already stored, expected source builds and a projected
     wall time priced with what steps took on this repository."""
-    from bisector import app
-    from bisector.plan import describe_source, human, parse_costs
+    from bisector.app import bisections as app
+    from bisector.app.plan import describe_source, human, parse_costs
 
     overrides = parse_costs(costs)
     req = _request(kw)
@@ -217,7 +217,7 @@ LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
 @click.pass_obj
 def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
     """List past and running bisections."""
-    from bisector import app
+    from bisector.app import bisections as app
 
     rows = app.listing(c.store(create=False), limit)
     if json_out:
@@ -261,7 +261,7 @@ def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
 @click.pass_obj
 def serve(c: Ctx, host: str, port: int) -> None:
     """A read-only web view of the store: bisections, timelines, probes, logs, issue reports."""
-    from bisector import web
+    from bisector.web import server as web
 
     store = c.store(create=False)
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -278,7 +278,7 @@ def serve(c: Ctx, host: str, port: int) -> None:
 @click.pass_obj
 def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Print the probes like `git bisect log` (replayable with `git bisect replay`)."""
-    from bisector import app
+    from bisector.app import bisections as app
 
     store = c.store(create=False)
     if json_out:
@@ -297,9 +297,9 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> No
     release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end."""
     import shutil
 
-    from bisector import app
-    from bisector.settings import data_dir
-    from bisector.synthetic import generate
+    from bisector.app import bisections as app
+    from bisector.app.demo.torchlet import generate
+    from bisector.base.paths import data_dir
 
     path = directory or data_dir() / "demo" / "torchlet"
     if path.exists():

@@ -27,8 +27,8 @@ from typing import Any
 import click
 import platformdirs
 
-from bisector.errors import UsageError
-from bisector.settings import read_toml
+from bisector.base.errors import UsageError
+from bisector.base.paths import read_toml
 
 FILE_NAME = "bisector.toml"
 ALL = "defaults"

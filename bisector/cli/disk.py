@@ -9,8 +9,8 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from bisector.base.errors import StoreError, UsageError
 from bisector.cli.progress import err, out
-from bisector.errors import StoreError, UsageError
 from bisector.store.db import Store
 
 
@@ -26,8 +26,8 @@ class StoreOpener(Protocol):
 def du(c: StoreOpener, json_out: bool) -> None:
     """Disk usage by kind: wheels, overlays, environments, uv's cache, oracle copies, logs,
     ccache, scratch folders, reports, with the oldest and newest last use of each."""
-    from bisector import app
-    from bisector.disk import human
+    from bisector.app import bisections as app
+    from bisector.app.disk import human
 
     try:
         store: Store | None = c.store(create=False)
@@ -64,9 +64,9 @@ def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bo
 
     Running and interrupted bisections of this store keep the wheels, overlays, environments
     and logs of their candidate commits; logs go only with --older-than."""
-    from bisector import app
-    from bisector.cleanup import configured_cap, describe
-    from bisector.disk import parse_age, parse_size
+    from bisector.app import bisections as app
+    from bisector.app.disk import parse_age, parse_size
+    from bisector.app.gc import configured_cap, describe
 
     cap = max_size or configured_cap()
     limit = parse_size(cap, "--max-size" if max_size else "BISECTOR_MAX_CACHE") if cap else None

@@ -1,4 +1,4 @@
-"""The options of `start` and `plan`: one per field of bisector.config.Request, same names."""
+"""The options of `start` and `plan`: one per field of bisector.run.config.Request, same names."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from bisector import defaults
+from bisector.base import defaults
+from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.core.verdict import Polarity
-from bisector.kinds import BuildPlace, ExecutorKind
 
 RANGE_OPTIONS = [
     click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),

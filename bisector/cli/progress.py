@@ -26,7 +26,7 @@ from rich.text import Text
 from bisector.core.search import Verdict
 
 if TYPE_CHECKING:
-    from bisector.manual import ManualProbe
+    from bisector.oracle.manual import ManualProbe
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -150,7 +150,7 @@ class RichEvents:
 
     def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
                     eta_s: float | None) -> None:
-        from bisector.plan import human
+        from bisector.app.plan import human
 
         eta = f", about {human(eta_s)} left" if eta_s is not None else ""
         self.console.print(
@@ -175,7 +175,7 @@ class RichEvents:
         """``--manual``: the commit, the shell line, then good / bad / skip as ``git bisect``
         takes them (``shell`` opens the shell here and asks again; ``quit`` stops the run as
         Ctrl-C does). Answers are read from standard input, so a script can pipe them."""
-        from bisector.manual import Answer
+        from bisector.oracle.manual import Answer
 
         self.close()  # no live display under a prompt
         self.console.print(

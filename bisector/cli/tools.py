@@ -16,7 +16,7 @@ from rich.table import Table
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
 from bisector.cli.progress import err, out
 from bisector.core.verdict import Polarity
-from bisector.oracle import list_oracles, team_oracles_dir
+from bisector.oracle.script import list_oracles, team_oracles_dir
 
 
 @click.command(cls=ConfiguredCommand)
@@ -79,7 +79,7 @@ def check(oracle: str | None, env_kind: str | None, wheel: Path | None, commit: 
           dependency: tuple[str, ...], json_out: bool, command: tuple[str, ...]) -> None:
     """Run one oracle (or a command, in --commit's tree or here) once and print its verdict
     with the environment facts it ran under."""
-    from bisector.check import check as run_check
+    from bisector.app.check import check as run_check
 
     kw = unconfigured(click.get_current_context(), {"oracle": oracle, "timeout": timeout,
                                                      "dependency": dependency,
@@ -153,7 +153,7 @@ def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None
     It is written where the user works (or the team's $BISECTOR_ORACLES_DIR), never into
     bisector's install folder: that one is replaced on upgrade and often not writable.
     """
-    from bisector.oracle_new import create
+    from bisector.app.oracle_new import create
 
     made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
                   match=match, description=description, needs_gpu=needs_gpu, timeout=timeout,
@@ -183,7 +183,7 @@ def images(build_roles: tuple[str, ...], base: str | None, json_out: bool) -> No
     """Build (--build) and list bisector's images with their digests."""
     from dataclasses import asdict
 
-    from bisector import images as img
+    from bisector.app import images as img
 
     for role in build_roles:
         err.print(f"building {img.IMAGES[role]} on {base or 'the default CUDA base'} ...")

@@ -19,13 +19,13 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from bisector.base.errors import InterruptedBisection, UsageError
 from bisector.cli import config_file
 from bisector.cli.progress import RichEvents, err, out
-from bisector.errors import InterruptedBisection, UsageError
 from bisector.store.db import Store
 
 if TYPE_CHECKING:
-    from bisector.watch.config import WatchConfig
+    from bisector.app.watch.config import WatchConfig
 
 STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan"}
 
@@ -69,7 +69,7 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
     """One idempotent pass of the nightly watch: run each suite's oracles once against its
     newest torch, record the results, and start one bisection per flip (good -> bad or
     bad -> good between a suite's last two results), then announce it."""
-    from bisector.watch.config import load
+    from bisector.app.watch.config import load
 
     paths = [config_path] if config_path else config_file.files()
     if config_path and not config_path.is_file():
@@ -106,7 +106,7 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
 
 def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...],
           fail: bool) -> None:
-    from bisector import app
+    from bisector.app import bisections as app
 
     events = RichEvents(err)
     try:
@@ -135,7 +135,7 @@ def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...
 def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
     """The nightly watch's table: per suite, each oracle against each torch (good / bad /
     skip), the flips, and the bisections they started."""
-    from bisector.watch.table import cell_text, flip_text, table_data, text_lines
+    from bisector.app.watch.table import cell_text, flip_text, table_data, text_lines
 
     data = table_data(c.store(create=False), columns)
     if json_out:

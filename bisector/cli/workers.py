@@ -17,12 +17,12 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from bisector.base.errors import UsageError
 from bisector.cli.config_file import ConfiguredCommand
 from bisector.cli.progress import err, out
-from bisector.errors import UsageError
 from bisector.store.db import Store, url_from
 
-QUEUES = ("probe", "build")  # bisector.workers.queue.QUEUES, without importing procrastinate
+QUEUES = ("probe", "build")  # bisector.queue.procrastinate.QUEUES, without importing procrastinate
 
 ENQUEUE = click.option(
     "--enqueue/--no-enqueue", "enqueue", default=None,
@@ -45,7 +45,7 @@ def check_enqueue(db: str, enqueue: bool | None) -> bool | None:
                          f"{db} is not one: give --db postgresql+psycopg://USER@HOST/DB (or "
                          f"set BISECTOR_DB), or drop --enqueue to probe in this process")
     if enqueue:
-        from bisector import app
+        from bisector.app import bisections as app
 
         app.need_queue()
     return enqueue
@@ -84,7 +84,7 @@ def worker(c: StoreOpener, gpu: str | None, queues: tuple[str, ...], name: str |
     """Take probes from the queue of a PostgreSQL store and run them, one at a time, until
     stopped. SIGTERM or Ctrl-C: the probe in hand finishes (or is handed back after 4 min);
     a worker killed outright loses nothing: its probe is handed to another worker."""
-    from bisector import app
+    from bisector.app import bisections as app
 
     gpu, name = check_gpu(gpu), check_name(name)
     if not url_from(c.db).startswith("postgresql"):  # refused before any file is made
@@ -107,7 +107,7 @@ def _age(iso: str) -> str:
 def workers_cmd(c: StoreOpener, json_out: bool) -> None:
     """List the workers seen in the last day: GPU, queues, the probe each runs now, and its
     last heartbeat (a worker silent past BISECTOR_WORKER_STALE_S is gone)."""
-    from bisector import app
+    from bisector.app import bisections as app
 
     data = app.workers_data(c.store(create=False))
     if json_out:
@@ -140,7 +140,7 @@ def cancel(c: StoreOpener, bisection_id: int, json_out: bool) -> None:
     """Stop a bisection: its probes in flight are killed on their workers and none of them is
     judged; its coordinator stops (an in-process run at its next heartbeat). `bisect resume
     ID` finishes it from what is stored."""
-    from bisector import app
+    from bisector.app import bisections as app
 
     data = app.cancel(c.store(create=False), bisection_id)
     if json_out:

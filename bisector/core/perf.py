@@ -20,7 +20,7 @@ median. Per-run medians need runs, not samples, to reach significance: with m ba
 candidate runs the smallest one-sided p-value is 1/C(m+k, k), so against 3 baseline medians
 one run gives 0.25 at best and only 8 runs get below 0.01 (1/165); against 8 baseline
 medians 4 runs do (1/495). Which is why the caller grows a disagreeing baseline to 8 runs
-(:mod:`bisector.run.perf_search`); below the needed runs a commit stays UNDECIDED, the
+(:mod:`bisector.run.strategies.perf`); below the needed runs a commit stays UNDECIDED, the
 schedule goes on, and at the cap it is skipped.
 
 Pure: no I/O, no clock, no randomness; every failure is a ``ValueError`` with a one-line

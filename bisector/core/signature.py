@@ -10,7 +10,7 @@ Which run "would show the bug" depends on the polarity: with ``failure`` (the us
 it is a failing run; with ``success`` (a repro script that exits 0 when the bug reproduces) it
 is a passing one. The signature always describes the run that shows the bug, so the polarity
 it was judged under is part of the oracle's identity whenever a signature is (see
-:attr:`bisector.oracle.Oracle.sha256`): outcomes stay raw facts about a commit under one key.
+:attr:`bisector.oracle.script.Oracle.sha256`): outcomes stay raw facts about a commit under one key.
 
 :func:`signature` turns a pasted traceback into such a regex for ``bisect oracle new``.
 """

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from bisector.artifacts.installable import Installable
 from bisector.core.verdict import Outcome
-from bisector.oracle import Oracle
+from bisector.oracle.script import Oracle
 
 
 @dataclass(frozen=True)

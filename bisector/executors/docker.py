@@ -15,7 +15,7 @@ start (``make bench`` measures it against ``pip install`` in the same image).
 No string from the repository or the oracle reaches a shell: the environment container runs a
 fixed Python program (:data:`ENV_SCRIPT`) that takes everything as data (a JSON argument and the
 overlay's manifest) and refuses overlay paths that could leave site-packages, and the oracle is
-started through a fixed argv. Containers and their cleanup are :mod:`bisector.containers`'.
+started through a fixed argv. Containers and their cleanup are :mod:`bisector.infra.containers`'.
 """
 
 from __future__ import annotations
@@ -27,11 +27,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from bisector import defaults
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import overlay_summary
-from bisector.command_oracle import is_command
-from bisector.containers import (
+from bisector.base import defaults
+from bisector.base.errors import UsageError
+from bisector.base.paths import FACTS_SCRIPT, cache_dir
+from bisector.core.verdict import classify
+from bisector.executors.base import RunResult, env_name, infra_skip
+from bisector.executors.local import collect_output
+from bisector.infra.containers import (
     ContainerFailed,
     client,
     gpu_requests,
@@ -41,15 +45,9 @@ from bisector.containers import (
     run_as,
     run_container,
 )
-from bisector.core.verdict import classify
-from bisector.errors import UsageError
-from bisector.executors.base import RunResult, env_name, infra_skip
-from bisector.executors.local import collect_output
-from bisector.oracle import Oracle
-from bisector.proc import tail
-from bisector.settings import cache_dir
-
-FACTS_SCRIPT = Path(__file__).resolve().parent.parent / "facts_probe.py"
+from bisector.infra.proc import tail
+from bisector.oracle.command import is_command
+from bisector.oracle.script import Oracle
 
 # Makes one environment in the container, from a JSON spec in argv[1]: a venv at spec["tmp"],
 # the requirements installed with uv, the overlay (if any) laid over site-packages, the facts
@@ -266,7 +264,7 @@ class DockerExecutor:
             gpu: str | None = None) -> RunResult:
         """Run the oracle once in a fresh container; ``gpu`` pins it to that one GPU.
 
-        Raises :class:`bisector.cancel.Stopped` when the run is being stopped; every other
+        Raises :class:`bisector.infra.cancel.Stopped` when the run is being stopped; every other
         failure to run is an infrastructure skip.
         """
         if not docker_runs(oracle):  # refused at start; a hand-edited store gets a skip

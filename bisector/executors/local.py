@@ -20,22 +20,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bisector import cancel
 from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import file_sha256, scratch_dir
 from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay
 from bisector.artifacts.trees import run_tree
-from bisector.command_oracle import is_command, program
+from bisector.base.paths import FACTS_SCRIPT, cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip
-from bisector.oracle import Oracle
-from bisector.owner import owner_id
-from bisector.proc import call, cap_output, reaped, reaper_env, run_logged, tail
-from bisector.settings import cache_dir, uv_cache_dir
+from bisector.infra import cancel
+from bisector.infra.owner import owner_id
+from bisector.infra.proc import call, cap_output, reaped, reaper_env, run_logged, tail
+from bisector.oracle.command import is_command, program
+from bisector.oracle.script import Oracle
 
-FACTS_SCRIPT = Path(__file__).resolve().parent.parent / "facts_probe.py"
 # Variables that would let the host's environment leak into the probed one.
 SCRUB = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "CONDA_PREFIX")
 

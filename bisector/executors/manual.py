@@ -1,5 +1,5 @@
 """The manual executor: the local executor's environment and the commit's tree, a person's
-answer instead of an oracle run (:mod:`bisector.manual`).
+answer instead of an oracle run (:mod:`bisector.oracle.manual`).
 
 It implements the same :class:`~bisector.executors.base.Executor` protocol, so the pipeline,
 the store, ``resume``, reports and the search treat a person's answer exactly as an oracle's
@@ -22,8 +22,8 @@ from bisector.artifacts.installable import Installable
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
 from bisector.executors.local import InstallFailed, LocalExecutor
-from bisector.manual import Answer, Asks, ManualProbe
-from bisector.oracle import Oracle
+from bisector.oracle.manual import Answer, Asks, ManualProbe
+from bisector.oracle.script import Oracle
 
 WORDS = {Answer.BUG: "shows the bug", Answer.NO_BUG: "does not show the bug",
          Answer.SKIP: "cannot be judged"}

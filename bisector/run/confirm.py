@@ -26,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bisector import history, plan
+from bisector.app import plan
 from bisector.artifacts.provider import Obtained, Unobtainable
 from bisector.core import noisy
 from bisector.core.search import Verdict
+from bisector.project import history
 from bisector.run.pipeline import NullRecorder, Pipeline
 from bisector.store import verdicts
 from bisector.store.records import NewRun
@@ -77,7 +78,7 @@ def is_confirmation(facts: dict[str, Any]) -> bool:
 def runs_each(runner: Runner) -> int:
     """Once for a deterministic oracle; a flaky one gets as many as each endpoint (evidence for
     the posterior), a performance one enough samples for the rank test: what ``bisect plan``
-    prices (:func:`bisector.plan.confirm_runs`)."""
+    prices (:func:`bisector.app.plan.confirm_runs`)."""
     return plan.confirm_runs(runner.oracle.meta)
 
 

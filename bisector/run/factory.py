@@ -1,7 +1,7 @@
 """Building a run's parts from its configuration, in one place.
 
 ``start``, ``resume``, ``plan`` and (later) a worker all get their executor, builder and
-artifact provider here, from the stored :class:`~bisector.config.RunConfig`, so a resumed run
+artifact provider here, from the stored :class:`~bisector.run.config.RunConfig`, so a resumed run
 builds and executes exactly the way it started.
 """
 
@@ -20,21 +20,21 @@ from typing import Any
 
 import git
 
-from bisector import history
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.provider import Provider, Recipe, Sources
 from bisector.artifacts.trees import Trees
-from bisector.config import RunConfig
-from bisector.errors import UsageError
-from bisector.events import Events
+from bisector.base.errors import UsageError
+from bisector.base.events import Events
+from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.base.paths import cache_dir, host_build_env
 from bisector.executors.base import Executor
 from bisector.executors.docker import DockerExecutor
 from bisector.executors.local import LocalExecutor
-from bisector.kinds import BuildPlace, ExecutorKind
-from bisector.oracle import Oracle, parse_metadata
-from bisector.profiles import Profile, get_profile
-from bisector.settings import cache_dir, host_build_env
+from bisector.oracle.script import Oracle, parse_metadata
+from bisector.project import history
+from bisector.project.profiles import Profile, get_profile
+from bisector.run.config import RunConfig
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import OracleRecord
@@ -109,7 +109,7 @@ def materialise_oracle(row: OracleRecord) -> Oracle:
     oracle = Oracle(row.name, Path(row.name), content, parse_metadata(row.content, row.name),
                     judging)
     if oracle.sha256 != row.sha256:
-        from bisector.errors import StoreError
+        from bisector.base.errors import StoreError
 
         raise StoreError(f"the stored oracle {row.name} does not match its hash "
                          f"{row.sha256[:12]}: the store was edited; start a new bisection")
@@ -143,7 +143,7 @@ class Parts:
         if not self.cfg.request.manual:
             return made
         from bisector.executors.manual import ManualExecutor
-        from bisector.manual import Asks
+        from bisector.oracle.manual import Asks
 
         if not isinstance(self.events, Asks) or not isinstance(made, LocalExecutor):
             raise UsageError("--manual asks a person at a terminal: run it with bisect start "

@@ -15,10 +15,11 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-from bisector import cancel, defaults
-from bisector.errors import BusyError
-from bisector.kinds import State
-from bisector.owner import owner_alive, owner_id
+from bisector.base import defaults
+from bisector.base.errors import BusyError
+from bisector.base.kinds import State
+from bisector.infra import cancel
+from bisector.infra.owner import owner_alive, owner_id
 from bisector.store import bisections, claims
 from bisector.store.db import Store
 

@@ -17,17 +17,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from bisector import cancel
 from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.base.errors import LeaseLost
+from bisector.base.events import Events, QuietEvents
+from bisector.base.paths import logs_dir
 from bisector.core import perf, signature
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
-from bisector.errors import LeaseLost
-from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor, RunResult
-from bisector.oracle import Oracle
-from bisector.owner import owner_alive
-from bisector.settings import logs_dir
+from bisector.infra import cancel
+from bisector.infra.owner import owner_alive
+from bisector.oracle.script import Oracle
 from bisector.store import claims, verdicts
 from bisector.store.db import Store
 from bisector.store.records import NewRun, RunRecord

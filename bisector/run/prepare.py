@@ -1,7 +1,7 @@
 """From a request to a stored bisection: validate, resolve, discover wheels, record.
 
 ``prepare`` checks every input (repository, refs, range, oracle, profile, executor, builder)
-and resolves the :class:`~bisector.config.RunConfig` without touching the store, so a refused
+and resolves the :class:`~bisector.run.config.RunConfig` without touching the store, so a refused
 ``start`` does not even create a database. ``discover`` maps the indexes' wheels onto the
 candidates (an index problem stops here, before anything is recorded); ``record`` stores the
 bisection and its frozen candidate list in one transaction.
@@ -22,7 +22,6 @@ from typing import Any
 import cattrs
 import git
 
-from bisector import history
 from bisector.artifacts.build import (
     build_settings,
     detect_cuda_arch,
@@ -33,8 +32,19 @@ from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import InstalledBase, find_installed
 from bisector.artifacts.nightly_urls import DIRECT
 from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
-from bisector.command_oracle import bind_match, oracle_for
-from bisector.config import (
+from bisector.base.errors import UsageError
+from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.base.paths import cache_dir, data_dir
+from bisector.core.verdict import Rules
+from bisector.executors.docker import DOCKER_REFUSAL, DockerExecutor, docker_runs
+from bisector.infra.owner import owner_id
+from bisector.oracle.command import bind_match, oracle_for
+from bisector.oracle.manual import manual_oracle
+from bisector.oracle.script import Oracle, bundled_oracles_dir
+from bisector.project import history
+from bisector.project.interpreter import choose_python
+from bisector.project.profiles import Profile, detect_profile, get_profile
+from bisector.run.config import (
     BuildConfig,
     DockerConfig,
     PlacedPrebuilt,
@@ -42,17 +52,7 @@ from bisector.config import (
     RunConfig,
     encode,
 )
-from bisector.core.verdict import Rules
-from bisector.errors import UsageError
-from bisector.executors.docker import DOCKER_REFUSAL, DockerExecutor, docker_runs
-from bisector.interpreter import choose_python
-from bisector.kinds import BuildPlace, ExecutorKind
-from bisector.manual import manual_oracle
-from bisector.oracle import Oracle, bundled_oracles_dir
-from bisector.owner import owner_id
-from bisector.profiles import Profile, detect_profile, get_profile
 from bisector.run.factory import builder_for, executor_for
-from bisector.settings import cache_dir, data_dir
 from bisector.store import bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store

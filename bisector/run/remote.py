@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from bisector import defaults
 from bisector.artifacts.provider import COST
+from bisector.base import defaults
+from bisector.base.errors import BisectorError, Cancelled, LeaseLost
+from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
-from bisector.errors import BisectorError, Cancelled, LeaseLost
-from bisector.kinds import TaskState
 from bisector.run.pipeline import StoreRecorder
 from bisector.store import claims, tasks, workers
 from bisector.store.db import Store

@@ -22,8 +22,10 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bisector import cancel
 from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.base.errors import Cancelled, EndpointError, LeaseLost
+from bisector.base.events import Events, QuietEvents
+from bisector.base.kinds import State
 from bisector.core.search import (
     Culprit,
     Probe,
@@ -36,16 +38,15 @@ from bisector.core.search import (
     remaining_estimate,
 )
 from bisector.core.verdict import Rules
-from bisector.errors import Cancelled, EndpointError, LeaseLost
-from bisector.events import Events, QuietEvents
 from bisector.executors.base import Executor
-from bisector.kinds import State
-from bisector.oracle import Oracle
-from bisector.run import confirm, perf_search
-from bisector.run import noisy as noisy_search
+from bisector.infra import cancel
+from bisector.oracle.script import Oracle
+from bisector.run import confirm
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
 from bisector.run.remote import Remote, cancelled_message
+from bisector.run.strategies import noisy as noisy_search
+from bisector.run.strategies import perf as perf_search
 from bisector.store import bisections, durations, verdicts
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, RunRecord

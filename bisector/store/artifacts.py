@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from bisector.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.store import models as m
 from bisector.store.db import Store
 from bisector.store.records import ArtifactRecord, ArtifactUse, NewArtifact

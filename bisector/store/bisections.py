@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from bisector.errors import NotFoundError
-from bisector.kinds import State
+from bisector.base.errors import NotFoundError
+from bisector.base.kinds import State
 from bisector.store import models as m
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, OracleRecord

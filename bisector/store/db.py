@@ -24,11 +24,12 @@ from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bisector.errors import StoreError
+from bisector.base.errors import StoreError
+from bisector.base.paths import PACKAGE_DIR
 
 
 def migrations_dir() -> Path:
-    here = Path(__file__).resolve().parent.parent
+    here = PACKAGE_DIR
     for cand in (here.parent / "migrations", here / "_migrations"):
         if (cand / "env.py").is_file():
             return cand
@@ -216,6 +217,6 @@ def migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def default_db() -> str:
-    from bisector.settings import data_dir
+    from bisector.base.paths import data_dir
 
     return os.environ.get("BISECTOR_DB") or str(data_dir() / "bisector.db")

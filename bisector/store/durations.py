@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Select, select
 
-from bisector.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.store import models as m
 from bisector.store.db import Store
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Outcome
-from bisector.kinds import ArtifactKind, ArtifactStatus, State
 
 
 @dataclass(frozen=True)

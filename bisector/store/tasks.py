@@ -19,7 +19,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from bisector.kinds import TaskState
+from bisector.base.kinds import TaskState
 from bisector.store import models as m
 from bisector.store.bisections import owned_by
 from bisector.store.db import Store

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from bisector.owner import owner_alive
+from bisector.infra.owner import owner_alive
 from bisector.store import models as m
 from bisector.store.db import Store
 

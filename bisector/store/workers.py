@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from bisector import defaults
-from bisector.kinds import WorkerState
-from bisector.owner import owner_alive
+from bisector.base import defaults
+from bisector.base.kinds import WorkerState
+from bisector.infra.owner import owner_alive
 from bisector.store import models as m
 from bisector.store.db import Store
 

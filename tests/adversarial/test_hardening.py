@@ -24,8 +24,8 @@ from pathlib import Path
 import git
 import pytest
 
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts.export import export_tree, tree_entries
-from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT, run_cli
 
 pytestmark = pytest.mark.adversarial
@@ -509,7 +509,7 @@ def test_scratch_folders_of_killed_processes_are_swept(home: Path,
 ])
 def test_the_reaper_reports_the_oracle_exactly(script: str, expected: int) -> None:
     """An oracle killed by SIGKILL (the OOM killer) must not look like exit 1 (a verdict)."""
-    from bisector.proc import reaped
+    from bisector.infra.proc import reaped
 
     r = subprocess.run(reaped(["sh", "-c", script], "test|x"), check=False)
     assert r.returncode == expected
@@ -517,7 +517,7 @@ def test_the_reaper_reports_the_oracle_exactly(script: str, expected: int) -> No
 
 def test_the_reapers_own_failure_is_never_a_verdict() -> None:
     from bisector.core.verdict import Outcome, classify
-    from bisector.proc import reaped
+    from bisector.infra.proc import reaped
 
     r = subprocess.run(reaped(["/no/such/interpreter"], "test|x"), capture_output=True,
                        check=False)

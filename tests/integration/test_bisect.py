@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.core.search import max_probes
-from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT, run_cli
 
 ORACLES = ROOT / "tests" / "oracles"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from bisector.app.demo.torchlet import generate
 from bisector.store import models as m
 from bisector.store.db import open_store
-from bisector.synthetic import generate
 from tests.conftest import run_cli
 
 

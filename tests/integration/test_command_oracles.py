@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from tests.conftest import run_cli
 
 # Run in the commit's tree (the file is found relative to it) with the environment's python

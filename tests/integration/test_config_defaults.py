@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from bisector.synthetic import generate
+from bisector.app.demo.torchlet import generate
 from tests.conftest import BISECT
 
 

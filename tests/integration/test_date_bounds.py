@@ -9,9 +9,9 @@ from pathlib import Path
 import git
 import pytest
 
-from bisector import history
-from bisector.errors import RepoError
-from bisector.synthetic import generate
+from bisector.app.demo.torchlet import generate
+from bisector.base.errors import RepoError
+from bisector.project import history
 from tests.conftest import run_cli
 
 

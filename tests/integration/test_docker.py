@@ -25,11 +25,16 @@ from pathlib import Path
 import git
 import pytest
 
-from bisector import cancel, defaults
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts.build import build_key, build_wheel, uv_binary
 from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import Installable
-from bisector.containers import (
+from bisector.base import defaults
+from bisector.base.paths import FACTS_SCRIPT
+from bisector.core.verdict import Outcome
+from bisector.executors.docker import ENV_SCRIPT, DockerExecutor
+from bisector.infra import cancel
+from bisector.infra.containers import (
     SCOPE,
     SCOPE_ENV,
     ContainerFailed,
@@ -37,11 +42,8 @@ from bisector.containers import (
     labelled,
     run_container,
 )
-from bisector.core.verdict import Outcome
-from bisector.executors.docker import ENV_SCRIPT, DockerExecutor
-from bisector.oracle import load_oracle
-from bisector.profiles import TORCHLET
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.oracle.script import load_oracle
+from bisector.project.profiles import TORCHLET
 from tests import minitorch
 from tests.conftest import BISECT, ROOT, run_cli
 
@@ -52,7 +54,7 @@ ORACLES = ROOT / "tests" / "oracles"
 @pytest.fixture(scope="session")
 def images() -> None:
     subprocess.run([str(ROOT / "docker" / "make-base.sh"), BASE], check=True)
-    from bisector import images as img
+    from bisector.app import images as img
 
     for role in ("runtime", "builder"):
         info = img.build(role, BASE)
@@ -175,7 +177,7 @@ def test_overlay_paths_are_data_never_shell(tmp_path: Path) -> None:
                                                      "changed": changed, "deleted": []}))
         spec = {"tmp": str(tmp_path / f".tmp-{name}"), "final": str(tmp_path / name),
                 "install": [], "overlay": str(ov), "import_name": "",
-                "facts": str(ROOT / "bisector" / "facts_probe.py")}
+                "facts": str(FACTS_SCRIPT)}
         env = {**os.environ, "PATH": f"{Path(uv_binary()).parent}:{os.environ['PATH']}",
                "UV_OFFLINE": "1"}
         return subprocess.run([sys.executable, "-c", ENV_SCRIPT, json.dumps(spec)], cwd=tmp_path,

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from bisector import web
+from bisector.app.demo.torchlet import generate
 from bisector.store.db import open_store
-from bisector.synthetic import generate
+from bisector.web import server as web
 from tests.conftest import run_cli
 
 DAY = 86400

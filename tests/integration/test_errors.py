@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from tests.conftest import ROOT, make_unrelated_repo, run_cli
 
 ORACLES = ROOT / "tests" / "oracles"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.interpreter import choose_python
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.project.interpreter import choose_python
 from tests.conftest import BISECT, ROOT
 
 REPRO = "assert 1 + 1 == 3, 'the bug'\n"

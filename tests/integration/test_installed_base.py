@@ -9,9 +9,9 @@ from pathlib import Path
 
 import git
 
+from bisector.app.demo.torchlet import generate
 from bisector.artifacts.build import build_wheel
-from bisector.profiles import TORCHLET
-from bisector.synthetic import generate
+from bisector.project.profiles import TORCHLET
 from tests.gpu.overlay_proof import run_proof
 
 

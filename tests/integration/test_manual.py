@@ -10,7 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT, run_cli
 
 ASKED = re.compile(r"judge ([0-9a-f]{12})")

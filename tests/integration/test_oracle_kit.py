@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.oracle import load_oracle
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.oracle.script import load_oracle
 from tests.conftest import run_cli
 
 CRASH_REPRO = '''\

@@ -8,7 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from bisector.synthetic import generate
+from bisector.app.demo.torchlet import generate
 from tests.conftest import run_cli
 
 TIMER = '''# /// script

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bisector.plan import DEFAULT_COSTS
-from bisector.synthetic import generate
+from bisector.app.demo.torchlet import generate
+from bisector.app.plan import DEFAULT_COSTS
 from tests.conftest import ROOT, run_cli
 
 

@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 
-from bisector.errors import StoreError
+from bisector.base.errors import StoreError
 from bisector.store.db import open_store
 from bisector.store.models import Base
 

@@ -13,7 +13,7 @@ import git
 
 from bisector.artifacts.build import build_wheel
 from bisector.artifacts.export import export_tree, gitlinks
-from bisector.profiles import GENERIC, PYTORCH
+from bisector.project.profiles import GENERIC, PYTORCH
 from tests import minitorch, vcs_projects
 from tests.conftest import run_cli
 

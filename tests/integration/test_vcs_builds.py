@@ -21,11 +21,11 @@ from pathlib import Path
 import git
 import pytest
 
-from bisector import cancel
 from bisector.artifacts.build import BuildResult, build_wheel
 from bisector.artifacts.docker_build import DockerBuilder, repository_id
-from bisector.containers import client
-from bisector.profiles import GENERIC
+from bisector.infra import cancel
+from bisector.infra.containers import client
+from bisector.project.profiles import GENERIC
 from tests import vcs_projects
 from tests.conftest import ROOT, run_cli
 
@@ -149,7 +149,7 @@ def builder_image() -> None:
     """The builder image on the local Debian base, as tests/integration/test_docker.py makes it
     (the Docker engine is needed; no registry)."""
     subprocess.run([str(ROOT / "docker" / "make-base.sh"), DOCKER_BASE], check=True)
-    from bisector import images as img
+    from bisector.app import images as img
 
     assert img.build("builder", DOCKER_BASE).id
 

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store import models as m
 from bisector.store.db import open_store
-from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT, run_cli
 from tests.index_server import IndexServer
 from tests.nightlies import publish
@@ -166,7 +166,7 @@ def test_a_flip_starts_one_bisection_that_names_the_planted_commit(
 
     from starlette.testclient import TestClient
 
-    from bisector.web import create_app
+    from bisector.web.server import create_app
 
     client = TestClient(create_app(store))
     page = client.get("/watch")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.owner import owner_id
+from bisector.infra.owner import owner_id
 from bisector.store import watch as ws
 from bisector.store.db import open_store
 from tests.conftest import ROOT, run_cli

@@ -17,9 +17,10 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from bisector import app, web
+from bisector.app import bisections as app
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store.db import open_store
-from bisector.synthetic import SyntheticHistory, generate
+from bisector.web import server as web
 from tests.conftest import BISECT, ROOT
 
 EVIL = '<script>document.title="owned"</script> Simplify the norm'

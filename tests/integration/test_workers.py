@@ -23,14 +23,14 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.base.kinds import TaskState
 from bisector.core.verdict import Outcome
-from bisector.kinds import TaskState
 from bisector.run.remote import Superseded, TaskRecorder
 from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store, open_store
 from bisector.store.records import NewRun
 from bisector.store.verdicts import Key
-from bisector.synthetic import SyntheticHistory, generate
 from tests.conftest import BISECT, ROOT, run_cli
 
 FAST = {"BISECTOR_WORKER_BEAT_S": "1", "BISECTOR_WORKER_STALE_S": "4",

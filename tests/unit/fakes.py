@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bisector import cancel
 from bisector.artifacts.build import BuildRun
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.provider import Obtained, Unobtainable
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.executors.base import RunResult
-from bisector.oracle import Oracle, OracleMeta
-from bisector.owner import owner_id
+from bisector.infra import cancel
+from bisector.infra.owner import owner_id
+from bisector.oracle.script import Oracle, OracleMeta
 from bisector.run.lease import Lease
 from bisector.run.runner import Runner
 from bisector.store import bisections

@@ -17,9 +17,9 @@ from bisector.artifacts.build import (
     parse_ccache_log,
 )
 from bisector.artifacts.export import uninitialised_hint
-from bisector.config import Request
-from bisector.errors import UsageError
-from bisector.profiles import GENERIC, PYTORCH, TORCHLET
+from bisector.base.errors import UsageError
+from bisector.project.profiles import GENERIC, PYTORCH, TORCHLET
+from bisector.run.config import Request
 from bisector.run.prepare import parse_build_env, resolve_cuda_arch
 
 STATS_LOG = """\

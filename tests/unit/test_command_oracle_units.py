@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
+from bisector.base.errors import OracleError, UsageError
 from bisector.cli import start
-from bisector.command_oracle import (
+from bisector.core.signature import failure_line, refine, signature
+from bisector.core.verdict import Outcome, Polarity
+from bisector.oracle.command import (
     argv_of,
     bind_match,
     command_oracle,
     oracle_for,
     program,
 )
-from bisector.config import Request, reproduce_command, request_from
-from bisector.core.signature import failure_line, refine, signature
-from bisector.core.verdict import Outcome, Polarity
-from bisector.errors import OracleError, UsageError
-from bisector.oracle import foreign_interpreter, load_oracle, parse_metadata
+from bisector.oracle.script import foreign_interpreter, load_oracle, parse_metadata
+from bisector.run.config import Request, reproduce_command, request_from
 from bisector.run.factory import materialise_oracle
 from bisector.store.records import OracleRecord
 

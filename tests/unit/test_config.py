@@ -9,11 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from bisector import defaults
 from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
+from bisector.base import defaults
+from bisector.base.errors import UsageError
+from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.cli import start
-from bisector.config import (
+from bisector.core.verdict import Polarity, Rules, TimeoutRule
+from bisector.run.config import (
     SPEED_ONLY,
     BuildConfig,
     DockerConfig,
@@ -25,9 +28,6 @@ from bisector.config import (
     reproduce_command,
     request_from,
 )
-from bisector.core.verdict import Polarity, Rules, TimeoutRule
-from bisector.errors import UsageError
-from bisector.kinds import BuildPlace, ExecutorKind
 
 EVERYTHING = Request(
     good="v2.8.0", bad="v2.9.1", oracle="/abs/oracle.py", repo=Path("/src/pytorch"),

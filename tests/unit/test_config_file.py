@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bisector.base.errors import UsageError
 from bisector.cli import cli
 from bisector.cli.config_file import files, load, repo_file
-from bisector.errors import UsageError
 
 
 def write(path: Path, text: str) -> Path:

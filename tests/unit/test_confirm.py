@@ -10,15 +10,16 @@ from typing import Any
 
 import pytest
 
-from bisector import report
+from bisector.app import reports as report
+from bisector.base.events import QuietEvents
+from bisector.base.kinds import State
 from bisector.core.noisy import Posterior
 from bisector.core.verdict import Outcome
-from bisector.events import QuietEvents
-from bisector.kinds import State
-from bisector.run import confirm, perf_search
-from bisector.run import noisy as noisy_run
+from bisector.run import confirm
 from bisector.run.confirm import Confirmation
 from bisector.run.runner import Runner
+from bisector.run.strategies import noisy as noisy_run
+from bisector.run.strategies import perf as perf_search
 from bisector.store import verdicts
 from bisector.store.db import Store
 from bisector.store.records import NewRun

@@ -12,16 +12,18 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from bisector import app, cleanup, disk
+from bisector.app import bisections as app
+from bisector.app import disk
+from bisector.app import gc as cleanup
 from bisector.artifacts.cache import wheel_dir
 from bisector.artifacts.provider import Provider, Recipe
-from bisector.errors import UsageError
-from bisector.events import QuietEvents
+from bisector.base.errors import UsageError
+from bisector.base.events import QuietEvents
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
+from bisector.base.paths import cache_dir, logs_dir
 from bisector.executors.base import env_name
-from bisector.kinds import ArtifactKind, ArtifactStatus, State
-from bisector.owner import owner_id
-from bisector.profiles import TORCHLET
-from bisector.settings import cache_dir, logs_dir
+from bisector.infra.owner import owner_id
+from bisector.project.profiles import TORCHLET
 from bisector.store import bisections
 from bisector.store import models as m
 from bisector.store.artifacts import ArtifactStore

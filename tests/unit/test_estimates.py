@@ -7,11 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bisector.base.events import QuietEvents
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
-from bisector.events import QuietEvents
-from bisector.kinds import ArtifactKind, ArtifactStatus
-from bisector.owner import owner_id
+from bisector.infra.owner import owner_id
 from bisector.run.runner import Runner, stored_verdicts
 from bisector.store import bisections, durations, verdicts
 from bisector.store.artifacts import ArtifactStore

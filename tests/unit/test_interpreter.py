@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bisector.interpreter import choose_python, on_path
+from bisector.project.interpreter import choose_python, on_path
 
 
 def _exe(path: Path) -> Path:

@@ -24,7 +24,7 @@ from bisector.artifacts.nightly_urls import (
     summary,
     tag_suffixes,
 )
-from bisector.profiles import PYTORCH, TORCHLET
+from bisector.project.profiles import PYTORCH, TORCHLET
 
 INDEX = "http://index.invalid/whl/nightly/cu128/"
 LINUX = ["manylinux_2_35_x86_64", "manylinux_2_28_x86_64", "manylinux_2_17_x86_64",

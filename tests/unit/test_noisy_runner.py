@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bisector.base.errors import EndpointError
+from bisector.base.kinds import State
 from bisector.core.verdict import Outcome
-from bisector.errors import EndpointError
-from bisector.kinds import State
-from bisector.oracle import Oracle
-from bisector.owner import owner_id
+from bisector.infra.owner import owner_id
+from bisector.oracle.script import Oracle
 from bisector.store import bisections, verdicts
 from bisector.store.db import Store
 from bisector.store.records import NewRun
@@ -142,7 +142,7 @@ def test_commits_that_never_build_are_stepped_around_not_probed_forever(store: S
 
 
 def test_an_endpoint_that_only_skips_after_one_answer_stops(store: Store) -> None:
-    from bisector.run.noisy import Evidence, endpoints
+    from bisector.run.strategies.noisy import Evidence, endpoints
 
     ev = Evidence(((0, True), (9, True), (9, True), (9, True)), {0: 5000})
     stop = endpoints(ev, 10, 3)
@@ -156,7 +156,7 @@ def _skip(store: Store, key: verdicts.Key, sha: str, facts: dict[str, object]) -
 
 
 def test_only_permanent_skips_of_other_bisections_count_against_a_commit(store: Store) -> None:
-    from bisector.run.noisy import UNTESTABLE_SKIPS, gather, testable
+    from bisector.run.strategies.noisy import UNTESTABLE_SKIPS, gather, testable
 
     cands = shas(20)
     bid = new_bisection(store, cands, oracle=FLAKY)

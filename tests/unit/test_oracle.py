@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from bisector.base.errors import OracleError
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules, TimeoutRule, classify
-from bisector.errors import OracleError
-from bisector.oracle import load_oracle, parse_metadata, resolve_oracle
+from bisector.oracle.script import load_oracle, parse_metadata, resolve_oracle
 
 META = """\
 # /// script

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.errors import OracleError
-from bisector.oracle import bundled_oracles_dir, list_oracles, oracle_dirs, resolve_oracle
+from bisector.base.errors import OracleError
+from bisector.oracle.script import bundled_oracles_dir, list_oracles, oracle_dirs, resolve_oracle
 
 
 @pytest.fixture

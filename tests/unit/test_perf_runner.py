@@ -16,17 +16,17 @@ from types import SimpleNamespace
 import pytest
 
 from bisector.artifacts.installable import Installable
-from bisector.config import Request
+from bisector.base.errors import EndpointError, UsageError
+from bisector.base.kinds import State
 from bisector.core import perf
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity
-from bisector.errors import EndpointError, UsageError
 from bisector.executors.base import RunResult
-from bisector.kinds import State
-from bisector.oracle import Oracle
-from bisector.run import perf_search
-from bisector.run.perf_search import Run
+from bisector.oracle.script import Oracle
+from bisector.run.config import Request
 from bisector.run.prepare import prepare
+from bisector.run.strategies import perf as perf_search
+from bisector.run.strategies.perf import Run
 from bisector.store import verdicts
 from bisector.store.db import Store
 from bisector.store.records import NewRun

@@ -8,11 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bisector.artifacts.provider import COST
-from bisector.core.search import Verdict
-from bisector.errors import UsageError
-from bisector.oracle import OracleMeta
-from bisector.plan import (
+from bisector.app.plan import (
     DEFAULT_COSTS,
     Kind,
     Sampling,
@@ -24,6 +20,10 @@ from bisector.plan import (
     sampling_for,
     simulate,
 )
+from bisector.artifacts.provider import COST
+from bisector.base.errors import UsageError
+from bisector.core.search import Verdict
+from bisector.oracle.script import OracleMeta
 from bisector.store.durations import Measured
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP

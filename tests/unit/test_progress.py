@@ -14,7 +14,7 @@ from rich.console import Console
 from bisector.artifacts.index import whole_size
 from bisector.cli.progress import RichEvents, clock
 from bisector.core.search import Verdict
-from bisector.proc import follow
+from bisector.infra.proc import follow
 
 
 class Clock:

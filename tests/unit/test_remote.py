@@ -9,10 +9,10 @@ import threading
 
 import pytest
 
-from bisector import cancel
+from bisector.base.errors import Cancelled
+from bisector.base.kinds import State, TaskState
 from bisector.core.verdict import Rules
-from bisector.errors import Cancelled
-from bisector.kinds import State, TaskState
+from bisector.infra import cancel
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline
 from bisector.run.remote import ProbeFailed, Remote, TaskRecorder

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from bisector import html_report, issue_report
-from bisector.config import Request
+from bisector.app import html as html_report
+from bisector.app import issue as issue_report
+from bisector.run.config import Request
 
 
 def _probe(seq: int, pos: int, verdict: str, seconds: float = 1.0, **kw: Any) -> dict[str, Any]:
@@ -146,7 +147,7 @@ def test_report_escapes_what_git_and_oracles_wrote() -> None:
 
 
 def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() -> None:
-    from bisector.report import confirmation_summary
+    from bisector.app.reports import confirmation_summary
 
     runs = [{"run": i, "verdict": v, "reason": "exit"} for i, v in enumerate(["bad", "good"])]
     c = {"status": "confirmed", "culprit": runs, "parent": runs[1:], "judged_by": "posterior",

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from bisector import cancel
+from bisector.base.errors import BusyError, EndpointError, LeaseLost
+from bisector.base.kinds import State
 from bisector.core.verdict import Outcome, Rules
-from bisector.errors import BusyError, EndpointError, LeaseLost
-from bisector.kinds import State
+from bisector.infra import cancel
 from bisector.run.lease import Lease
 from bisector.store import bisections, verdicts
 from bisector.store.db import Store
@@ -197,7 +197,7 @@ def test_a_live_owner_is_never_displaced_and_a_dead_one_is_taken_over(store: Sto
     import os
     import socket
 
-    from bisector.owner import _me
+    from bisector.infra.owner import _me
 
     parent = _me(os.getppid())  # a live process that is not us
     busy = new_bisection(store, cands, owner=parent)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from bisector.app.watch.config import Notify, load
+from bisector.app.watch.notify import send
+from bisector.base.errors import BisectorError, OracleError, UsageError
 from bisector.cli.watch import next_time
-from bisector.errors import BisectorError, OracleError, UsageError
-from bisector.notify import send
-from bisector.watch.config import Notify, load
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -1,0 +1,138 @@
+"""``bisect check``: run one oracle once and say what it decides, with the facts it ran under.
+
+The quickest answer to "does it reproduce here?". It uses exactly the code a bisection uses
+(facts collection, oracle run, classification), against one of three environments: the Python
+already installed on this host (``system``), a given wheel, or a commit built from source.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
+from bisector.artifacts.cache import file_sha256
+from bisector.artifacts.installable import Installable
+from bisector.artifacts.provider import Obtained
+from bisector.artifacts.trees import Trees
+from bisector.base.errors import BisectorError, BuildError, UsageError
+from bisector.core.search import Verdict
+from bisector.core.verdict import Polarity, Rules
+from bisector.executors.base import Executor, RunResult
+from bisector.executors.local import LocalExecutor, SystemExecutor
+from bisector.oracle.command import bind_match, oracle_for
+from bisector.oracle.script import Oracle
+from bisector.project import history
+from bisector.project.interpreter import choose_python
+from bisector.project.profiles import Profile, get_profile
+from bisector.run.factory import CachedHostBuilder
+from bisector.run.pipeline import NullRecorder, Pipeline
+from bisector.run.prepare import pick_profile
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    oracle: Oracle
+    verdict: Verdict
+    polarity: Polarity
+    run: RunResult
+    environment: str
+    python: str
+
+    def as_dict(self) -> dict[str, Any]:
+        r = self.run
+        return {
+            "oracle": {"name": self.oracle.name, "sha256": self.oracle.sha256},
+            "environment": self.environment,
+            "python": self.python,
+            "verdict": self.verdict.value,
+            "outcome": r.outcome.value,
+            "polarity": self.polarity.value,
+            "exit_code": r.exit_code,
+            "reason": r.reason,
+            "duration_s": round(r.duration_s, 3),
+            "stdout": str(r.stdout_path) if r.stdout_path else None,
+            "stderr": str(r.stderr_path) if r.stderr_path else None,
+            "output_tail": r.output_tail,
+            "facts": r.facts,
+        }
+
+
+def check(
+    oracle_spec: str,
+    *,
+    python: str | None = None,
+    system: bool = False,
+    wheel: Path | None = None,
+    commit: str | None = None,
+    repo: Path = Path("."),
+    profile_name: str | None = None,
+    regress: Polarity | None = None,
+    gpu: str | None = None,
+    note: Callable[[str], None] = lambda _text: None,
+    command: tuple[str, ...] = (),
+    match: str | None = None,
+    timeout: float | None = None,
+    dependencies: tuple[str, ...] = (),
+) -> CheckResult:
+    """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
+
+    ``python`` None: the interpreter :func:`~bisector.project.interpreter.choose_python` picks for
+    the profile's package, told to ``note`` before anything runs (a long build included). A command
+    oracle runs in ``commit``'s exported tree with ``--commit``, else in the current folder (there
+    is no commit to export)."""
+    if sum((system, wheel is not None, commit is not None)) != 1:
+        raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
+    oracle = oracle_for(oracle_spec, command, timeout=timeout, dependencies=dependencies)
+    rules = Rules(regress or oracle.meta.polarity, False, oracle.meta.on_timeout)
+    oracle = bind_match(oracle, match, rules.polarity)
+    profile = _profile(repo, commit, profile_name)
+    interpreter = choose_python(python, profile.import_name)
+    note(interpreter.note)
+    python = interpreter.path
+    executor: Executor = LocalExecutor(python, profile.import_name)
+    sha = ""
+    if system:
+        inst, env = Installable("system", "system"), f"system Python {python}"
+        executor = SystemExecutor(python, profile.import_name)
+    elif wheel is not None:
+        if not wheel.is_file():
+            raise UsageError(f"wheel {wheel} does not exist: check the path")
+        key = hashlib.sha256(f"wheel:{file_sha256(wheel)}".encode()).hexdigest()
+        env = f"wheel {wheel.name}"
+        inst = Installable(key, env, wheel=wheel)
+    else:
+        assert commit is not None
+        r = history.open_repo(repo)
+        sha = history.resolve(r, commit, "commit")
+        executor = LocalExecutor(python, profile.import_name, trees=Trees(str(repo)))
+        key, _ = build_key(profile, sha, python)
+        built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python))
+        if not built.ok or built.wheel is None:
+            raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
+                             f"(log: {built.log_path})")
+        env = f"source build of {sha[:12]}"
+        inst = Installable(key, env, wheel=built.wheel)
+    pipeline = Pipeline(lambda _pos: Obtained(inst, None), executor, oracle, rules,
+                        NullRecorder())
+    res = pipeline.probe(0, sha, gpu=gpu)
+    run = res.run
+    if system and not sha:  # the system torch's own commit, once its facts are known
+        sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")
+    return CheckResult(oracle, res.verdict, rules.polarity, run, env, python)
+
+
+def _profile(repo: Path, commit: str | None, name: str | None) -> Profile:
+    """The profile ``start`` would pick for this repository (detected at the commit or HEAD);
+    PyTorch's when there is no repository (checking an installed torch)."""
+    if name:
+        return get_profile(name)
+    try:
+        r = history.open_repo(repo)
+        sha = history.resolve(r, commit or "HEAD", "commit")
+    except BisectorError:
+        return get_profile("pytorch")
+    return pick_profile(r, sha, None)

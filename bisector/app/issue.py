@@ -1,0 +1,251 @@
+"""The report a person pastes into a GitHub issue (``bisect show ID --format issue``).
+
+It is built from the same data as ``bisect show --json`` and written for someone on another
+machine: the culprit with its pull request and author, the two nightlies the regression falls
+between (a user pins the older one), a compare link for the range, the oracle's source and its own
+words at the culprit and at its parent, the environment in the shape of
+``python -m torch.utils.collect_env``, and a reproduce line without local paths. Paths of this
+machine (the clone, bisector's data and cache folders, the home folder, site-packages prefixes)
+are rewritten wherever they appear, so nothing of the box leaks into a public issue.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from bisector.app.reports import (
+    confirmation_summary,
+    noisy_summary,
+    perf_table,
+    suspect_probabilities,
+    suspects_heading,
+    tail,
+)
+from bisector.base.paths import cache_dir, data_dir
+from bisector.oracle.command import argv_of
+from bisector.oracle.script import foreign_interpreter
+from bisector.run.config import Request, reproduce_command
+
+_SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
+# Paths that name a person wherever they appear: home folders and Inductor's per-user cache.
+_GENERIC = [(re.compile(r"/(?:home|Users)/[^/\s\"':]+"), "~"),
+            (re.compile(r"(?<![\w.-])/root(?=/)"), "~"),
+            (re.compile(r"torchinductor_[A-Za-z0-9_.-]+"), "torchinductor_<user>")]
+
+
+def scrubber(repo_path: str, recorded: dict[str, str] | None = None) -> Callable[[str], str]:
+    """A function that rewrites machine paths in a text, longest prefix first: the clone, the
+    folders recorded when the bisection was made (it may have run on another machine or as
+    another user than the one rendering), this machine's, then the generic patterns."""
+    rec = recorded or {}
+    prefixes = [(repo_path.rstrip("/"), "<repo>"), (str(data_dir()), "<bisector-data>"),
+                (str(cache_dir()), "<bisector-cache>"), (str(Path.home()), "~"),
+                (rec.get("data", ""), "<bisector-data>"),
+                (rec.get("cache", ""), "<bisector-cache>"), (rec.get("home", ""), "~")]
+    prefixes = sorted({(p.rstrip("/"), r) for p, r in prefixes if len(p) > 1},
+                      key=lambda x: -len(x[0]))
+
+    def scrub(text: str) -> str:
+        for prefix, placeholder in prefixes:
+            text = text.replace(prefix, placeholder)
+        text = _SITE.sub(r"…/\1/", text)
+        for pattern, placeholder in _GENERIC:
+            text = pattern.sub(placeholder, text)
+        return text
+
+    return scrub
+
+
+def fenced(text: str, info: str = "") -> list[str]:
+    """A code block that ``text`` cannot close: the fence is longer than any backtick run in
+    it (an oracle's output could otherwise end the block and render as live Markdown)."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + info, text, fence]
+
+
+def _is_path(value: str) -> bool:
+    return value.startswith(("/", "./", "../", "~", "file:"))
+
+
+def portable_request(req: Request, repo_name: str, good: str | None = None,
+                     bad: str | None = None) -> Request:
+    """The request as another machine would type it.
+
+    The clone by name; ``good``/``bad`` as given (shas, or tags that resolve to them: a
+    branch like ``main`` moves); the oracle as ``./FILE`` when it was a path (its source is in
+    the report, to be saved under that name); no ``--python``, ``--installed-base`` or
+    ``--gpus`` (this machine's interpreter, torch and GPUs); an index that is a local path
+    falls back to the default index."""
+    changes: dict[str, Any] = {"repo": Path(repo_name), "python": None,
+                               "installed_base": None, "gpus": None, "jobs": None}
+    if good:
+        changes["good"] = good
+    if bad:
+        changes["bad"] = bad
+    if "/" in req.oracle or req.oracle.endswith(".py"):
+        changes["oracle"] = f"./{Path(req.oracle).name}"
+    for f in fields(Request):
+        value = getattr(req, f.name)
+        if f.name not in changes and isinstance(value, str) and _is_path(value):
+            changes[f.name] = None if f.name.endswith("_index") else Path(value).name
+    return replace(req, **changes)
+
+
+def reproduce(d: dict[str, Any], req: Request) -> str:
+    name = (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
+    line = reproduce_command(portable_request(req, name, d["good"].get("portable"),
+                                              d["bad"].get("portable")))
+    if d["github"]:
+        return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
+    return line
+
+
+def culprit_position(d: dict[str, Any]) -> int | None:
+    """The culprit's position, only when the answer is a culprit (a stopped bisection's
+    result also has a position: the endpoint that stopped it)."""
+    result = d["result"] or {}
+    if result.get("kind") != "culprit" or not d["culprit"]:
+        return None
+    pos = result.get("position")
+    return int(pos) if pos is not None else None
+
+
+def between(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The last placed wheel before the culprit and the first one at or after it."""
+    pos = culprit_position(d)
+    placed = [pb for pb in d["prebuilts"] if pb["position"] is not None]
+    if pos is None or not placed:
+        return None
+    before = [pb for pb in placed if pb["position"] < pos]
+    after = [pb for pb in placed if pb["position"] >= pos]
+    if not before or not after:
+        return None
+    return (max(before, key=lambda pb: pb["position"]),
+            min(after, key=lambda pb: pb["position"]))
+
+
+def versions(facts: dict[str, Any], environment: dict[str, Any]) -> str:
+    """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts)."""
+    ex = environment.get("executor", {})
+    na = "N/A"
+    cuda = facts.get("torch_cuda")
+    # A project other than torch (a profile's package) is named as itself, not as PyTorch.
+    name, version = (("PyTorch", facts["torch"]) if facts.get("torch") else
+                     (facts.get("package", "PyTorch"), facts.get("package_version", na)))
+    lines = [
+        f"{name} version: {version}",
+        f"{name} git version: {facts.get('torch_git_version') or facts.get('git_version', na)}",
+        f"CUDA used to build PyTorch: {cuda or na}",
+        "",
+        f"OS: {facts.get('platform', ex.get('system', na))} "
+        f"({facts.get('machine', ex.get('machine', na))})",
+        f"Python version: {facts.get('python', ex.get('python', na))}",
+        f"Is CUDA available: {'True' if facts.get('gpu') else 'False'}",
+        f"GPU models and configuration: {facts.get('gpu', na)}"
+        + (f" (compute capability {facts['gpu_capability']})"
+           if facts.get("gpu_capability") else ""),
+        f"cuDNN version: {facts.get('cudnn', na)}",
+        f"bisector executor: {ex.get('executor', na)}"
+        + (f", image {ex['image']}" if ex.get("image") else ""),
+        "",
+        "Versions of relevant libraries:",
+    ]
+    if facts.get("torch"):
+        lines.append(f"[pip3] torch=={facts['torch']}")
+    if facts.get("triton"):
+        lines.append(f"[pip3] triton=={facts['triton']}")
+    if facts.get("package") and facts["package"] != "torch":
+        lines.append(f"[pip3] {facts['package']}=={facts.get('package_version', '')}")
+    for k, v in sorted((facts.get("env") or {}).items()):
+        lines.append(f"{k}={v}")
+    return "\n".join(lines)
+
+
+def _facts(d: dict[str, Any]) -> dict[str, Any]:
+    """Facts of the run at the culprit, else of any run that recorded some."""
+    culprit = (d["culprit"] or {}).get("sha")
+    runs = [p for p in d["probes"] if p["facts"].get("python")]
+    at = [p for p in runs if p["sha"] == culprit]
+    facts: dict[str, Any] = (at or runs or [{"facts": {}}])[0]["facts"]
+    return facts
+
+
+def _output(p: dict[str, Any], label: str, new: str, old: str,
+            scrub: Callable[[str], str]) -> list[str]:
+    verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
+    text = scrub(tail(p.get("output_tail") or "", 30)) or "(no output)"
+    return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {p['reason']}):", "",
+            *fenced(text), ""]
+
+
+def issue_markdown(d: dict[str, Any], req: Request) -> str:
+    scrub = scrubber(d["repo"], (d["environment"] or {}).get("paths"))
+    old, new = d["terms"]["old"], d["terms"]["new"]
+    oracle = d["oracle"]
+    fails = "fails" if d["polarity"] == "failure" else "passes"
+    # Looking for a fix, the found commit is where the oracle's answer turned back.
+    since = "is fixed by" if d["find_fix"] else f"{fails} since"
+    c = d["culprit"]
+    lines: list[str] = []
+    if c:
+        lines += [f"### `{oracle['name']}` {since} {c['sha'][:12]}"
+                  + (f": {c['subject']}" if c.get("subject") else ""), ""]
+        who = f" by {c['author']}" if c.get("author") else ""
+        pr = (f" in [#{c['pr']}]({c['pr_url']})" if c.get("pr_url")
+              else f" in #{c['pr']}" if c.get("pr") else "")
+        lines.append(f"The first {new} commit is `{c['sha']}`{pr}{who}"
+                     + (f" ({c['date'][:10]})." if c.get("date") else "."))
+    elif d["suspects"]:
+        lines += [f"### `{oracle['name']}` {fails}: one of {len(d['suspects'])} commits", "",
+                  suspects_heading(d)]
+        lines += [f"- `{x['sha'][:12]}` {x.get('subject', '')}{q}"
+                  for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False)]
+    else:
+        lines += [f"### bisector #{d['id']}: {d['state']}", "",
+                  scrub(d["message"] or "no culprit was named")]
+    lines.append("")
+    if (d["result"] or {}).get("noisy"):
+        lines += [noisy_summary(d["result"]["noisy"]) + ".", ""]
+    if (d["result"] or {}).get("confirmation"):
+        lines += [confirmation_summary(d["result"]["confirmation"], old, new) + ".", ""]
+    if (d["result"] or {}).get("perf"):
+        lines += [*perf_table(d["result"]["perf"], old, new), ""]
+    pair = between(d)
+    if pair:
+        lo, hi = pair
+        changed = "was fixed" if d["find_fix"] else "regressed"
+        lines += [f"It {changed} between {lo['kind']} {lo['version']} ({old}) and "
+                  f"{hi['kind']} {hi['version']} ({new}).", ""]
+    rng = f"{d['good']['ref']}...{d['bad']['ref']}"
+    rng = f"[{rng}]({d['compare_url']})" if d["compare_url"] else f"`{rng}`"
+    lines += [f"Bisected {rng} ({d['candidates']} commits, {d['walk']}) with "
+              f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
+              f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
+    by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
+    pos = culprit_position(d)
+    if pos is not None and pos in by_pos:
+        lines += _output(by_pos[pos], "the culprit", new, old, scrub)
+    if pos is not None and pos - 1 in by_pos:
+        # Candidates are first-parent commits unless --ancestry-path ordered the range.
+        label = ("its parent" if d["walk"] == "first-parent"
+                 else "the commit before it in the range")
+        lines += _output(by_pos[pos - 1], label, new, old, scrub)
+    saved = portable_request(req, "").oracle
+    save_as = f" (save it as <code>{saved[2:]}</code>)" if saved.startswith("./") else ""
+    # A command oracle's source is its stored document; a #!/bin/bash oracle is not Python.
+    command = argv_of(oracle["source"]) is not None
+    lang = "python" if foreign_interpreter(oracle["source"].encode()) is None else ""
+    lines += [f"<details><summary>{'Command oracle' if command else 'Oracle'} "
+              f"<code>{oracle['name']}</code> "
+              f"(sha256 {oracle['sha256'][:12]}){save_as}</summary>", "",
+              *fenced(scrub(oracle["source"].rstrip()), "" if command else lang), "",
+              "</details>", "",
+              "Reproduce with bisector:", "", *fenced(scrub(reproduce(d, req))), "",
+              "### Versions", "", *fenced(scrub(versions(_facts(d), d["environment"])))]
+    return "\n".join(lines) + "\n"

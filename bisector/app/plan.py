@@ -1,0 +1,398 @@
+"""``bisect plan``: what a bisection will cost, before anything is spent.
+
+The projection runs the real search (the same ``next_step`` and the same cost ranking a run
+uses) against every possible culprit position, or an even sample of them on long ranges, and
+adds up per-step costs. So "expected source builds" is not a guess from counts: it is what the
+search would do, averaged over where the culprit might be, with the worst case beside it.
+
+It starts from what a run would start from: every reusable verdict already stored for the
+range (a run seeds its search with them before its first probe, so they cost nothing and rule
+out every culprit position they contradict). Steps are priced with what they took on this
+repository when that was measured, a default otherwise, and ``--cost`` over both; the report
+says which, because a default build of an hour is right for PyTorch and wrong by three orders of
+magnitude for a small project.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bisector.artifacts.nightly_urls import DIRECT, LISTED
+from bisector.base import defaults
+from bisector.core import noisy
+from bisector.core.search import Culprit, Probe, Verdict, next_step
+from bisector.oracle.script import OracleMeta
+from bisector.store.durations import Measured
+
+# Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
+# took 22 s; a torch-sized env from a cached wheel ~2 s (make bench); a 2.5 GB nightly download
+# plus env ~2 min on a 200 Mbit/s link; a cold single-arch CUDA source build 30-60 min.
+DEFAULT_COSTS: dict[str, float] = {
+    "oracle": 30.0, "cached": 2.0, "prebuilt": 120.0, "overlay": 10.0, "build": 3600.0,
+    "broken": 0.0,
+}
+SAMPLE = 256
+# Simulated hunts of a flaky oracle (each one random): fewer, since each costs a posterior search.
+NOISY_SAMPLE = 64
+# The error rate a flaky oracle is priced at when its metadata gives none (the search estimates
+# it from the endpoints' runs, which the plan cannot see before they happen).
+ASSUMED_RATE = 0.1
+# Runs a performance commit is priced at on average: most commits are far from the threshold
+# and decided by their first one or two runs; the worst case is the oracle's ``max-runs``.
+PERF_MEAN_RUNS = 2
+
+
+class Kind(enum.Enum):
+    PLAIN = "plain"
+    FLAKY = "flaky"
+    PERFORMANCE = "performance"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What an oracle that is not right every time costs beyond one run per probe: the kind of
+    search (:mod:`bisector.run.strategies.noisy` or :mod:`bisector.run.strategies.perf`), its rates,
+    caps and endpoint runs, and the runs confirmation pays per re-run commit (0:
+    ``--no-confirm``)."""
+
+    kind: Kind = Kind.PLAIN
+    fp: float = ASSUMED_RATE
+    fn: float = ASSUMED_RATE
+    confidence: float = noisy.DEFAULT_CONFIDENCE
+    max_runs: int | None = None  # flaky: all runs of the search; performance: runs per commit
+    endpoint_runs: int = 1  # flaky: runs of each endpoint; performance: the baseline's runs
+    confirm_runs: int = 0
+
+
+PLAIN = Sampling()
+
+
+def confirm_runs(meta: OracleMeta) -> int:
+    """Fresh runs of each commit confirmation re-runs: once for a deterministic oracle; a flaky
+    one gets as many as each endpoint, a performance one enough samples for the rank test.
+    (:mod:`bisector.run.confirm` runs this many; the plan prices them.)"""
+    if meta.performance:
+        return defaults.CONFIRM_PERF_RUNS
+    if not meta.noisy:
+        return 1
+    return meta.repeats if meta.repeats > 1 else defaults.NOISY_ENDPOINT_RUNS
+
+
+def sampling_for(meta: OracleMeta, confirm: bool) -> Sampling:
+    """The :class:`Sampling` a run of this oracle would do."""
+    runs = confirm_runs(meta) if confirm else 0
+    if meta.performance:
+        return Sampling(Kind.PERFORMANCE, max_runs=meta.max_runs,
+                        endpoint_runs=defaults.PERF_BASELINE_RUNS,
+                        confirm_runs=runs)
+    if meta.noisy:
+        fp = meta.false_positive if meta.false_positive is not None else ASSUMED_RATE
+        fn = meta.false_negative if meta.false_negative is not None else ASSUMED_RATE
+        return Sampling(Kind.FLAKY, fp=max(fp, noisy.RATE_MIN), fn=max(fn, noisy.RATE_MIN),
+                        confidence=meta.confidence, max_runs=meta.max_runs,
+                        endpoint_runs=meta.repeats if meta.repeats > 1
+                        else defaults.NOISY_ENDPOINT_RUNS, confirm_runs=runs)
+    return Sampling(confirm_runs=runs)
+
+
+class Ranking(Protocol):
+    """What the projection needs of the artifact provider: how each commit would be obtained
+    (``cached``, ``prebuilt``, ``overlay``, ``build``, ``broken``) and the rank the search uses."""
+
+    def kind(self, pos: int) -> str: ...
+    def cost(self, pos: int) -> int: ...
+    def safe_between(self, a: int, b: int) -> bool: ...
+
+
+class _Reuse:
+    """The ranking as it changes during one simulated run: a commit built from source becomes
+    an overlay base (build once, overlay many), so a later commit whose difference to it is
+    overlay-safe is an overlay, not a second build, exactly as the provider does it."""
+
+    def __init__(self, provider: Ranking) -> None:
+        self.provider = provider
+        self.built: list[int] = []
+
+    def kind(self, pos: int) -> str:
+        k = self.provider.kind(pos)
+        if k == "build" and any(self.provider.safe_between(b, pos) for b in self.built):
+            return "overlay"
+        return k
+
+    def cost(self, pos: int) -> int:
+        from bisector.artifacts.provider import COST
+
+        return COST[self.kind(pos)]
+
+    def paid(self, pos: int, kind: str) -> None:
+        if kind == "build":
+            self.built.append(pos)
+
+
+@dataclass
+class PlanReport:
+    candidates: int
+    kinds: Counter[str]
+    prebuilt: list[dict[str, Any]]
+    missing: list[str]
+    unmapped: list[str]
+    probes_mean: float
+    probes_max: int
+    builds_mean: float
+    builds_max: int
+    seconds_mean: float
+    seconds_max: float
+    costs: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+    sampling: str = Kind.PLAIN.value  # which search was simulated (see Sampling)
+    stored_verdicts: int = 0  # candidates with a reusable verdict of this oracle and environment
+    # step -> {"from": "--cost" | "measured" | "default", and for measured "count", "over"}
+    cost_sources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # How the index's wheels were found: {"listed": n, "direct URL": m} (an installed base is
+    # neither); the index lists only its newest nightlies, older ones are found past it.
+    prebuilt_sources: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["kinds"] = dict(self.kinds)
+        return d
+
+
+def consistent_culprits(n: int, known: Mapping[int, Verdict]) -> list[int]:
+    """Positions the first bad commit can still be at, given verdicts already known: after
+    every good, at or before every bad (a skip rules out nothing). Empty when they contradict
+    each other (then a run stops as soon as it sees that)."""
+    goods = [p for p, v in known.items() if v is Verdict.GOOD]
+    bads = [p for p, v in known.items() if v is Verdict.BAD]
+    return list(range(max([0, *goods]) + 1, min([n - 1, *bads]) + 1))
+
+
+def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
+          ) -> tuple[list[tuple[int, str]], bool]:
+    """The positions a deterministic search probes when the culprit is at ``culprit``, each
+    with how it was obtained then, and whether the search names a culprit (a window of skips
+    is not confirmed)."""
+    verdicts = dict(seeded)
+    now = _Reuse(provider)
+    probed = []
+    while isinstance(s := next_step(n, verdicts, cost=now.cost), Probe):
+        for p in s.positions:
+            k = now.kind(p)
+            probed.append((p, k))
+            now.paid(p, k)
+            verdicts[p] = (Verdict.SKIP if k == "broken" else
+                           Verdict.BAD if p >= culprit else Verdict.GOOD)
+    return probed, isinstance(s, Culprit)
+
+
+def _confirmation(provider: Ranking, costs: Mapping[str, float], culprit: int,
+                  sampling: Sampling) -> tuple[int, int, float]:
+    """(runs, builds, seconds) of confirming ``culprit``: it and its parent again (both already
+    installed), then its revert on the bad endpoint, obtained the way the culprit was: an
+    overlay when the culprit's change is overlay-safe, else a build (an approximation)."""
+    if not sampling.confirm_runs:
+        return 0, 0, 0.0
+    revert = "overlay" if provider.kind(culprit) == "overlay" else "build"
+    runs = 3 * sampling.confirm_runs
+    return runs, int(revert == "build"), costs[revert] + runs * costs["oracle"]
+
+
+def simulate(n: int, provider: Ranking, costs: dict[str, float],
+             known: Mapping[int, Verdict] | None = None, sampling: Sampling = PLAIN,
+             worst: bool = False) -> list[tuple[int, int, float]]:
+    """(oracle runs, source builds, seconds) for each sampled culprit position.
+
+    ``known``: the stored verdicts a run would seed its search with. They are never paid for,
+    and only culprit positions consistent with them are sampled. A commit known not to build
+    is a skip, as in a run: no oracle run, and the search steps around it. A flaky oracle is
+    hunted with :func:`simulate_flaky`; a performance oracle walks the ordinary search after its
+    baseline, each probe priced at :data:`PERF_MEAN_RUNS` runs (``worst``: its ``max-runs``).
+    """
+    if sampling.kind is Kind.FLAKY:
+        return simulate_flaky(n, provider, costs, sampling)
+    seeded = dict(known or {})
+    per_probe, fixed = 1, (0, 0, 0.0)
+    if sampling.kind is Kind.PERFORMANCE:
+        from bisector.core.perf import DEFAULT_MAX_RUNS
+
+        seeded.setdefault(0, Verdict.GOOD)  # judged by its baseline runs, priced here
+        per_probe = (sampling.max_runs or DEFAULT_MAX_RUNS) if worst else PERF_MEAN_RUNS
+        # Worst case: the baseline's runs disagree and it grows to its split size.
+        base = defaults.PERF_SPLIT_BASELINE_RUNS if worst else sampling.endpoint_runs
+        fixed = (base, int(provider.kind(0) == "build"),
+                 costs[provider.kind(0)] + base * costs["oracle"])
+    if not isinstance(next_step(n, seeded, cost=provider.cost), Probe):
+        return [(0, 0, 0.0)]  # the stored verdicts already answer: a run only reports them
+    culprits = consistent_culprits(n, seeded) or list(range(1, n))
+    out = []
+    for culprit in culprits[::max(1, len(culprits) // SAMPLE)]:
+        runs, builds, seconds = fixed
+        probed, named = _walk(n, provider, culprit, seeded)
+        for _, k in probed:
+            seconds += costs[k]
+            if k != "broken":
+                runs += per_probe
+                builds += k == "build"
+                seconds += per_probe * costs["oracle"]
+        c_runs, c_builds, c_seconds = (_confirmation(provider, costs, culprit, sampling)
+                                       if named else (0, 0, 0.0))
+        out.append((runs + c_runs, builds + c_builds, seconds + c_seconds))
+    return out
+
+
+def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
+                   sampling: Sampling, seed: int = 0) -> list[tuple[int, int, float]]:
+    """(runs, builds, seconds) of :data:`NOISY_SAMPLE` simulated hunts of the posterior search
+    (:mod:`bisector.core.noisy`, the same ``decide`` a run uses) against an oracle that lies at
+    the given rates: each endpoint's runs, then probes until the confidence or the run cap.
+    Each commit is obtained once however often it runs; a commit that does not build moves the
+    probe to the nearest one that does, as the run's ``testable`` does. Seeded, so a plan is
+    the same every time it is asked."""
+    rng = random.Random(seed)
+    cap = sampling.max_runs or noisy.default_max_runs(n, sampling.fp, sampling.fn,
+                                                     sampling.confidence)
+    usable = [p for p in range(1, n - 1) if provider.kind(p) != "broken"]
+    culprits = list(range(1, n))
+    out = []
+    for culprit in culprits[::max(1, len(culprits) // NOISY_SAMPLE)]:
+        post = noisy.Posterior(n, sampling.fp, sampling.fn)
+        now = _Reuse(provider)
+        got: dict[int, str] = {}
+        for end in (0, n - 1):
+            got[end] = now.kind(end)
+            now.paid(end, got[end])
+        runs = 2 * sampling.endpoint_runs
+        paid = 0
+        while isinstance(step := noisy.decide(post, sampling.confidence, max_runs=cap,
+                                              runs=paid), noisy.Probe):
+            p = step.positions[0]
+            if provider.kind(p) == "broken":
+                if not usable:
+                    break
+                p = min(usable, key=lambda q: (abs(q - p), q))
+            if p not in got:
+                got[p] = now.kind(p)
+                now.paid(p, got[p])
+            truth = p >= culprit
+            lie = rng.random() < (sampling.fn if truth else sampling.fp)
+            post.observe(p, truth != lie)
+            paid += 1
+        kinds = list(got.values())
+        c_runs, c_builds, c_seconds = (
+            _confirmation(provider, costs, step.position, sampling)
+            if isinstance(step, noisy.Culprit) else (0, 0, 0.0))
+        runs += paid + c_runs
+        out.append((runs, sum(k == "build" for k in kinds) + c_builds,
+                    sum(costs[k] for k in kinds) + (runs - c_runs) * costs["oracle"]
+                    + c_seconds))
+    return out
+
+
+def make_plan(
+    provider: Ranking, n: int, costs: dict[str, float], missing: list[str],
+    unmapped: list[str], prebuilt: list[dict[str, Any]], notes: list[str],
+    known: Mapping[int, Verdict] | None = None,
+    cost_sources: dict[str, dict[str, Any]] | None = None, sampling: Sampling = PLAIN,
+) -> PlanReport:
+    kinds: Counter[str] = Counter(provider.kind(p) for p in range(n))
+    sims = simulate(n, provider, costs, known, sampling)
+    if sampling.kind is Kind.PERFORMANCE:  # the worst case prices every probe at the cap
+        sims_max = simulate(n, provider, costs, known, sampling, worst=True)
+    else:
+        sims_max = sims
+    runs = [r for r, _, _ in sims]
+    builds = [b for _, b, _ in sims]
+    secs = [s for _, _, s in sims]
+    notes = [*notes, *_sampling_notes(sampling)]
+    return PlanReport(
+        candidates=n, kinds=kinds, prebuilt=prebuilt, missing=missing, unmapped=unmapped,
+        probes_mean=sum(runs) / len(runs), probes_max=max(r for r, _, _ in sims_max),
+        builds_mean=sum(builds) / len(builds), builds_max=max(builds),
+        seconds_mean=sum(secs) / len(secs), seconds_max=max(s for _, _, s in sims_max),
+        costs=costs, notes=notes, stored_verdicts=len(known or {}),
+        cost_sources=dict(cost_sources or {}), sampling=sampling.kind.value,
+        prebuilt_sources=prebuilt_sources(prebuilt))
+
+
+def prebuilt_sources(prebuilt: list[dict[str, Any]]) -> dict[str, int]:
+    """Wheels named by the index's listing and wheels found past it at their direct URL."""
+    counts = Counter(p["source"] for p in prebuilt if "source" in p)
+    return {LISTED: counts[LISTED], DIRECT: counts[DIRECT]}
+
+
+def _sampling_notes(sampling: Sampling) -> list[str]:
+    """What the projection assumed about an oracle that is not right every time."""
+    out = []
+    if sampling.kind is Kind.FLAKY:
+        out.append(f"flaky oracle: priced by {NOISY_SAMPLE} simulated hunts at "
+                   f"{sampling.fp:.0%} false positives and {sampling.fn:.0%} false negatives, "
+                   f"{sampling.endpoint_runs} runs of each endpoint, confidence "
+                   f"{sampling.confidence}; stored runs of this oracle are not counted")
+    elif sampling.kind is Kind.PERFORMANCE:
+        out.append(f"performance oracle: {sampling.endpoint_runs} baseline runs, then "
+                   f"{PERF_MEAN_RUNS} runs a commit on average; at most "
+                   f"{defaults.PERF_SPLIT_BASELINE_RUNS} baseline runs (when they disagree, "
+                   f"each run counts once and commits need 4 or more) and max-runs a commit")
+    if sampling.confirm_runs:
+        out.append(f"confirmation included: culprit, parent and revert run "
+                   f"{sampling.confirm_runs} time(s) each (--no-confirm leaves it out)")
+    return out
+
+
+def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured, str]],
+          ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Seconds per step and where each figure came from: ``--cost`` first, then what the step
+    took on this repository (``measured``: step -> (mean, what it is a mean over)), then
+    :data:`DEFAULT_COSTS`."""
+    costs: dict[str, float] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    for step, default in DEFAULT_COSTS.items():
+        if step in overrides:
+            costs[step], sources[step] = overrides[step], {"from": "--cost"}
+        elif step in measured:
+            m, what = measured[step]
+            costs[step] = m.mean_s
+            sources[step] = {"from": "measured", "count": m.count, "over": what}
+        else:
+            costs[step], sources[step] = default, {"from": "default"}
+    return costs, sources
+
+
+def describe_source(source: Mapping[str, Any]) -> str:
+    """``measured over 11 source builds of this repository``, ``default`` or ``--cost``."""
+    if source.get("from") == "measured":
+        return f"measured over {source['count']} {source['over']}"
+    return str(source.get("from", "default"))
+
+
+def parse_costs(items: tuple[str, ...]) -> dict[str, float]:
+    """The ``--cost STEP=SECONDS`` overrides, checked; steps not named are priced by
+    :func:`price` (measured here, else a default)."""
+    from bisector.base.errors import UsageError
+
+    costs: dict[str, float] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in DEFAULT_COSTS:
+            raise UsageError(f"--cost {item!r}: unknown step {name!r}; "
+                             f"choose one of {', '.join(DEFAULT_COSTS)}")
+        try:
+            costs[name] = float(value)
+        except ValueError:
+            raise UsageError(f"--cost {item!r}: {value!r} is not a number of seconds") from None
+        if costs[name] < 0:
+            raise UsageError(f"--cost {item!r}: seconds cannot be negative")
+    return costs
+
+
+def human(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,399 @@
+"""Read-side views of stored bisections: list, show (paste-ready Markdown), log (git-style).
+
+Each view is built as plain data first (what ``--json`` prints) and rendered second, so the
+Markdown and the JSON can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import git
+
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
+from bisector.core.verdict import Polarity
+from bisector.infra.owner import owner_alive
+from bisector.project import history
+from bisector.run.config import RunConfig, reproduce_command
+from bisector.store import bisections, views
+from bisector.store.db import Store
+from bisector.store.records import BisectionRecord
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """What ``bisect serve``'s list (and its JSON) narrows to; empty fields match everything.
+
+    ``culprit`` is a sha prefix or a pull request number (``143328`` or ``#143328``)."""
+
+    oracle: str = ""
+    state: str = ""
+    repo: str = ""
+    culprit: str = ""
+
+    def keep(self, row: dict[str, Any]) -> bool:
+        want = self.culprit.strip().lstrip("#").lower()
+        return ((not self.oracle or row["oracle"] == self.oracle)
+                and (not self.state or row["state"] == self.state)
+                and (not self.repo or self.repo in row["repo"])
+                and (not want or (bool(row["culprit"]) and (
+                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want))))
+
+
+def list_data(store: Store, limit: int = 50,
+              where: ListFilter | None = None) -> list[dict[str, Any]]:
+    rows = []
+    repos: dict[str, git.Repo | None] = {}
+    for b in bisections.listing(store, limit if where is None else max(limit, 1000)):
+        row = {
+            "id": b.id,
+            "repo": b.repo_path,
+            "range": f"{b.good_ref}..{b.bad_ref}",
+            "oracle": b.oracle_name,
+            # A run whose controller is gone (kill -9, a crash) is not running any more.
+            "state": effective_state(b),
+            "culprit": b.culprit_sha,
+            "culprit_pr": None,
+            "created": b.created_at.isoformat(timespec="seconds"),
+        }
+        if b.culprit_sha:
+            if b.repo_path not in repos:
+                repos[b.repo_path] = _open(b.repo_path)
+            row["culprit_pr"] = _commit(repos[b.repo_path], b.culprit_sha, None).get("pr")
+        if where is None or where.keep(row):
+            rows.append(row)
+    return rows[:limit]
+
+
+def _portable_ref(repo: git.Repo | None, ref: str, sha: str) -> str:
+    """What another clone resolves to the same commit: a tag that points at it, else the sha
+    (a branch such as ``main`` moves, and a local branch does not exist elsewhere)."""
+    if repo is not None:
+        try:
+            if repo.tags[ref].commit.hexsha == sha:
+                return ref
+        except (IndexError, ValueError, git.BadName, git.GitCommandError):
+            pass
+    return sha
+
+
+def effective_state(b: BisectionRecord) -> str:
+    """A run whose controller is gone (kill -9, a crash) is not running any more."""
+    if b.state is State.RUNNING and not owner_alive(b.owner, b.heartbeat_at):
+        return State.INTERRUPTED.value
+    return b.state.value
+
+
+def _open(path: str) -> git.Repo | None:
+    """The clone a bisection ran in, or None when it is gone (the store outlives clones)."""
+    try:
+        return history.open_repo(path)
+    except Exception:
+        return None
+
+
+def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
+    info: dict[str, Any] = {"sha": sha}
+    if repo is None:
+        return info
+    try:
+        c = history.commit_info(repo, sha)
+    except (ValueError, git.BadName, git.GitCommandError):
+        return info
+    pr_url = c.pr_url or (
+        f"https://github.com/{slug}/pull/{c.pr_number}" if slug and c.pr_number else None
+    )
+    info.update(subject=c.subject, author=c.author, author_email=c.author_email, date=c.date,
+                pr=c.pr_number, pr_url=pr_url)
+    return info
+
+
+def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]:
+    b = bisections.get(store, bisection_id)
+    repo = _open(b.repo_path)
+    slug = history.github_slug(repo) if repo else None
+    old, new = cfg.rules.terms
+    oracle = bisections.get_oracle(store, b.oracle_sha256)
+    data: dict[str, Any] = {
+        "id": b.id,
+        "state": effective_state(b),
+        "repo": b.repo_path,
+        "good": {"ref": b.good_ref, "sha": b.good_sha,
+                 "portable": _portable_ref(repo, b.good_ref, b.good_sha)},
+        "bad": {"ref": b.bad_ref, "sha": b.bad_sha,
+                "portable": _portable_ref(repo, b.bad_ref, b.bad_sha)},
+        "terms": {"old": old, "new": new},
+        "walk": "first-parent" if cfg.first_parent else "ancestry-path",
+        "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256,
+                   "source": oracle.content},
+        "github": slug,
+        "compare_url": (f"https://github.com/{slug}/compare/{b.good_sha}...{b.bad_sha}"
+                        if slug else None),
+        # Wheels of an index placed on the range: the timeline marks them, and the issue
+        # report names the two nightlies the regression falls between.
+        "prebuilts": [{"position": pb.position, "sha": pb.wheel.commit, "kind": pb.wheel.kind,
+                       "version": pb.wheel.version} for pb in cfg.prebuilts],
+        "polarity": cfg.rules.polarity.value,
+        "find_fix": cfg.rules.find_fix,
+        "on_timeout": cfg.rules.on_timeout.value,
+        "jobs": cfg.width,
+        "gpus": list(cfg.gpus),
+        "candidates": b.n_candidates,
+        "environment": b.environment,
+        "env_fingerprint": b.env_fingerprint,
+        "notes": b.notes,
+        "message": b.message,
+        "result": b.result,
+        "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
+        "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
+        "reproduce": reproduce_command(cfg.request),
+        "probes": [],
+        "oracle_runs": 0,
+        "rounds": 0,
+    }
+    for p in views.probe_views(store, bisection_id):
+        a = p.artifact
+        entry: dict[str, Any] = {
+            "seq": p.seq,
+            "round": p.round,
+            "position": p.position,
+            "sha": p.commit_sha,
+            "verdict": p.verdict,
+            "reused": p.reused,
+            "outcome": p.outcome,
+            "exit_code": p.exit_code,
+            "reason": p.reason,
+            "duration_s": round(p.duration_s, 3),
+            "output_tail": p.output_tail,
+            "stdout": p.stdout_path,
+            "stderr": p.stderr_path,
+            "facts": p.facts,
+            "gpu": p.facts.get("gpu_index"),
+            "artifact": a.kind.value if a is not None else None,
+        }
+        if a is not None and a.status in (ArtifactStatus.FAILED, ArtifactStatus.ERROR):
+            entry["build_log"] = a.log_path
+            entry["build_log_tail"] = a.log_tail
+        # Built by this probe (an older store did not record it: then assume it was).
+        if a is not None and a.kind is ArtifactKind.SOURCE and p.facts.get("artifact_fresh",
+                                                                          True):
+            entry["build"] = {
+                "seconds": round(a.duration_s, 1), "status": a.status.value,
+                "where": (a.settings.get("builder") or {}).get("where", "host"),
+                **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
+            }
+        if repo is not None:
+            entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
+        data["probes"].append(entry)
+        data["oracle_runs"] += 0 if p.reused or p.exit_code is None else 1
+    decided = _perf_verdicts(b.result)
+    for entry in data["probes"]:
+        # A performance oracle's runs exit 0; what a commit is comes from its samples.
+        if entry["position"] in decided:
+            entry["raw_verdict"], entry["verdict"] = entry["verdict"], decided[entry["position"]]
+    data["rounds"] = len({p["round"] for p in data["probes"]
+                          if p["round"] is not None and not p["reused"]})
+    return data
+
+
+def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
+    """position -> the verdict a performance search decided from the samples (good endpoint
+    included); empty for other oracles."""
+    pf = result.get("perf")
+    if not pf:
+        return {}
+    out = {row["position"]: row["verdict"] for row in pf["commits"]
+           if row["verdict"] in ("good", "bad", "skip")}
+    out[0] = "good"
+    return out
+
+
+def show_markdown(d: dict[str, Any]) -> str:
+    old, new = d["terms"]["old"], d["terms"]["new"]
+    lines = [f"## bisector #{d['id']}: {d['state']}", ""]
+    c = d["culprit"]
+    if c:
+        title = f"First {new} commit: `{c['sha']}`"
+        lines += [title, ""]
+        if c.get("subject"):
+            lines.append(f"- **{c['subject']}**")
+            lines.append(f"- Author: {c.get('author')} <{c.get('author_email')}>, {c.get('date')}")
+        if c.get("pr"):
+            link = f" ({c['pr_url']})" if c.get("pr_url") else ""
+            lines.append(f"- Pull request: #{c['pr']}{link}")
+        lines.append("")
+    elif d["suspects"]:
+        lines += [suspects_heading(d), ""]
+        for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False):
+            lines.append(f"- `{x['sha'][:12]}` {x.get('subject', '')}{q}")
+        lines.append("")
+    if d["message"]:
+        lines += [f"> {d['message']}", ""]
+    lines += [
+        f"- Range: {d['good']['ref']} (`{d['good']['sha'][:12]}`) .. "
+        f"{d['bad']['ref']} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
+        f"({d['walk']})",
+        f"- Oracle: `{d['oracle']['name']}` (sha256 {d['oracle']['sha256'][:12]}), "
+        f"the bug = oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}"
+        f"{'; looking for the commit that fixed it' if d['find_fix'] else ''}",
+        f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
+        f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)"
+        + (f" in {d['rounds']} rounds of up to {d['jobs']} at once" if d["jobs"] > 1 else ""),
+    ]
+    if (d["result"] or {}).get("noisy"):
+        lines.append(f"- {noisy_summary(d['result']['noisy'])}")
+    if (d["result"] or {}).get("confirmation"):
+        lines.append(f"- {confirmation_summary(d['result']['confirmation'], old, new)}")
+    if (d["result"] or {}).get("perf"):
+        lines += ["", *perf_table(d["result"]["perf"], old, new)]
+    builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
+    # Only builds that ran for this bisection: a wheel found in the cache is not one.
+    if builds:
+        hits = sum(b.get("ccache", {}).get("hits", 0) for b in builds)
+        calls = hits + sum(b.get("ccache", {}).get("misses", 0) for b in builds)
+        cache = f", ccache {hits}/{calls} hits" if calls else ""
+        lines.append(f"- Source builds: {len(builds)}, "
+                     f"{sum(b['seconds'] for b in builds):.0f}s in all{cache}")
+    for note in d["notes"]:
+        lines.append(f"- Note: {note}")
+    lines += ["", "| # | commit | verdict | time | torch from | reason | subject |",
+              "|---|---|---|---|---|---|---|"]
+    for p in d["probes"]:
+        verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
+        t = "reused" if p["reused"] else f"{p['duration_s']:.2f}s"
+        subject = (p.get("subject") or "").replace("|", "\\|")[:60]
+        reason = p["reason"].replace("|", "\\|")[:80]
+        how = p.get("artifact") or ""
+        if p.get("gpu") is not None:
+            how += f" (GPU {p['gpu']})"
+        if p.get("build") and not p["reused"]:
+            how += f" ({_build_summary(p['build'])})"
+        lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {how} | {reason} "
+                     f"| {subject} |")
+    failed = [p for p in d["probes"] if p.get("build_log")]
+    for p in failed:
+        lines += ["", f"Build log of `{p['sha'][:12]}` ({p['build_log']}), last lines:", "```",
+                  p.get("build_log_tail") or "", "```"]
+    # The oracle's own words where it failed or could not decide: the first thing anyone asks.
+    for p in d["probes"]:
+        if p["outcome"] != "pass" and not p.get("build_log") and p.get("output_tail"):
+            verdict = {"bad": new}.get(p["verdict"], p["verdict"])
+            lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
+                      f"{p['reason']}), last lines:", "```", tail(p["output_tail"]), "```"]
+    if d["reproduce"]:
+        lines += ["", "Reproduce with:", "```", d["reproduce"], "```"]
+    return "\n".join(lines)
+
+
+def suspects_heading(d: dict[str, Any]) -> str:
+    new = d["terms"]["new"]
+    if (d["result"] or {}).get("noisy"):
+        return (f"No commit reached the confidence asked for; the most likely first {new} "
+                f"commits:")
+    return f"The first {new} commit is one of these (skipped commits hide which):"
+
+
+def suspect_probabilities(d: dict[str, Any]) -> list[str]:
+    """", probability 0.41" per suspect of a flaky oracle's answer; blanks otherwise."""
+    qs = (d["result"] or {}).get("probabilities") or []
+    return [f", probability {q:.3f}" for q in qs] + [""] * (len(d["suspects"]) - len(qs))
+
+
+def noisy_summary(noise: dict[str, Any]) -> str:
+    """One sentence on a flaky oracle's answer: how sure, from how many runs, at what rates."""
+    return (f"Flaky oracle: probability {noise['probability']:.4f} for the most likely culprit "
+            f"(asked for {noise['confidence']}), from {noise['runs']} runs; false positives "
+            f"{noise['false_positive']:.3f}, false negatives {noise['false_negative']:.3f} "
+            f"({noise['rates']})")
+
+
+def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
+    """One sentence: did the culprit hold up on fresh runs, and did its revert fix it."""
+    names = {"good": old, "bad": new, "skip": "skip"}
+    by_samples = c.get("judged_by") == "samples"  # each run exits 0: the samples decide
+
+    def said(runs: list[dict[str, Any]], group: str | None) -> str:
+        if by_samples and group is not None:
+            return f"{names.get(group, group)} from the samples of {len(runs)} runs"
+        return ", ".join(names.get(r["verdict"], r["verdict"]) for r in runs)
+
+    text = (f"Confirmation: {c['status']} (culprit again: "
+            f"{said(c['culprit'], c.get('culprit_verdict'))}; parent again: "
+            f"{said(c['parent'], c.get('parent_verdict'))}; ")
+    if "probability_after" in c:  # a flaky oracle: the fresh runs weighed, not voted on
+        text += (f"the culprit's probability {c['probability_before']:.4f} before them, "
+                 f"{c['probability_after']:.4f} after (confirmed at {c['confidence']} or "
+                 f"more); ")
+    rv = c.get("revert") or {}
+    if rv.get("applied"):
+        return text + f"its revert on the {new} endpoint: {said(rv['runs'], rv.get('verdict'))})"
+    return text + "no clean revert onto the bad endpoint)"
+
+
+def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
+    """Medians and the relative change of every judged commit against the good endpoint."""
+    unit = pf.get("unit") or ""
+    out = [f"Performance: {old} endpoint median {pf['baseline_median']:.4g} {unit} "
+           f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = worse by more than "
+           f"{100 * pf['threshold']:.3g} % (Mann-Whitney U, one-sided)", "",
+           "| commit | runs | median | change | verdict | p |", "|---|---|---|---|---|---|"]
+    for row in sorted(pf["commits"], key=lambda r: r["position"]):
+        change = "" if row["change"] is None else f"{100 * row['change']:+.1f} %"
+        med = "" if row["median"] is None else f"{row['median']:.4g} {unit}"
+        p = "" if row["p_value"] is None else f"{row['p_value']:.2g}"
+        verdict = {"good": old, "bad": new}.get(row["verdict"], row["verdict"])
+        out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {med} | {change} | {verdict} "
+                   f"| {p} |")
+    return out
+
+
+def tail(text: str, lines: int = 15) -> str:
+    """The last ``lines`` lines of an output: enough for an error and its traceback's end."""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _build_summary(b: dict[str, Any]) -> str:
+    parts = [b["where"], f"{b['seconds']:.0f}s"]
+    cc = b.get("ccache")
+    if cc and cc["hits"] + cc["misses"]:
+        parts.append(f"ccache {cc['hits']}/{cc['hits'] + cc['misses']}")
+    return ", ".join(parts)
+
+
+def _replayable_marks(d: dict[str, Any]) -> dict[str, str]:
+    """sha -> the mark ``git bisect replay`` accepts, for a flaky or performance answer: each
+    commit on its side of the culprit (their runs disagree, and git takes one word per
+    commit). Empty for a deterministic oracle, whose runs are the marks."""
+    result = d["result"] or {}
+    pos = result.get("position")
+    if not (result.get("noisy") or result.get("perf")) or result.get("kind") != "culprit" \
+            or pos is None:
+        return {}
+    return {p["sha"]: ("bad" if p["position"] >= pos else "good") for p in d["probes"]
+            if p.get("position") is not None and p["verdict"] != "skip"}
+
+
+def log_data(d: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"seq": p["seq"], "sha": p["sha"], "verdict": p["verdict"], "reused": p["reused"],
+             "subject": p.get("subject", "")} for p in d["probes"]]
+
+
+def log_text(d: dict[str, Any]) -> str:
+    """The ``git bisect log`` format, so it can be replayed with ``git bisect replay``."""
+    old, new = d["terms"]["old"], d["terms"]["new"]
+    out = [f"git bisect start '--term-old={old}' '--term-new={new}'"
+           if old != "good" else "git bisect start"]
+    names = {"good": old, "bad": new, "skip": "skip"}
+    marks = _replayable_marks(d)
+    for p in d["probes"]:
+        mark = marks.get(p["sha"], p["verdict"]) if marks else p["verdict"]
+        if marks and p["verdict"] != mark:  # a sampled run that said otherwise: kept as a note
+            out.append(f"# run said {names[p['verdict']]}: [{p['sha']}] {p.get('subject', '')}")
+            continue
+        out.append(f"# {names[mark]}: [{p['sha']}] {p.get('subject', '')}")
+        out.append(f"git bisect {names[mark]} {p['sha']}")
+    if d["culprit"]:
+        c = d["culprit"]
+        out.append(f"# first {new} commit: [{c['sha']}] {c.get('subject', '')}")
+    return "\n".join(out)

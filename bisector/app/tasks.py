@@ -1,0 +1,207 @@
+"""One probe task in a worker: start the next attempt, run the probe pipeline, write the result
+fenced by that attempt.
+
+The probe is the same :class:`~bisector.run.pipeline.Pipeline` every in-process probe and
+``bisect check`` go through, built from the bisection's stored configuration (``app``'s
+parts), so a verdict judged on a worker means what it means anywhere. While it runs, a watcher
+thread stops it (``cancel.stop_all``: the oracle's process group, its reaper and every
+container it registered) when the job is asked to abort (``bisect cancel``, or a shutdown past
+its grace) or when the task is no longer this attempt's (a retry took it over after this
+worker was silent too long). Nothing stopped is ever recorded.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bisector.artifacts.provider import Unobtainable
+from bisector.base.errors import BisectorError, UsageError
+from bisector.base.events import QuietEvents
+from bisector.base.kinds import TaskState
+from bisector.core.search import Verdict
+from bisector.infra import cancel
+from bisector.infra.owner import owner_id
+from bisector.oracle.script import Oracle
+from bisector.run.config import RunConfig
+from bisector.run.factory import Parts, materialise_oracle
+from bisector.run.pipeline import Pipeline
+from bisector.run.remote import Superseded, TaskRecorder
+from bisector.store import bisections, tasks, workers
+from bisector.store.db import Store
+from bisector.store.verdicts import Key
+
+WATCH_S = 0.5  # how often the watcher asks whether to stop
+FENCE_EVERY = 4  # ... and every this many looks, whether the task is still this attempt's
+CONTEXTS = 8  # bisections whose parts a worker keeps between probes
+
+
+class LogEvents(QuietEvents):
+    """A worker's progress: one line per step, for the journal (what it does not say, it
+    leaves to :class:`QuietEvents`)."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def note(self, text: str) -> None:
+        self.say(f"note: {text}")
+
+    def phase(self, sha: str, text: str) -> None:
+        self.say(text)
+
+    def download(self, name: str, done: int, total: int | None) -> None:
+        if total is not None and done == total:
+            self.say(f"downloaded {name}")
+
+    def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,
+                   reused: bool) -> None:
+        how = "adopted" if reused else f"{seconds:.1f} s"
+        self.say(f"{sha[:12]}: {verdict.value} ({how}){': ' + reason if reason else ''}")
+
+
+@dataclass
+class Context:
+    """What one bisection's probes need in this worker, made once from the store."""
+
+    cfg: RunConfig
+    oracle: Oracle
+    parts: Parts
+    key: Key
+
+
+class Host:
+    """The worker process's side of a probe: its store, GPU, name and owner id."""
+
+    def __init__(self, store: Store, *, gpu: str | None, name: str,
+                 say: Callable[[str], None]) -> None:
+        self.store, self.gpu, self.name, self.say = store, gpu, name, say
+        self.me = owner_id()
+        self.worker_id: int | None = None
+        self.events = LogEvents(say)
+        self._contexts: OrderedDict[int, Context] = OrderedDict()
+
+    def context(self, bisection_id: int) -> Context:
+        if bisection_id in self._contexts:
+            self._contexts.move_to_end(bisection_id)
+            return self._contexts[bisection_id]
+        from bisector.app import bisections as app
+
+        rec = bisections.get(self.store, bisection_id)
+        cfg = app.config_of(self.store, bisection_id)
+        if not Path(cfg.repo).is_dir():
+            raise UsageError(f"the clone {cfg.repo} of bisection {bisection_id} is not on "
+                             f"this box ({self.name}): clone it at that path here, or run "
+                             f"workers only where it is")
+        if "/" in cfg.python and not Path(cfg.python).exists():
+            raise UsageError(f"the Python {cfg.python} of bisection {bisection_id} is not on "
+                             f"this box ({self.name}): install it at that path here")
+        oracle = materialise_oracle(bisections.get_oracle(self.store, rec.oracle_sha256))
+        parts = Parts(self.store, cfg, bisections.candidates(self.store, bisection_id),
+                      self.events, labels={"bisector.bisection": str(bisection_id)})
+        ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
+        self._contexts[bisection_id] = ctx
+        while len(self._contexts) > CONTEXTS:
+            self._contexts.popitem(last=False)
+        return ctx
+
+    def run(self, task_id: int, should_abort: Callable[[], bool]) -> str:
+        """Run the task's probe (a procrastinate job calls this in a thread). Returns a line
+        for the job's log; raises ``JobAborted`` when the job was asked to abort, and any
+        other failure after noting it on the task (the job is retried, then fails)."""
+        from bisector.app import bisections as app
+
+        cancel.reset()
+        app.sweep_leftovers(self.events)  # what a killed worker on this box left running
+        att = tasks.start(self.store, task_id, owner=self.me, worker=self.name)
+        if att is None:
+            return f"task {task_id}: nothing to do (done or cancelled meanwhile)"
+        t = att.task
+        if self.worker_id is not None:
+            workers.busy(self.store, self.worker_id, task_id)
+        stop, why = threading.Event(), list[str]()
+        watcher = threading.Thread(target=self._watch, name=f"watch-{task_id}", daemon=True,
+                                   args=(stop, why, should_abort, task_id, att.number))
+        watcher.start()
+        try:
+            ctx = self.context(t.bisection_id)
+            recorder = TaskRecorder(self.store, ctx.key, self.me, att, ctx.oracle.meta.sampled)
+            pipe = Pipeline(ctx.parts.provider.obtain, ctx.parts.executor, ctx.oracle,
+                            ctx.cfg.rules, recorder, self.events)
+            self.say(f"bisection {t.bisection_id}: probing {t.commit_sha[:12]} (task {task_id}"
+                     f", attempt {att.number}{', GPU ' + self.gpu if self.gpu else ''})")
+            res = pipe.probe(t.position, t.commit_sha, gpu=self.gpu, round_=t.round)
+            return f"{t.commit_sha[:12]}: {res.verdict.value}"
+        except (cancel.Stopped, Superseded) as e:
+            if should_abort():
+                from procrastinate.exceptions import JobAborted
+
+                self.say(f"{t.commit_sha[:12]}: stopped (the job was cancelled); not recorded")
+                raise JobAborted(f"task {task_id} aborted") from None
+            self.say(f"{t.commit_sha[:12]}: stopped, {why[0] if why else e}; not recorded")
+            return f"task {task_id} attempt {att.number}: superseded, nothing written"
+        except BaseException as e:
+            msg = e.message if isinstance(e, BisectorError) else f"{type(e).__name__}: {e}"
+            tasks.note_error(self.store, task_id, att.number, msg)
+            self.say(f"{t.commit_sha[:12]}: the probe failed: {msg}")
+            raise
+        finally:
+            stop.set()
+            watcher.join()
+            if self.worker_id is not None:
+                workers.busy(self.store, self.worker_id, None)
+
+    def build(self, task_id: int, should_abort: Callable[[], bool]) -> str:
+        """Build the commit of a task whose probe is still waiting into the cache (a build
+        job on a CPU-only worker; the probe job holds the same lock, so it starts after).
+        Not fenced: a wheel is content-addressed and published once, so a build made twice
+        costs time, never a wrong result."""
+        cancel.reset()
+        found = tasks.get(self.store, [task_id])
+        if not found or found[0].state is not TaskState.QUEUED:
+            return f"task {task_id}: no build needed (its probe has started or ended)"
+        t = found[0]
+        if self.worker_id is not None:
+            workers.busy(self.store, self.worker_id, task_id)
+        stop, why = threading.Event(), list[str]()
+        watcher = threading.Thread(target=self._watch, name=f"watch-build-{task_id}",
+                                   daemon=True, args=(stop, why, should_abort, None, 0))
+        watcher.start()
+        try:
+            ctx = self.context(t.bisection_id)
+            self.say(f"bisection {t.bisection_id}: building {t.commit_sha[:12]} ahead of its "
+                     f"probe (task {task_id})")
+            got = ctx.parts.provider.obtain(t.position)
+            said = got.reason if isinstance(got, Unobtainable) else "ready"
+            return f"{t.commit_sha[:12]}: {said}"
+        except cancel.Stopped:
+            if should_abort():
+                from procrastinate.exceptions import JobAborted
+
+                raise JobAborted(f"build for task {task_id} aborted") from None
+            raise
+        finally:
+            stop.set()
+            watcher.join()
+            if self.worker_id is not None:
+                workers.busy(self.store, self.worker_id, None)
+
+    def _watch(self, stop: threading.Event, why: list[str], should_abort: Callable[[], bool],
+               task_id: int | None, attempt: int) -> None:
+        looks = 0
+        while not stop.wait(WATCH_S):
+            looks += 1
+            try:
+                if should_abort():
+                    why.append("the job was cancelled")
+                elif (task_id is not None and looks % FENCE_EVERY == 0
+                      and not tasks.current(self.store, task_id, attempt)):
+                    why.append("another attempt took the task over")
+                else:
+                    continue
+            except Exception:  # a database hiccup: look again
+                continue
+            cancel.stop_all()
+            return

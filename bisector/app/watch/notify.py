@@ -1,0 +1,78 @@
+"""Telling people: the ``[notify] command`` of ``bisector.toml``, run on a flip and on the end
+of the bisection it started.
+
+The command is split with ``shlex`` and run without a shell (a suite name or an oracle's
+output can never become shell syntax), with the event as one JSON object on stdin. Beside the
+event, a paste-ready Markdown body is written to a file whose path is in the JSON
+(``issue_file``): the GitHub issue text of ``bisect show --format issue`` for a culprit, a
+short account of the flip otherwise. The event's ``text`` is one line, the field chat
+webhooks (Slack, Mattermost, Rocket.Chat) show, so ``curl --data-binary @- URL`` is a whole
+notifier. A notifier that fails, hangs or does not exist is logged and never fails the tick:
+the results and the bisection are stored either way, and ``bisect watch`` shows them.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from bisector.app.issue import fenced
+from bisector.app.watch.config import Notify
+
+
+def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str) -> Path:
+    """Write ``STEM.md`` (the body) and ``STEM.json`` (the event, naming the body); returns
+    the JSON's path. Written whether or not a command is configured: the files are the
+    record a person can paste from."""
+    folder.mkdir(parents=True, exist_ok=True)
+    md = folder / f"{stem}.md"
+    md.write_text(markdown, encoding="utf-8")
+    event["issue_file"] = str(md)
+    path = folder / f"{stem}.json"
+    path.write_text(json.dumps(event, indent=2, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def send(cfg: Notify, event: dict[str, Any]) -> str | None:
+    """Run the notifier with ``event`` on stdin; a line for the log (None: nothing to do)."""
+    if not cfg.command or event["event"] not in cfg.on:
+        return None
+    payload = json.dumps(event, default=str)
+    try:
+        r = subprocess.run(list(cfg.command), input=payload, capture_output=True, text=True,
+                           timeout=cfg.timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return (f"warning: the notify command ran past {cfg.timeout_s:.0f} s and was stopped "
+                f"({event['event']} event kept in {event['issue_file']})")
+    except OSError as e:
+        return (f"warning: the notify command could not start ({e.strerror or e}); fix "
+                f"[notify] command ({event['event']} event kept in {event['issue_file']})")
+    if r.returncode != 0:
+        said = (r.stderr or r.stdout).strip().splitlines()
+        return (f"warning: the notify command exited {r.returncode}"
+                + (f" ({said[-1][:200]})" if said else "")
+                + f"; the {event['event']} event is kept in {event['issue_file']}")
+    return f"notified: {event['text']}"
+
+
+def flip_markdown(event: dict[str, Any], output_tail: str) -> str:
+    """The body for a flip: what changed, between which torches, what happens next."""
+    old, new = event["from"], event["to"]
+    word = "regressed" if event["kind"] == "regression" else "was fixed"
+    lines = [f"## `{event['oracle']}` {word} between torch {old['version']} and "
+             f"{new['version']}", "",
+             f"Watch suite `{event['suite']}`: the oracle `{event['oracle']}` said "
+             f"**{old['verdict']}** on torch {old['version']} (commit `{old['commit']}`) and "
+             f"**{new['verdict']}** on torch {new['version']} (commit `{new['commit']}`).", ""]
+    b = event.get("bisection")
+    if b and b.get("id") is not None:
+        lines += [f"Bisection {b['id']} was started between the two commits; "
+                  f"`bisect show {b['id']} --format issue` gives the culprit once it ends.", ""]
+    elif b and b.get("message"):
+        lines += [f"No bisection was started: {b['message']}", ""]
+    if output_tail:
+        lines += [f"The oracle's output on torch {new['version']}:", "",
+                  *fenced(output_tail.rstrip()), ""]
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""What ``bisect watch``, ``/watch`` and ``/api/watch`` show: per suite, oracle x torch.
+
+Built from the store alone (no config file), so the web view of a shared store and the CLI on
+any host show the same table. Torches are newest first, one column each; a cell is the
+result's verdict, ``running`` while a tick judges it, or empty when that oracle never ran on
+that torch; the cell where a flip landed names the bisection it started.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bisector.app.reports import effective_state
+from bisector.store import bisections
+from bisector.store import watch as ws
+from bisector.store.db import Store
+
+COLUMNS = 14  # two weeks of nightlies
+
+
+def table_data(store: Store, columns: int = COLUMNS) -> dict[str, Any]:
+    results = ws.results(store)
+    flips = ws.flips(store)
+    by_result = {f.to_result_id: f for f in flips}
+    suites: dict[str, list[ws.ResultRecord]] = {}
+    for r in results:
+        suites.setdefault(r.key.suite, []).append(r)
+    out = []
+    for name, rows in suites.items():
+        torches: list[tuple[str, str]] = []
+        for r in reversed(rows):  # newest claim first
+            t = (r.key.torch_version, r.key.commit_sha)
+            if t not in torches:
+                torches.append(t)
+        shown = torches[:columns]
+        oracles = list(dict.fromkeys(r.key.oracle for r in rows))
+        cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for r in rows:
+            cell = {"result": r.id, "verdict": r.verdict if r.state == ws.DONE else "running",
+                    "reason": r.reason, "at": r.at.isoformat(timespec="seconds")}
+            f = by_result.get(r.id)
+            if f is not None:
+                cell["flip"] = f.kind
+                cell["bisection"] = f.bisection_id
+            cells[(r.key.oracle, r.key.torch_version, r.key.commit_sha)] = cell
+        out.append({
+            "name": name,
+            "torches": [{"version": v, "commit": c} for v, c in shown],
+            "older": len(torches) - len(shown),
+            "rows": [{"oracle": o, "cells": [cells.get((o, v, c)) for v, c in shown]}
+                     for o in oracles],
+            "flips": [_flip(store, f) for f in reversed(flips) if f.suite == name],
+        })
+    return {"suites": out}
+
+
+def _flip(store: Store, f: ws.FlipRecord) -> dict[str, Any]:
+    old = ws.get_result(store, f.from_result_id)
+    new = ws.get_result(store, f.to_result_id)
+    d: dict[str, Any] = {
+        "id": f.id, "oracle": f.oracle, "kind": f.kind,
+        "from": {"version": old.key.torch_version, "commit": f.from_commit},
+        "to": {"version": new.key.torch_version, "commit": f.to_commit},
+        "bisection": f.bisection_id, "state": None, "culprit": None, "message": f.message,
+        "at": f.created_at.isoformat(timespec="seconds"),
+    }
+    if f.bisection_id is not None:
+        b = bisections.get(store, f.bisection_id)
+        d["state"] = effective_state(b)
+        d["culprit"] = b.culprit_sha
+    return d
+
+
+def text_lines(data: dict[str, Any]) -> list[str]:
+    """The table for a pipe or a log: one line per oracle, then one per flip."""
+    lines: list[str] = []
+    for s in data["suites"]:
+        lines.append(f"suite {s['name']}")
+        heads = ["oracle", *(t["version"] for t in s["torches"])]
+        grid = [[r["oracle"], *(cell_text(c) for c in r["cells"])] for r in s["rows"]]
+        widths = [max(len(x[i]) for x in [heads, *grid]) for i in range(len(heads))]
+        for line in [heads, *grid]:
+            lines.append("  " + "  ".join(v.ljust(w) for v, w in zip(line, widths,
+                                                                       strict=True)).rstrip())
+        for f in s["flips"]:
+            lines.append("  " + flip_text(f))
+    return lines or ["the watch has recorded nothing yet: run `bisect tick`"]
+
+
+def cell_text(cell: dict[str, Any] | None) -> str:
+    if cell is None:
+        return "-"
+    text = str(cell["verdict"])
+    if cell.get("bisection") is not None:
+        text += f" #{cell['bisection']}"
+    return text
+
+
+def flip_text(f: dict[str, Any]) -> str:
+    head = (f"{f['kind']} of {f['oracle']} between {f['from']['version']} and "
+            f"{f['to']['version']}: ")
+    if f["bisection"] is None:
+        return head + f"no bisection ({f['message'] or 'being started'})"
+    tail = f"bisection {f['bisection']} {f['state']}"
+    return head + tail + (f", culprit {f['culprit']}" if f["culprit"] else "")

@@ -1,0 +1,88 @@
+"""Where bisector keeps things: its data and caches, and where its own package files lie.
+
+Data (the database, logs) and caches (wheels, virtualenvs) follow the XDG layout through
+platformdirs; ``BISECTOR_HOME`` puts everything under one folder, which is what the tests and the
+demo do so that they never touch a user's real store.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from bisector.base import defaults
+
+# The installed package's folder: the bundled oracles and migrations sit beside it in a
+# checkout, and inside it (``_oracles``, ``_migrations``) in a wheel; the scripts run by path
+# (``infra/scripts``) are here in both.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+SCRIPTS_DIR = PACKAGE_DIR / "infra" / "scripts"
+FACTS_SCRIPT = SCRIPTS_DIR / "facts_probe.py"
+REAPER_SCRIPT = SCRIPTS_DIR / "reaper.py"
+
+
+def _home() -> Path | None:
+    h = os.environ.get("BISECTOR_HOME")
+    return Path(h).expanduser().resolve() if h else None
+
+
+def data_dir() -> Path:
+    h = _home()
+    p = h / "data" if h else Path(platformdirs.user_data_dir("bisector"))
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def cache_dir() -> Path:
+    """Wheels, environments, uv's and ccache's caches; ``BISECTOR_CACHE_DIR`` shares one
+    across stores."""
+    h = _home()
+    explicit = os.environ.get("BISECTOR_CACHE_DIR")
+    if explicit:
+        p = Path(explicit).expanduser().resolve()
+    else:
+        p = h / "cache" if h else Path(platformdirs.user_cache_dir("bisector"))
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def logs_dir() -> Path:
+    p = data_dir() / "logs"
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def uv_cache_dir() -> Path:
+    """uv's cache, for environment installs and host builds alike: one filesystem with the
+    environments (hardlinks), and inside the folder ``bisect du`` and ``bisect gc`` look at."""
+    return cache_dir() / "uv"
+
+
+def ccache_dir() -> Path:
+    return cache_dir() / "ccache"
+
+
+def host_build_env() -> dict[str, str]:
+    """What a build on this host adds to its environment so that its caches land in ours:
+    uv's always; ccache's unless the user named a ``CCACHE_DIR`` (then it is theirs, shared
+    with their other builds, and capped by their own ccache settings)."""
+    env = {"UV_CACHE_DIR": str(uv_cache_dir())}
+    if not os.environ.get("CCACHE_DIR"):
+        env["CCACHE_DIR"] = str(ccache_dir())
+        env["CCACHE_MAXSIZE"] = os.environ.get("CCACHE_MAXSIZE") or defaults.CCACHE_MAXSIZE
+    return env
+
+
+def read_toml(path: Path, fix: str) -> dict[str, Any]:
+    """A configuration file's tables; a file that cannot be read or parsed is one line naming
+    it and ``fix`` (what the user can do about it), as every bad input is."""
+    from bisector.base.errors import UsageError
+
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"{path}: not a readable TOML file ({e}); {fix}") from None

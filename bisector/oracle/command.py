@@ -1,0 +1,135 @@
+"""Command oracles (``bisect start ... -- CMD ARGS...``) and the oracle a request names.
+
+Like ``git bisect run``: the command runs in the probed commit's exported tree (so
+``python test/test_inductor.py -k test_foo`` and ``pytest test/x.py::test_y`` find their files),
+with the probed environment's ``bin`` first on PATH (so ``python`` and ``pytest`` are the
+environment's), and its exit status answers as an oracle's does.
+
+A command is stored as a small document: a marker line, a PEP 723 block when ``--dependency``
+or ``--timeout`` were given, and the argv as one JSON line. The document is hashed like an
+oracle file, so the command (marker and argv, its dependencies and timeout) is the verdicts'
+identity: two different commands never share verdicts, and the same command in two bisections
+reuses them. Every part of bisector that reads an oracle's bytes (its metadata, ``resume``,
+``bisect gc``) reads this document the same way. A script the command names by path is not
+part of it (use ``--oracle PATH`` for a script whose edits must count).
+
+:func:`oracle_for` is the one place a request's ``--oracle`` / ``-- CMD`` / ``--match``
+become the :class:`~bisector.oracle.script.Oracle` that ``start``, ``plan`` and ``check`` run.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import replace
+from pathlib import Path
+
+from bisector.base.errors import UsageError
+from bisector.core.signature import compile_match
+from bisector.core.verdict import Polarity
+from bisector.oracle.script import Oracle, load_oracle, parse_metadata
+
+MARKER = ("# bisector command oracle: runs in the probed commit's tree, the environment's bin "
+          "first on PATH")
+NAME_CHARS = 100  # a command's name in `bisect list` and reports; the argv itself is whole
+
+
+def document(argv: tuple[str, ...], *, timeout: float | None = None,
+             dependencies: tuple[str, ...] = ()) -> str:
+    """The stored text of a command oracle (deterministic: the same inputs, the same hash)."""
+    block = []
+    if dependencies:
+        block.append(f"# dependencies = [{', '.join(json.dumps(d) for d in dependencies)}]")
+    if timeout is not None:
+        block += ["# [tool.bisector]", f"# timeout = {float(timeout)!r}"]
+    head = ["# /// script", *block, "# ///"] if block else []
+    return "\n".join([MARKER, *head, json.dumps(list(argv))]) + "\n"
+
+
+def argv_of(content: bytes | str) -> tuple[str, ...] | None:
+    """The argv of a command oracle's document; None for an oracle file."""
+    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+    if not text.startswith(MARKER + "\n"):
+        return None
+    try:
+        argv = json.loads(text.rstrip("\n").rsplit("\n", 1)[-1])
+    except json.JSONDecodeError:
+        return None
+    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
+        return None
+    return tuple(argv)
+
+
+def name_of(argv: tuple[str, ...]) -> str:
+    """What lists and reports call a command oracle: the command, on one line, shortened."""
+    line = " ".join(shlex.join(argv).split())
+    return line if len(line) <= NAME_CHARS else line[:NAME_CHARS - 1] + "…"
+
+
+def command_oracle(argv: tuple[str, ...], *, timeout: float | None = None,
+                   dependencies: tuple[str, ...] = ()) -> Oracle:
+    text = document(argv, timeout=timeout, dependencies=dependencies)
+    name = name_of(argv)
+    return Oracle(name=name, path=Path("command"), content=text.encode(),
+                  meta=parse_metadata(text, f"the command {name}"))
+
+
+def is_command(oracle: Oracle) -> bool:
+    return argv_of(oracle.content) is not None
+
+
+def program(oracle: Oracle, python: str, script: Path) -> list[str]:
+    """What to execute for one run: the command as given; a script with a foreign ``#!``
+    itself (the kernel reads its first line); any other oracle with the environment's
+    python."""
+    argv = argv_of(oracle.content)
+    if argv is not None:
+        return list(argv)
+    if not oracle.python:
+        return [str(script)]
+    return [python, str(script)]
+
+
+def check_match(regex: str, where: str = "--match") -> None:
+    """A signature that cannot be searched is a one-line usage error naming it."""
+    try:
+        compile_match(regex)
+    except ValueError as e:
+        raise UsageError(f"{where} {regex!r} is not a valid regular expression ({e}): fix "
+                         f"it (re syntax, searched line by line with re.MULTILINE)") from None
+
+
+def bind_match(oracle: Oracle, given: str | None, bug: Polarity) -> Oracle:
+    """The oracle judged by its signature (``--match`` wins over its metadata's ``match``)
+    under the polarity the bisection judges with; unchanged when there is no signature."""
+    match = given if given is not None else oracle.meta.match
+    if match is None:
+        return oracle
+    check_match(match)
+    if oracle.meta.performance:
+        raise UsageError(f"--match with the performance oracle {oracle.name}: its runs are "
+                         f"judged by their samples, not by the failure they print; drop it")
+    return replace(oracle, judging=(("match", match), ("bug", bug.value)))
+
+
+def oracle_for(spec: str, command: tuple[str, ...], *, timeout: float | None = None,
+               dependencies: tuple[str, ...] = (), oracles_dir: Path | None = None) -> Oracle:
+    """``--oracle NAME|PATH`` or ``-- CMD``: exactly one; ``--timeout`` and ``--dependency``
+    belong to a command (an oracle file says both in its own metadata)."""
+    if spec and command:
+        raise UsageError(f"--oracle {spec} and a command after -- both name the oracle: give "
+                         f"one of them")
+    if not spec and not command:
+        raise UsageError("no oracle: give --oracle NAME|PATH, or a command after -- "
+                         "(bisect start ... -- python test/test_x.py -k test_y)")
+    if not command:
+        if timeout is not None or dependencies:
+            flag = "--timeout" if timeout is not None else "--dependency"
+            raise UsageError(f"{flag} goes with a command oracle (-- CMD); the oracle {spec} "
+                             f"says its timeout and dependencies in its [tool.bisector] and "
+                             f"dependencies metadata")
+        return load_oracle(spec, oracles_dir)
+    if timeout is not None and not timeout > 0:
+        raise UsageError(f"--timeout {timeout}: give a positive number of seconds")
+    # A malformed --dependency is refused by the metadata's own check (OracleError).
+    return command_oracle(command, timeout=timeout, dependencies=dependencies)

@@ -1,0 +1,63 @@
+"""Manual mode (``bisect start --manual``): a person is the oracle, as with ``git bisect
+good``/``bad`` typed by hand, for regressions only a person can judge (a plot that looks wrong,
+an error message that reads worse, a slowdown felt in a notebook).
+
+For each probe bisector still does everything but the judging: it obtains the commit's torch,
+makes its environment and exports its tree, then hands the person one command line that opens
+a shell there and asks. The answer is stored as the verdict of a *manual oracle*: a small
+document with a marker and a token made when the bisection is created, so ``resume`` keeps the
+answers given (the stored oracle is the same) and another bisection never mistakes one
+person's judgement of one bug for another's (a new ``start`` asks again).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from bisector.oracle.script import Oracle, parse_metadata
+
+MARKER = "# bisector manual oracle: a person answers for each probe"
+NAME = "manual"
+
+
+class Answer:
+    """What a person can answer, as the exit codes an oracle would give: the bug shows (1,
+    "bad"), it does not (0, "good"), or this commit cannot be judged (125, "skip")."""
+
+    BUG, NO_BUG, SKIP = 1, 0, 125
+
+
+@dataclass(frozen=True)
+class ManualProbe:
+    """What the person is shown for one probe."""
+
+    commit: str
+    env: Path  # the probed environment (its ``bin`` holds the python to try)
+    tree: Path  # the commit's exported tree
+    shell: str  # one command line that opens a shell in the tree with the environment active
+    obtained: str  # how its torch was obtained (a wheel, an overlay, a build)
+
+
+@runtime_checkable
+class Asks(Protocol):
+    """Whoever can put the question to a person (the CLI's terminal display)."""
+
+    def ask(self, probe: ManualProbe) -> int:
+        """One of :class:`Answer`'s codes; raises KeyboardInterrupt when the person quits
+        (the bisection stops as on Ctrl-C, every answer given is stored, ``resume`` asks on)."""
+        ...
+
+
+def manual_oracle(token: str | None = None) -> Oracle:
+    """A new manual oracle (``token`` None: a fresh one, as ``start --manual`` makes)."""
+    text = MARKER + "\n" + json.dumps({"session": token or uuid.uuid4().hex}) + "\n"
+    return Oracle(name=NAME, path=Path(NAME), content=text.encode(),
+                  meta=parse_metadata(text, "the manual oracle"))
+
+
+def is_manual(oracle: Oracle) -> bool:
+    return oracle.content.startswith(MARKER.encode() + b"\n")

@@ -1,0 +1,324 @@
+"""Walk a repository's history with GitPython: resolve refs and list the candidate commits.
+
+Release tags of PyTorch sit on release branches, not on main. When good is not an ancestor of
+bad we do what ``git bisect`` does: test their merge-base as the good endpoint and tell the user,
+listing the commits only the good side has (cherry-picks among them are marked), because a fix
+that reached the release branch only as a cherry-pick is invisible to the main-line search.
+
+The user's working tree is never touched: everything here reads the object database.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+
+from bisector.base.errors import RepoError
+
+PR_TRAILER = re.compile(r"^Pull Request resolved: (\S+/pull/(\d+))\s*$", re.MULTILINE)
+PR_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    subject: str
+    author: str
+    author_email: str
+    date: str
+    pr_number: int | None
+    pr_url: str | None
+
+
+@dataclass(frozen=True)
+class RangePlan:
+    """The search space: ``candidates[0]`` is the good endpoint, ``candidates[-1]`` the bad one."""
+
+    good_ref: str
+    bad_ref: str
+    good_sha: str
+    bad_sha: str
+    candidates: tuple[str, ...]
+    merge_base_used: bool
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def effective_good(self) -> str:
+        return self.candidates[0]
+
+
+def open_repo(path: str | Path) -> git.Repo:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise RepoError(f"{p} does not exist: pass --repo with the path of a git clone")
+    try:
+        return git.Repo(p, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise RepoError(
+            f"{p} is not a git repository: pass --repo with the path of a git clone"
+        ) from None
+
+
+# ``2025-01-10``, ``nightly:2025-01-10`` or ``nightly:2.9.0.dev20250110``: a nightly by date.
+DATE_REF = re.compile(r"^(?:nightly:)?(\d{4})-(\d{2})-(\d{2})$")
+NIGHTLY_VERSION_REF = re.compile(r"^nightly:(?:[0-9][0-9.]*\.)?dev(\d{4})(\d{2})(\d{2})"
+                                 r"(?:\+[A-Za-z0-9.]+)?$")
+# PyTorch's trigger-nightly action: one commit a day on ``nightly``, cut from a main commit.
+NIGHTLY_LINE = re.compile(r"^(\d{4}-\d{2}-\d{2}) nightly release \(([0-9a-fA-F]{40})\)")
+NIGHTLY_BRANCHES = ("nightly", "origin/nightly", "upstream/nightly")
+
+
+def nightly_date(ref: str) -> str | None:
+    """The ``YYYY-MM-DD`` a date or ``nightly:`` ref names, else None (an ordinary ref)."""
+    m = DATE_REF.match(ref) or NIGHTLY_VERSION_REF.match(ref)
+    return "-".join(m.groups()) if m else None
+
+
+def nightlies(repo: git.Repo) -> dict[str, str]:
+    """Date -> the main-line commit that day's nightly was cut from, read from the first
+    nightly branch the clone has (subjects ``YYYY-MM-DD nightly release (<sha>)``)."""
+    for branch in NIGHTLY_BRANCHES:
+        try:
+            out = str(repo.git.log("--first-parent", "--format=%s", branch, "--"))
+        except git.GitCommandError:
+            continue
+        found: dict[str, str] = {}
+        for line in out.splitlines():
+            m = NIGHTLY_LINE.match(line)
+            if m:
+                found.setdefault(m.group(1), m.group(2))
+        return found
+    return {}
+
+
+def resolve_nightly(repo: git.Repo, day: str, ref: str, role: str) -> str:
+    """The main-line commit of the nightly of ``day``, named by ``ref`` (a date or a nightly
+    version), with a one-line error naming the nearest dates that do exist."""
+    dates = nightlies(repo)
+    if not dates:
+        raise RepoError(f"--{role} {ref}: the clone has no nightly branch to find that date "
+                        f"in; git fetch origin nightly:nightly (or give a tag or sha)")
+    sha = dates.get(day)
+    if sha is None:
+        before = max((d for d in dates if d < day), default=None)
+        after = min((d for d in dates if d > day), default=None)
+        near = " and ".join(x for x in (before, after) if x) or "none"
+        raise RepoError(f"--{role} {ref}: no nightly of {day} on the nightly branch (nearest: "
+                        f"{near}); pick one of those dates, or git fetch origin nightly")
+    return resolve(repo, sha, role)
+
+
+def resolve(repo: git.Repo, ref: str, role: str) -> str:
+    """Full sha of a tag, branch, or (abbreviated) sha; peels annotated tags to the commit.
+    A date (``2025-01-10``) or ``nightly:VERSION`` is the main commit of that day's nightly."""
+    if not ref or ref.startswith("-"):
+        raise RepoError(f"--{role} {ref!r} is not a ref: give a tag, branch or commit sha")
+    if (day := nightly_date(ref)) is not None:
+        return resolve_nightly(repo, day, ref, role)
+    try:
+        return str(repo.git.rev_parse("--verify", "--quiet", f"{ref}^{{commit}}")).strip()
+    except git.GitCommandError:
+        raise RepoError(
+            f"unknown {role} ref {ref!r} in {repo.working_dir}: "
+            f"check the name (git tag -l, git branch -a) or fetch it first"
+        ) from None
+
+
+def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", a, b)
+        return True
+    except git.GitCommandError as e:
+        if e.status == 1:
+            return False
+        raise
+
+
+def _rev_list(repo: git.Repo, *args: str) -> list[str]:
+    out = str(repo.git.rev_list(*args))
+    return out.split() if out else []
+
+
+def plan_range(
+    repo: git.Repo, good_ref: str, bad_ref: str, *, first_parent: bool = True
+) -> RangePlan:
+    """Resolve both refs and list the candidates oldest to newest.
+
+    First-parent by default because that is how artifacts are produced on PyTorch's main: every
+    first-parent commit is a landed PR with its own CI build and nightly lineage; commits inside
+    merged side branches were never built as such. ``first_parent=False`` gives
+    ``--ancestry-path`` in topological order.
+    """
+    good = resolve(repo, good_ref, "good")
+    bad = resolve(repo, bad_ref, "bad")
+    dated = [f"--{role} {ref} is the nightly of {nightly_date(ref)}, cut from {sha[:12]}"
+             for role, ref, sha in (("good", good_ref, good), ("bad", bad_ref, bad))
+             if nightly_date(ref) is not None]
+    if good == bad:
+        raise RepoError(
+            f"good and bad are the same commit ({good[:12]}): "
+            f"give a good ref older than the bad one"
+        )
+    notes: list[str] = list(dated)
+    merge_base_used = False
+    lower = good
+    # The common case costs one ancestry walk; the release-branch case pays for the rest.
+    if not _is_ancestor(repo, good, bad):
+        if _is_ancestor(repo, bad, good):
+            raise RepoError(
+                f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
+                f"if the newer commit is the good one you are looking for a fix; "
+                f"swap the refs and pass --find-fix"
+            )
+        bases = _safe_merge_bases(repo, good, bad)
+        if not bases:
+            raise RepoError(
+                f"{good_ref} and {bad_ref} share no history (unrelated histories): "
+                f"pick two refs of the same project"
+            )
+        base = bases[0]
+        merge_base_used = True
+        lower = base
+        only_good = _rev_list(repo, f"{base}..{good}")
+        picks = _cherry_picked(repo, bad, good)
+        notes.append(
+            f"good {good_ref} ({good[:12]}) is not an ancestor of bad {bad_ref} ({bad[:12]}), "
+            f"as with release tags on release branches; testing their merge-base "
+            f"{base[:12]} as the good endpoint, as git bisect does"
+        )
+        if only_good:
+            notes.append(
+                f"{len(only_good)} commit(s) exist only on the good side "
+                f"({len(picks)} of them cherry-picked onto the bad side too); "
+                f"a fix that exists only there is not searched"
+            )
+    args = ["--reverse"]
+    if first_parent:
+        args.append("--first-parent")
+    else:
+        args += ["--ancestry-path", "--topo-order"]
+    chain = _rev_list(repo, *args, bad, f"^{lower}")
+    if not chain or chain[-1] != bad:
+        raise RepoError(
+            f"no commits between {good_ref} and {bad_ref} on the chosen path: "
+            f"try without --first-parent or check the refs"
+        )
+    return RangePlan(
+        good_ref=good_ref,
+        bad_ref=bad_ref,
+        good_sha=good,
+        bad_sha=bad,
+        candidates=(lower, *chain),
+        merge_base_used=merge_base_used,
+        notes=tuple(notes),
+    )
+
+
+def _safe_merge_bases(repo: git.Repo, a: str, b: str) -> list[str]:
+    try:
+        return str(repo.git.merge_base("--all", a, b)).split()
+    except git.GitCommandError as e:
+        if e.status == 1:
+            return []
+        raise
+
+
+def _cherry_picked(repo: git.Repo, upstream: str, head: str) -> list[str]:
+    """Commits of ``head`` whose patch already exists on ``upstream`` (git cherry's '-')."""
+    out = str(repo.git.cherry(upstream, head))
+    return [line[2:] for line in out.splitlines() if line.startswith("- ")]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Text from a repository with control characters (terminal escapes, bells) replaced:
+    a commit subject can never drive the user's terminal."""
+    return _CONTROL.sub("\ufffd", text)
+
+
+def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
+    c = repo.commit(sha)
+    message = str(c.message)
+    subject = message.splitlines()[0] if message else ""
+    pr_number: int | None = None
+    pr_url: str | None = None
+    m = PR_TRAILER.search(message)
+    if m:
+        pr_url, pr_number = m.group(1), int(m.group(2))
+    else:
+        s = PR_SUBJECT.search(subject)
+        if s:
+            pr_number = int(s.group(1))
+    return CommitInfo(
+        sha=c.hexsha,
+        subject=printable(subject),
+        author=printable(str(c.author.name)),
+        author_email=printable(str(c.author.email)),
+        date=c.authored_datetime.isoformat(),
+        pr_number=pr_number,
+        pr_url=pr_url,
+    )
+
+
+def github_slug(repo: git.Repo) -> str | None:
+    """owner/name of the ``origin`` remote when it points at GitHub, for links in reports."""
+    try:
+        url = repo.remotes.origin.url
+    except (AttributeError, ValueError):
+        return None
+    m = re.search(r"github\.com[:/]([^/]+/[^/]+?)(?:\.git)?$", url)
+    return m.group(1) if m else None
+
+
+# ``merge-tree --write-tree --merge-base=`` (a real three-way merge without a working tree).
+MERGE_TREE_GIT = (2, 40)
+
+
+def _revert_tree_by_patch(repo: git.Repo, culprit: str, parent: str, onto: str) -> str:
+    """The revert's tree for a git older than :data:`MERGE_TREE_GIT`: the culprit's diff
+    applied in reverse to ``onto`` in a throwaway index file (the repository's own index and
+    working tree are never touched). Stricter than a merge: a reverse patch whose context
+    moved does not apply, and the revert is then reported as not applying."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bisector-revert-") as tmp:
+        env = {"GIT_INDEX_FILE": os.path.join(tmp, "index")}
+        with repo.git.custom_environment(**env):
+            repo.git.read_tree(onto)
+            patch = os.path.join(tmp, "culprit.patch")
+            with open(patch, "wb") as f:
+                f.write(repo.git.diff(parent, culprit, "--binary", "--full-index",
+                                      stdout_as_string=False, strip_newline_in_stdout=False))
+            repo.git.apply("--cached", "-R", patch)
+            return str(repo.git.write_tree()).strip()
+
+
+def revert_commit(repo: git.Repo, culprit: str, onto: str) -> str | None:
+    """A commit that reverts ``culprit`` on top of ``onto``, or None when it does not apply
+    cleanly. Made with plumbing only (``merge-tree --write-tree`` and ``commit-tree``): no
+    branch moves and the working tree is never touched; the new commit object is unreferenced,
+    so ``git gc`` drops it in time. A merge culprit is reverted against its first parent, as
+    ``git revert -m 1`` does."""
+    try:
+        parent = repo.git.rev_parse(f"{culprit}^1")
+        if repo.git.version_info >= MERGE_TREE_GIT:
+            out = repo.git.merge_tree("--write-tree", f"--merge-base={culprit}", onto, parent)
+            tree = out.splitlines()[0].strip()
+        else:
+            tree = _revert_tree_by_patch(repo, culprit, parent, onto)
+    except git.GitCommandError:
+        return None  # conflicts (exit 1 from merge-tree, or a patch that does not apply)
+    subject = printable(str(repo.commit(culprit).message).splitlines()[0] if
+                        repo.commit(culprit).message else "")
+    ident = {"GIT_AUTHOR_NAME": "bisector", "GIT_AUTHOR_EMAIL": "bisector@localhost",
+             "GIT_COMMITTER_NAME": "bisector", "GIT_COMMITTER_EMAIL": "bisector@localhost"}
+    with repo.git.custom_environment(**ident):
+        sha: str = repo.git.commit_tree(tree, "-p", onto, "-m", f'Revert "{subject}"', "-m",
+                                        f"This reverts commit {culprit}.")
+    return sha.strip()

@@ -1,0 +1,299 @@
+"""The run configuration: what the user asked for, and what it resolved to, as frozen types.
+
+``Request`` is exactly what ``bisect start`` was given (every default from
+:mod:`bisector.base.defaults`); ``RunConfig`` adds what was resolved from it once, at start (the
+absolute repository, the profile, the indexes, the wheels mapped onto candidates, where builds
+run). Both go through one codec (:func:`encode` / :func:`decode`, cattrs) into the bisection's
+row, so ``resume`` runs with exactly the configuration the run started with, and
+:func:`reproduce_command` is derived from the request field by field: an option cannot be
+forgotten there without a test noticing.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import cattrs
+
+from bisector.artifacts.installable import InstalledBase
+from bisector.artifacts.prebuilt import Prebuilt
+from bisector.base import defaults
+from bisector.base.errors import UsageError
+from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.core.verdict import Polarity, Rules, TimeoutRule
+
+# Options that change how fast a run goes, never what it finds: left out of the reproduce line.
+SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs"})
+
+
+@dataclass(frozen=True)
+class Request:
+    """``bisect start`` as typed. None means "not given": the resolved value is in RunConfig."""
+
+    good: str
+    bad: str
+    oracle: str = ""  # "" with a command oracle
+    repo: Path = Path(".")
+    find_fix: bool = False
+    regress: Polarity | None = None
+    ancestry_path: bool = False
+    profile: str | None = None
+    python: str | None = None
+    offline: bool = False
+    build_timeout: float = defaults.BUILD_TIMEOUT_S
+    prebuilt: bool = True
+    nightly_index: str | None = None  # None: the profile's; "" turns nightlies off
+    release_index: str | None = None  # None: the configured index for PyTorch, else none
+    variant: str | None = None
+    installed_base: str | None = None
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    image: str | None = None
+    gpus: str | None = None  # "all" or "0,1"
+    memory: str = defaults.MEMORY
+    pids: int = defaults.PIDS
+    build_in: BuildPlace | None = None
+    builder_image: str | None = None
+    cuda_arch: str | None = None
+    max_jobs: int | None = None
+    build_env: tuple[str, ...] = ()
+    jobs: int | None = None  # None: one per GPU of --gpus, else defaults.JOBS
+    build_jobs: int = defaults.BUILD_JOBS
+    confirm: bool = True  # re-run the culprit, its parent and its revert before answering
+    match: str | None = None  # the failure that is the bug (core/signature.py)
+    timeout: float | None = None  # a command oracle's (an oracle file says its own)
+    dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
+    command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (command_oracle.py)
+    manual: bool = False  # a person answers for each probe (manual.py)
+
+    @property
+    def gpu_list(self) -> tuple[str, ...]:
+        """``--gpus 0,1`` as ("0", "1"); "all" and none give ()."""
+        if not self.gpus or self.gpus == "all":
+            return ()
+        return tuple(g.strip() for g in self.gpus.split(","))
+
+    def check(self) -> None:
+        """The option combinations that cannot work, refused before anything is stored."""
+        gpus = self.gpu_list
+        if self.gpus is not None and self.gpus != "all" and (
+                not gpus or not all(g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus)):
+            raise UsageError(f"--gpus {self.gpus!r}: write all, or distinct GPU indexes like 0,1")
+        if self.jobs is not None and self.jobs < 1:
+            raise UsageError(f"--jobs {self.jobs}: give at least 1")
+        if self.build_jobs < 1:
+            raise UsageError(f"--build-jobs {self.build_jobs}: give at least 1")
+        if gpus and self.jobs is not None and self.jobs > len(gpus):
+            raise UsageError(f"--jobs {self.jobs} with {len(gpus)} GPU(s) in --gpus "
+                             f"{self.gpus}: one probe runs per GPU; name more GPUs or lower --jobs")
+        if not re.fullmatch(r"\d+(\.\d+)?[bkmgBKMG]?", self.memory):
+            raise UsageError(f"--memory {self.memory!r}: write a size like 16g or 512m")
+        if self.pids < 1:
+            raise UsageError(f"--pids {self.pids}: give a positive process limit")
+        if self.build_timeout <= 0:
+            raise UsageError("--build-timeout must be positive seconds")
+        if self.match is not None:
+            from bisector.oracle.command import check_match
+
+            check_match(self.match)
+        if self.oracle and self.command:
+            raise UsageError(f"--oracle {self.oracle} and a command after -- both name the "
+                             f"oracle: give one of them")
+        if self.executor is ExecutorKind.DOCKER and self.command:
+            raise UsageError("a command oracle (-- CMD) needs --executor local: the Docker "
+                             "executor runs Python oracle files only")
+        if self.manual:
+            self._check_manual()
+        if self.executor is ExecutorKind.DOCKER and self.installed_base:
+            raise UsageError("--installed-base needs --executor local: a container cannot see "
+                             "the host's installed torch")
+
+    def _check_manual(self) -> None:
+        """A person judges one probe at a time, on this machine, by whether the bug shows."""
+        other = ("--oracle" if self.oracle else "a command after --" if self.command
+                 else "--match" if self.match is not None else None)
+        if other:
+            raise UsageError(f"--manual and {other} both say how probes are judged: give one")
+        if self.width > 1:
+            raise UsageError("--manual asks about one probe at a time: drop --jobs/--gpus "
+                             "lists (or give --jobs 1)")
+        if self.executor is ExecutorKind.DOCKER:
+            raise UsageError("--manual needs --executor local: the shell it offers opens in "
+                             "a local environment")
+        if self.regress is not None:
+            raise UsageError("--manual asks whether the bug shows; --regress does not apply: "
+                             "drop it (--find-fix still works)")
+
+    @property
+    def width(self) -> int:
+        """How many probes run at once."""
+        if self.jobs is not None:
+            return self.jobs
+        return len(self.gpu_list) or defaults.JOBS
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    """Where and how source builds run, resolved."""
+
+    place: BuildPlace = BuildPlace.HOST
+    image: str = defaults.BUILDER_IMAGE
+    repo_id: str = ""  # the repository's root commit: names the ccache volume
+    cuda_arch: str | None = None
+    max_jobs: int | None = None
+    env: dict[str, str] = field(default_factory=dict)  # the user's --build-env overrides
+    requires: tuple[str, ...] = ()
+    timeout_s: float = defaults.BUILD_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class DockerConfig:
+    image: str = defaults.RUNTIME_IMAGE
+    memory: str = defaults.MEMORY
+    pids: int = defaults.PIDS
+
+
+@dataclass(frozen=True)
+class PlacedPrebuilt:
+    """A wheel of an index mapped onto a candidate position."""
+
+    position: int
+    wheel: Prebuilt
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    request: Request
+    repo: str  # absolute path of the clone
+    profile: str
+    python: str
+    rules: Rules
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    docker: DockerConfig = DockerConfig()
+    build: BuildConfig = BuildConfig()
+    variant: str | None = None
+    nightly_index: str | None = None  # resolved; None: not used
+    release_index: str | None = None
+    installed: InstalledBase | None = None
+    prebuilts: tuple[PlacedPrebuilt, ...] = ()
+    gpus: tuple[str, ...] = ()
+    width: int = defaults.JOBS
+    build_jobs: int = defaults.BUILD_JOBS
+    version: int = 2  # of this codec's layout
+
+    @property
+    def first_parent(self) -> bool:
+        return not self.request.ancestry_path
+
+    @property
+    def offline(self) -> bool:
+        return self.request.offline
+
+    def slots(self) -> list[str | None]:
+        """One entry per probe that may run at once: its GPU, or None (no pinning)."""
+        if self.gpus:
+            return list(self.gpus[: self.width])
+        return [None] * self.width
+
+
+_conv = cattrs.Converter()
+_conv.register_unstructure_hook(Path, str)
+_conv.register_structure_hook(Path, lambda v, _t: Path(v))
+
+
+def encode(cfg: RunConfig) -> dict[str, Any]:
+    out: dict[str, Any] = _conv.unstructure(cfg)
+    return out
+
+
+def decode(data: dict[str, Any]) -> RunConfig:
+    """Read a stored configuration back; a bisection stored by an older bisector too."""
+    if data.get("version") != 2:
+        data = _legacy(data)
+    try:
+        return _conv.structure(data, RunConfig)
+    except cattrs.BaseValidationError as e:
+        raise UsageError(f"the stored configuration cannot be read ({e}): start the bisection "
+                         f"again with this bisector") from None
+
+
+def _legacy(d: dict[str, Any]) -> dict[str, Any]:
+    """Settings as the first version stored them (untyped dicts) in today's layout."""
+    b = d.get("build") or {}
+    dk = d.get("docker") or {}
+    req = {"good": d.get("good", ""), "bad": d.get("bad", ""), "oracle": d.get("oracle", ""),
+           "repo": d["repo"], "find_fix": d.get("find_fix", False),
+           "ancestry_path": not d.get("first_parent", True), "python": d.get("python"),
+           "offline": d.get("offline", False),
+           "build_timeout": d.get("build_timeout", defaults.BUILD_TIMEOUT_S),
+           "executor": d.get("executor", "local"), "gpus": dk.get("gpus")}
+    return {
+        "request": req, "repo": d["repo"], "profile": d["profile"], "python": d["python"],
+        "rules": d.get("rules", {}), "executor": d.get("executor", "local"),
+        "docker": {k: dk[k] for k in ("image", "memory", "pids") if k in dk},
+        "build": {"place": b.get("in", "host"), "image": b.get("image") or defaults.BUILDER_IMAGE,
+                  "repo_id": b.get("repo_id", ""), "cuda_arch": b.get("cuda_arch"),
+                  "max_jobs": b.get("max_jobs"), "env": b.get("env") or {},
+                  "requires": b.get("requires", ()),
+                  "timeout_s": d.get("build_timeout", defaults.BUILD_TIMEOUT_S)},
+        "variant": d.get("variant"), "nightly_index": d.get("nightly_index"),
+        "release_index": d.get("release_index"), "installed": d.get("installed"),
+        "prebuilts": [{"position": p["position"],
+                       "wheel": {k: v for k, v in p.items() if k != "position"}}
+                      for p in d.get("prebuilts", [])],
+        "gpus": [], "width": 1, "build_jobs": 1, "version": 2,
+    }
+
+
+def legacy_rules(stored_polarity: str, find_fix: bool, on_timeout: str) -> Rules:
+    """Rules of a bisection stored before they were: its polarity had find-fix folded in."""
+    pol = Polarity(stored_polarity)
+    if find_fix:
+        pol = Polarity.SUCCESS if pol is Polarity.FAILURE else Polarity.FAILURE
+    return Rules(pol, find_fix, TimeoutRule(on_timeout))
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def reproduce_command(req: Request) -> str:
+    """A command line that repeats this bisection: every option that can change the result.
+
+    Walks the request's fields, so a new option appears here without anyone remembering to
+    add it. ``prepare`` stores the request with the absolute repository and the oracle's
+    name (bundled) or absolute path, so the line works from any directory.
+    """
+    parts = ["bisect", "start", "--repo", str(req.repo), "--good", req.good, "--bad", req.bad]
+    if req.oracle:
+        parts += ["--oracle", req.oracle]
+    for f in fields(Request):
+        if f.name in {"good", "bad", "oracle", "repo", "command"} | SPEED_ONLY:
+            continue
+        value, default = getattr(req, f.name), f.default
+        if value == default:
+            continue
+        if isinstance(value, bool):
+            parts.append(flag(f.name) if value else f"--no-{f.name.replace('_', '-')}")
+        elif isinstance(value, tuple):
+            for item in value:
+                parts += [flag(f.name), str(item)]
+        else:
+            parts += [flag(f.name), str(value)]
+    if req.command:  # last, after --: its words are never read as bisect's options
+        parts += ["--", *req.command]
+    return shlex.join(parts)
+
+
+def request_from(values: dict[str, Any]) -> Request:
+    """A Request from the CLI's parsed options (names match the fields; types are checked)."""
+    known = {f.name for f in fields(Request)}
+    if values.get("oracle") is None:  # not given: a command oracle, or a usage error
+        values = {**values, "oracle": ""}
+    try:
+        return _conv.structure({k: v for k, v in values.items() if k in known}, Request)
+    except cattrs.BaseValidationError as e:
+        raise UsageError(f"bad option value ({e})") from None

@@ -1,0 +1,228 @@
+"""Driving a bisection whose oracle is flaky: every run is evidence, none is the truth.
+
+Plain bisection trusts each verdict, so one wrong answer sends it to the wrong commit. Here the
+runner keeps a posterior over which commit is the culprit (:mod:`bisector.core.noisy`), built
+from every run stored under the bisection's (oracle, environment) key, its own and any earlier
+bisection's (confirmation runs and others' passing skips left out: :func:`gather`), so reuse and
+resume need nothing special: the same evidence gives the same next probe. Each endpoint is run a
+few times first; that both checks the endpoints and, when the oracle's metadata gives no error
+rates, estimates them (a "bad" at the good endpoint is a false positive, a "good" at the bad
+endpoint a false negative). Then each round probes where the expected information gain is
+highest (K places with K slots) until the most likely commit reaches the oracle's confidence, or
+the run cap is hit and the answer is "most likely", not "found".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bisector.base import defaults
+from bisector.base.errors import LeaseLost
+from bisector.base.kinds import State
+from bisector.core import noisy
+from bisector.core.search import Problem, Stop, Verdict
+from bisector.run import confirm
+from bisector.store import bisections, verdicts
+from bisector.store.records import BisectionRecord
+
+if TYPE_CHECKING:
+    from bisector.run.runner import Finished, Runner
+
+# Most commits a "most likely" answer lists (those holding the confidence's share of the mass).
+SUSPECTS_MAX = 20
+# An endpoint whose runs mostly look wrong runs on, up to this many times its runs, before the
+# search stops on it (at 20 % wrong answers a wrong majority of 18 happens once in a thousand).
+ENDPOINT_ROUNDS = 6
+# A commit skipped this often with no answer is untestable (one skip may be a passing failure).
+UNTESTABLE_SKIPS = 2
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the stored runs say: (position, reported bad) pairs, skips left out."""
+
+    reports: tuple[tuple[int, bool], ...]
+    skips: dict[int, int]
+
+    def at(self, position: int) -> list[bool]:
+        return [bad for p, bad in self.reports if p == position]
+
+
+def endpoint_runs(runner: Runner) -> int:
+    """How often each endpoint runs: the oracle's ``repeats``, else the default."""
+    r = runner.oracle.meta.repeats
+    return r if r > 1 else defaults.NOISY_ENDPOINT_RUNS
+
+
+def gather(runner: Runner) -> tuple[Evidence, list[tuple[verdicts.Adopted, str]]]:
+    """Every stored search run for the candidates under the key, and those this bisection has
+    not logged yet (adopted as reused probes, so ``show`` and ``log`` list every run it used).
+
+    Left out: confirmation runs (they check an answer, they are no evidence for one, and a
+    bisection interrupted while confirming must not resume with them), and another
+    bisection's skips that were not permanent (an environment that failed to install
+    yesterday says nothing about today, so the commit is tried again). This bisection's own
+    skips all count: a commit that keeps failing now is stepped around."""
+    pos = {sha: i for i, sha in enumerate(runner.candidates)}
+    logged = verdicts.logged_runs(runner.store, runner.record.id)
+    own = verdicts.own_runs(runner.store, runner.record.id)
+    reports: list[tuple[int, bool]] = []
+    skips: dict[int, int] = {}
+    adopted = []
+    found = verdicts.samples(runner.store, runner.key, runner.candidates)
+    for x in sorted((x for xs in found.values() for x in xs), key=lambda x: x.run.id):
+        run, p = x.run, pos.get(x.run.commit_sha)
+        if p is None or confirm.is_confirmation(x.facts):
+            continue
+        v = runner.rules.judge(run.outcome)
+        if v is Verdict.SKIP:
+            if run.id not in own and not (run.reusable or x.facts.get("permanent")):
+                continue
+            skips[p] = skips.get(p, 0) + 1
+        else:
+            reports.append((p, v is Verdict.BAD))
+        if run.id not in logged:
+            adopted.append((verdicts.Adopted(p, run.commit_sha, run.id, v.value), run.reason))
+    return Evidence(tuple(reports), skips), adopted
+
+
+def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
+    """The endpoints that still need runs, or why the search cannot go on.
+
+    Each endpoint runs ``want`` times. A flaky oracle gets a vote, not a single word, and a
+    vote of three at 20 % wrong answers is lost one time in ten, so an endpoint whose majority
+    looks wrong runs on until it is clearly wrong (three in four of at least ``2 * want`` runs)
+    or :data:`ENDPOINT_ROUNDS` times ``want`` runs still give a wrong majority; then the search
+    stops the way plain bisection would ("good is already bad")."""
+    short = []
+    for position, wrong_if_bad in ((0, True), (n - 1, False)):
+        said, skipped = ev.at(position), ev.skips.get(position, 0)
+        if (not said and skipped >= want) or (
+                skipped >= want and len(said) + skipped >= ENDPOINT_ROUNDS * want):
+            # Mostly skips: the endpoint cannot be judged (a runaway loop of skips otherwise).
+            return Stop(Problem.GOOD_UNTESTABLE if position == 0 else Problem.BAD_UNTESTABLE,
+                        position)
+        wrong = sum(1 for bad in said if bad == wrong_if_bad)
+        if len(said) + skipped < want:
+            short.append(position)
+        elif 2 * wrong > len(said):
+            clear = len(said) >= 2 * want and 4 * wrong >= 3 * len(said)
+            if clear or len(said) >= ENDPOINT_ROUNDS * want:
+                return Stop(Problem.GOOD_IS_BAD if position == 0 else Problem.BAD_IS_GOOD,
+                            position)
+            short.append(position)
+    return tuple(short)
+
+
+def rates(runner: Runner, ev: Evidence) -> tuple[float, float, str]:
+    """(false positive, false negative, where they came from)."""
+    meta = runner.oracle.meta
+    est_fp, est_fn = noisy.estimate_rates(ev.at(0), ev.at(len(runner.candidates) - 1))
+    fp = meta.false_positive if meta.false_positive is not None else est_fp
+    fn = meta.false_negative if meta.false_negative is not None else est_fn
+    given = meta.false_positive is not None and meta.false_negative is not None
+    source = ("from the oracle's metadata" if given else "estimated from the endpoints' runs"
+              if meta.false_positive is None and meta.false_negative is None
+              else "one from the oracle's metadata, one estimated from the endpoints' runs")
+
+    def clamp(rate: float) -> float:  # a rate near 0.5 would make the run cap unbounded
+        return min(noisy.RATE_MAX, max(noisy.RATE_MIN, rate))
+
+    return clamp(fp), clamp(fn), source
+
+
+def testable(positions: tuple[int, ...], ev: Evidence, n: int) -> tuple[int, ...] | None:
+    """The chosen probes with every untestable commit (skipped twice, never answered: it does
+    not build, or its environment never installs) moved to the nearest testable one; None when
+    no testable commit is left between the endpoints. A skip changes no posterior, so without
+    this the search would pick the same commit every round until the run cap."""
+    def dead(p: int) -> bool:
+        return ev.skips.get(p, 0) >= UNTESTABLE_SKIPS and not ev.at(p)
+
+    out: list[int] = []
+    for p in positions:
+        if not dead(p) and p not in out:
+            out.append(p)
+            continue
+        for step in range(1, n):
+            near = [q for q in (p - step, p + step)
+                    if 0 < q < n - 1 and not dead(q) and q not in out]
+            if near:
+                out.append(near[0])
+                break
+    return tuple(out) or None
+
+
+def run(runner: Runner) -> Finished:
+    """The noisy search loop; the lease is held by the caller."""
+    from bisector.run.runner import Finished
+
+    n = len(runner.candidates)
+    want = endpoint_runs(runner)
+    meta = runner.oracle.meta
+    round_ = verdicts.last_round(runner.store, runner.record.id)
+    ran = 0
+    while True:
+        runner.check_lease()
+        ev, adopted = gather(runner)
+        runner.adopt(adopted, round_ or None)
+        short = endpoints(ev, n, want)
+        if isinstance(short, Stop):
+            return Finished(runner.finish(short), ran)  # raises EndpointError, the message
+        fp, fn, source = rates(runner, ev)
+        paid = verdicts.paid_runs(runner.store, runner.record.id)
+        post = noisy.Posterior.from_observations(n, fp, fn, ev.reports)
+        cap = meta.max_runs or noisy.default_max_runs(n, fp, fn, meta.confidence)
+        if short:
+            positions = short
+        else:
+            step = noisy.decide(post, confidence=meta.confidence, max_runs=cap,
+                                runs=paid, width=runner.width)
+            if not isinstance(step, noisy.Probe):
+                return Finished(_finish(runner, step, post, len(ev.reports), fp, fn, source),
+                                ran)
+            moved = testable(step.positions, ev, n)
+            if moved is None:  # only untestable commits left: the most likely one, as is
+                best, probability = post.best()
+                return Finished(_finish(runner, noisy.GiveUp(best, probability), post,
+                                        len(ev.reports), fp, fn, source), ran)
+            positions = moved
+        round_ += 1
+        ran += 1
+        runner.run_round(round_, positions, max(1, cap - paid))
+
+
+def _finish(runner: Runner, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,
+            runs: int, fp: float, fn: float, source: str) -> BisectionRecord:
+    b, cands = runner.record, runner.candidates
+    noise = {"probability": round(step.probability, 6), "runs": runs,
+             "false_positive": round(fp, 4), "false_negative": round(fn, 4),
+             "rates": source, "confidence": runner.oracle.meta.confidence}
+    if isinstance(step, noisy.Culprit):
+        state, culprit, message = State.DONE, cands[step.position], None
+        result: dict[str, object] = {"kind": "culprit", "position": step.position,
+                                     "noisy": noise}
+        if runner.confirm:
+            result["confirmation"] = checked = confirm.confirm(runner, step.position,
+                                                               posterior=post)
+            message = confirm.warning(checked)
+    else:
+        state, culprit = State.AMBIGUOUS, None
+        ranked = post.most_likely(SUSPECTS_MAX, runner.oracle.meta.confidence)
+        result = {"kind": "window", "suspects": [cands[p] for p, _ in ranked],
+                  "probabilities": [round(q, 6) for _, q in ranked],
+                  "position": step.position, "noisy": noise}
+        message = (f"from {runs} runs the most likely first "
+                   f"{runner.rules.terms[1]} commit is {cands[step.position][:12]} with "
+                   f"probability {step.probability:.3f}, below the {noise['confidence']} "
+                   f"asked for (or only untestable commits were left to probe). Every run is "
+                   f"stored: a new bisection with the same oracle "
+                   f"starts from them with a fresh budget of runs")
+    if not bisections.finish(runner.store, b.id, me=runner.lease.me, state=state,
+                             result=result, culprit_sha=culprit, message=message):
+        raise LeaseLost(f"bisection {b.id} was taken over by another process before it "
+                        f"finished here")
+    runner.lease.stop_beating()
+    return bisections.get(runner.store, b.id)
+

@@ -1,0 +1,190 @@
+"""``bisect serve``: a read-only web view over the store (SQLite or PostgreSQL).
+
+Starlette routes the few GET pages and JSON endpoints, Jinja2 renders them (through
+:mod:`bisector.app.html`, the same templates as the one-file report) and uvicorn serves them. Every
+route reads through :mod:`bisector.app`, the same functions as ``bisect list/show/log --json``, so
+the JSON endpoints mirror the CLI by construction. There is no write endpoint: other methods get
+405. Every response carries a Content-Security-Policy that allows no outside resource, and full logs
+are served as ``text/plain`` with ``nosniff``, so an oracle's output can never run as a page."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from bisector.app import bisections as app
+from bisector.app import html as html_report
+from bisector.app.reports import ListFilter
+from bisector.base.errors import NotFoundError
+from bisector.base.kinds import State
+from bisector.base.paths import cache_dir, logs_dir
+from bisector.store.db import Store
+
+LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
+LIST_LIMIT = 200
+STREAMS = ("stdout", "stderr", "build")
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+       "img-src data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+       "base-uri 'none'")
+
+
+class SecurityHeaders:
+    """Adds the same protective headers to every response (pages, JSON, logs, errors)."""
+
+    def __init__(self, inner: ASGIApp) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(b"content-security-policy", CSP.encode()),
+                            (b"x-content-type-options", b"nosniff"),
+                            (b"referrer-policy", b"no-referrer"),
+                            (b"x-frame-options", b"DENY")]
+                message["headers"] = headers
+            await send(message)
+
+        await self.inner(scope, receive, send_with_headers)
+
+
+def _filter(request: Request) -> ListFilter:
+    q = request.query_params
+    return ListFilter(oracle=q.get("oracle", ""), state=q.get("state", ""),
+                      repo=q.get("repo", ""), culprit=q.get("culprit", ""))
+
+
+def _id(request: Request) -> int:
+    return int(request.path_params["bisection_id"])
+
+
+def _tail(path: Path) -> str:
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        f.seek(max(0, size - LOG_LIMIT))
+        return f.read().decode("utf-8", "replace")
+
+
+def _readable_log(path: Path) -> bool:
+    """A file inside bisector's log or cache folders (run logs, build logs), links resolved."""
+    try:
+        real = path.resolve(strict=True)
+    except OSError:
+        return False
+    roots = [logs_dir().resolve(), cache_dir().resolve()]
+    return real.is_file() and any(real.is_relative_to(root) for root in roots)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Starlette:
+    """The ASGI application over one store (tests call it directly with a test client).
+
+    ``allowed_hosts`` checks the Host header: bound to loopback, only loopback names pass,
+    so a web page that rebinds its own domain to 127.0.0.1 cannot read the store."""
+
+    def index(request: Request) -> Response:
+        where = _filter(request)
+        rows = app.listing(store, LIST_LIMIT, where)
+        everything = app.listing(store, LIST_LIMIT)
+        choices = {"oracle": sorted({r["oracle"] for r in everything}),
+                   "state": [s.value for s in State]}
+        query = {"oracle": where.oracle, "state": where.state, "repo": where.repo,
+                 "culprit": where.culprit}
+        return HTMLResponse(html_report.render_list(rows, query, choices))
+
+    def page(request: Request) -> Response:
+        i = _id(request)
+        d = app.show(store, i)
+        return HTMLResponse(html_report.render_page(d, app.issue_report(store, i)))
+
+    def issue_md(request: Request) -> Response:
+        return PlainTextResponse(app.issue_report(store, _id(request)),
+                                 media_type="text/markdown; charset=utf-8")
+
+    def report_file(request: Request) -> Response:
+        i = _id(request)
+        return HTMLResponse(app.html_report(store, i), headers={
+            "content-disposition": f'attachment; filename="bisection-{i}.html"'})
+
+    def probe_log(request: Request) -> Response:
+        i, seq, stream = _id(request), int(request.path_params["seq"]), \
+            request.path_params["stream"]
+        if stream not in STREAMS:
+            return PlainTextResponse(f"no log named {stream!r}: use one of {', '.join(STREAMS)}",
+                                     status_code=404)
+        probe = next((p for p in app.show(store, i)["probes"] if p["seq"] == seq), None)
+        if probe is None:
+            return PlainTextResponse(f"bisection {i} has no probe {seq}", status_code=404)
+        # Only a path the store recorded for this very probe, and only inside this machine's
+        # log folder: anyone who can write the store must not be able to read other files.
+        recorded = probe.get({"stdout": "stdout", "stderr": "stderr",
+                              "build": "build_log"}[stream])
+        if recorded and _readable_log(Path(recorded)):
+            return PlainTextResponse(_tail(Path(recorded)))
+        fallback = probe.get("build_log_tail" if stream == "build" else "output_tail") or ""
+        removed = {"build": "build_log"}.get(stream, stream) in probe.get("removed_logs", ())
+        where = "log removed by gc" if removed else "the full log is not on this machine"
+        if stream == "stderr" or not fallback:
+            return PlainTextResponse(f"probe {seq} has no {stream} log on this machine"
+                                     + (" (log removed by gc)" if removed else ""),
+                                     status_code=404)
+        return PlainTextResponse(f"({where}; the stored tail)\n{fallback}")
+
+    def api_list(request: Request) -> Response:
+        return JSONResponse(app.listing(store, LIST_LIMIT, _filter(request)))
+
+    def api_show(request: Request) -> Response:
+        return JSONResponse(_jsonable(app.show(store, _id(request))))
+
+    def api_log(request: Request) -> Response:
+        return JSONResponse(app.log_data(store, _id(request)))
+
+    def watch_page(request: Request) -> Response:
+        return HTMLResponse(html_report.render_watch(app.watch_table(store)))
+
+    def api_watch(request: Request) -> Response:
+        return JSONResponse(app.watch_table(store))
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=404)
+
+    routes = [
+        Route("/", index), Route("/bisections/{bisection_id:int}", page),
+        Route("/bisections/{bisection_id:int}/report.md", issue_md),
+        Route("/bisections/{bisection_id:int}/report.html", report_file),
+        Route("/bisections/{bisection_id:int}/probes/{seq:int}/{stream}", probe_log),
+        Route("/api/bisections", api_list), Route("/api/bisections/{bisection_id:int}", api_show),
+        Route("/api/bisections/{bisection_id:int}/log", api_log),
+        Route("/watch", watch_page), Route("/api/watch", api_watch),
+    ]
+    middleware = [Middleware(SecurityHeaders)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
+    return Starlette(routes=routes, middleware=middleware,
+                     exception_handlers={NotFoundError: not_found})
+
+
+def _jsonable(d: dict[str, Any]) -> Any:
+    """``show --json`` prints with ``default=str``; the endpoint gives the very same values."""
+    import json
+
+    return json.loads(json.dumps(d, default=str))
+
+
+def serve(store: Store, host: str, port: int) -> None:
+    import uvicorn
+
+    hosts = LOOPBACK if host in LOOPBACK else None
+    uvicorn.run(create_app(store, hosts), host=host, port=port, log_level="warning",
+                server_header=False)
