@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from bisector.app import disk
 from bisector.app import gc as cleanup
 from bisector.app import reports as report
-from bisector.app.plan import PlanReport, make_plan, price, sampling_for
+from bisector.app.plan import PlanReport, make_plan, price
 from bisector.artifacts.cache import sweep_scratch
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind, State
 from bisector.base.paths import data_dir
+from bisector.core.sampling import sampling_for
 from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive
 from bisector.infra.proc import sweep_probes
@@ -31,7 +32,8 @@ from bisector.run.config import Request, RunConfig, decode, legacy_rules
 from bisector.run.factory import Parts, materialise_oracle
 from bisector.run.prepare import Prepared, discover, prepare, record
 from bisector.run.remote import Remote
-from bisector.run.runner import Finished, Runner, stored_verdicts
+from bisector.run.runner import Finished, Runner
+from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import bisections, durations, tasks, verdicts, workers
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store

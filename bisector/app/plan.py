@@ -15,7 +15,6 @@ magnitude for a small project.
 
 from __future__ import annotations
 
-import enum
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -25,8 +24,8 @@ from typing import Any, Protocol
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.base import defaults
 from bisector.core import noisy
+from bisector.core.sampling import PLAIN, Kind, Sampling, flaky_max_runs, perf_max_runs
 from bisector.core.search import Culprit, Probe, Verdict, next_step
-from bisector.oracle.script import OracleMeta
 from bisector.store.durations import Measured
 
 # Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
@@ -39,65 +38,9 @@ DEFAULT_COSTS: dict[str, float] = {
 SAMPLE = 256
 # Simulated hunts of a flaky oracle (each one random): fewer, since each costs a posterior search.
 NOISY_SAMPLE = 64
-# The error rate a flaky oracle is priced at when its metadata gives none (the search estimates
-# it from the endpoints' runs, which the plan cannot see before they happen).
-ASSUMED_RATE = 0.1
 # Runs a performance commit is priced at on average: most commits are far from the threshold
 # and decided by their first one or two runs; the worst case is the oracle's ``max-runs``.
 PERF_MEAN_RUNS = 2
-
-
-class Kind(enum.Enum):
-    PLAIN = "plain"
-    FLAKY = "flaky"
-    PERFORMANCE = "performance"
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """What an oracle that is not right every time costs beyond one run per probe: the kind of
-    search (:mod:`bisector.run.strategies.noisy` or :mod:`bisector.run.strategies.perf`), its rates,
-    caps and endpoint runs, and the runs confirmation pays per re-run commit (0:
-    ``--no-confirm``)."""
-
-    kind: Kind = Kind.PLAIN
-    fp: float = ASSUMED_RATE
-    fn: float = ASSUMED_RATE
-    confidence: float = noisy.DEFAULT_CONFIDENCE
-    max_runs: int | None = None  # flaky: all runs of the search; performance: runs per commit
-    endpoint_runs: int = 1  # flaky: runs of each endpoint; performance: the baseline's runs
-    confirm_runs: int = 0
-
-
-PLAIN = Sampling()
-
-
-def confirm_runs(meta: OracleMeta) -> int:
-    """Fresh runs of each commit confirmation re-runs: once for a deterministic oracle; a flaky
-    one gets as many as each endpoint, a performance one enough samples for the rank test.
-    (:mod:`bisector.run.confirm` runs this many; the plan prices them.)"""
-    if meta.performance:
-        return defaults.CONFIRM_PERF_RUNS
-    if not meta.noisy:
-        return 1
-    return meta.repeats if meta.repeats > 1 else defaults.NOISY_ENDPOINT_RUNS
-
-
-def sampling_for(meta: OracleMeta, confirm: bool) -> Sampling:
-    """The :class:`Sampling` a run of this oracle would do."""
-    runs = confirm_runs(meta) if confirm else 0
-    if meta.performance:
-        return Sampling(Kind.PERFORMANCE, max_runs=meta.max_runs,
-                        endpoint_runs=defaults.PERF_BASELINE_RUNS,
-                        confirm_runs=runs)
-    if meta.noisy:
-        fp = meta.false_positive if meta.false_positive is not None else ASSUMED_RATE
-        fn = meta.false_negative if meta.false_negative is not None else ASSUMED_RATE
-        return Sampling(Kind.FLAKY, fp=max(fp, noisy.RATE_MIN), fn=max(fn, noisy.RATE_MIN),
-                        confidence=meta.confidence, max_runs=meta.max_runs,
-                        endpoint_runs=meta.repeats if meta.repeats > 1
-                        else defaults.NOISY_ENDPOINT_RUNS, confirm_runs=runs)
-    return Sampling(confirm_runs=runs)
 
 
 class Ranking(Protocol):
@@ -218,10 +161,8 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
     seeded = dict(known or {})
     per_probe, fixed = 1, (0, 0, 0.0)
     if sampling.kind is Kind.PERFORMANCE:
-        from bisector.core.perf import DEFAULT_MAX_RUNS
-
         seeded.setdefault(0, Verdict.GOOD)  # judged by its baseline runs, priced here
-        per_probe = (sampling.max_runs or DEFAULT_MAX_RUNS) if worst else PERF_MEAN_RUNS
+        per_probe = perf_max_runs(sampling.max_runs) if worst else PERF_MEAN_RUNS
         # Worst case: the baseline's runs disagree and it grows to its split size.
         base = defaults.PERF_SPLIT_BASELINE_RUNS if worst else sampling.endpoint_runs
         fixed = (base, int(provider.kind(0) == "build"),
@@ -254,8 +195,7 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
     probe to the nearest one that does, as the run's ``testable`` does. Seeded, so a plan is
     the same every time it is asked."""
     rng = random.Random(seed)
-    cap = sampling.max_runs or noisy.default_max_runs(n, sampling.fp, sampling.fn,
-                                                     sampling.confidence)
+    cap = flaky_max_runs(sampling.max_runs, n, sampling.fp, sampling.fn, sampling.confidence)
     usable = [p for p in range(1, n - 1) if provider.kind(p) != "broken"]
     culprits = list(range(1, n))
     out = []

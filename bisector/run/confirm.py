@@ -22,22 +22,23 @@ bisection interrupted while it confirmed.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-from bisector.app import plan
 from bisector.artifacts.provider import Obtained, Unobtainable
-from bisector.core import noisy
+from bisector.base.events import Events
+from bisector.core import noisy, sampling
 from bisector.core.search import Verdict
+from bisector.core.verdict import Rules
+from bisector.executors.base import Executor
+from bisector.oracle.script import Oracle
 from bisector.project import history
-from bisector.run.pipeline import NullRecorder, Pipeline
+from bisector.run.pipeline import NullRecorder, Pipeline, Source
+from bisector.run.strategies.base import Judge
 from bisector.store import verdicts
+from bisector.store.db import Store
 from bisector.store.records import NewRun
-
-if TYPE_CHECKING:
-    from bisector.run.runner import Runner
-
 
 # A flaky oracle's culprit is "not reproducible" once its fresh runs leave it less likely than
 # not to be the culprit (another commit may then be the most likely one).
@@ -51,14 +52,40 @@ class Confirmation(enum.StrEnum):
     REVERT_DID_NOT_FIX = "the revert did not fix it"
 
 
+def make_revert(repo_path: str, culprit: str, onto: str) -> str | None:
+    """The revert commit in the bisection's clone, or None (conflicts, clone gone)."""
+    try:
+        repo = history.open_repo(repo_path)
+    except Exception:
+        return None
+    return history.revert_commit(repo, culprit, onto)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What confirmation needs of the bisection it checks (the runner hands it over)."""
+
+    store: Store
+    key: verdicts.Key
+    bisection_id: int
+    candidates: Sequence[str]
+    source: Source
+    executor: Executor
+    oracle: Oracle
+    rules: Rules
+    events: Events
+    gpu: str | None
+    revert: Callable[[str, str], str | None]  # (culprit, onto) -> the revert commit, or None
+
+
 class _Keep(NullRecorder):
     """Stores each confirmation run as a sample tagged with its bisection and role (so no
     search counts it as evidence) and remembers its verdict; appends no probe and reuses
     nothing (a confirmation is a fresh run)."""
 
-    def __init__(self, runner: Runner, role: str) -> None:
-        self.store, self.key = runner.store, runner.key
-        self.tag = {"bisection": runner.record.id, "role": role}
+    def __init__(self, ctx: Context, role: str) -> None:
+        self.store, self.key = ctx.store, ctx.key
+        self.tag = {"bisection": ctx.bisection_id, "role": role}
         self.seen: list[tuple[int, str, str]] = []  # (run id, verdict, reason)
         self.facts: list[dict[str, Any]] = []
 
@@ -70,23 +97,10 @@ class _Keep(NullRecorder):
         self.facts.append(run.facts)
 
 
-def is_confirmation(facts: dict[str, Any]) -> bool:
-    """Whether a stored run was a confirmation run (left out of every search's evidence)."""
-    return bool(facts.get("confirmation"))
-
-
-def runs_each(runner: Runner) -> int:
-    """Once for a deterministic oracle; a flaky one gets as many as each endpoint (evidence for
-    the posterior), a performance one enough samples for the rank test: what ``bisect plan``
-    prices (:func:`bisector.app.plan.confirm_runs`)."""
-    return plan.confirm_runs(runner.oracle.meta)
-
-
-Judge = Callable[[list[dict[str, Any]]], str]
 Seen = list[tuple[int, str, str]]
 
 
-def _runs(runner: Runner, obtain: Callable[[], Obtained | Unobtainable], position: int,
+def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position: int,
           sha: str, times: int, judge: Judge | None, role: str) -> tuple[Seen, str]:
     """``times`` fresh runs of ``sha``: each (run id, verdict, reason), and the group's
     verdict (``judge`` over their facts, else the majority of their verdicts).
@@ -94,7 +108,7 @@ def _runs(runner: Runner, obtain: Callable[[], Obtained | Unobtainable], positio
     The commit is obtained once for the group: a build that fails (or cannot run now) would
     fail the same way a second later, so it is recorded as one skip and the group stops
     instead of building it ``times`` times."""
-    keep = _Keep(runner, role)
+    keep = _Keep(ctx, role)
     got = obtain()
     handed: list[Obtained | Unobtainable] = [got]
 
@@ -102,10 +116,9 @@ def _runs(runner: Runner, obtain: Callable[[], Obtained | Unobtainable], positio
         # Only the first run paid for the artifact; the others found it made.
         return handed.pop() if handed else replace(got, fresh=False)
 
-    pipe = Pipeline(again, runner.pipeline.executor, runner.oracle, runner.rules, keep,
-                    runner.events)
+    pipe = Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events)
     for _ in range(1 if isinstance(got, Unobtainable) else times):
-        pipe.probe(position, sha, gpu=runner.slots[0])
+        pipe.probe(position, sha, gpu=ctx.gpu)
     return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
 
 
@@ -145,7 +158,7 @@ def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen
     return status, before_p, after_p
 
 
-def confirm(runner: Runner, position: int, judge: Judge | None = None,
+def confirm(ctx: Context, position: int, judge: Judge | None = None,
             posterior: noisy.Posterior | None = None) -> dict[str, Any]:
     """Re-run the culprit at ``position`` and its parent, then the revert; the summary.
 
@@ -153,12 +166,12 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None,
     against the baseline); ``posterior`` (a flaky oracle's search) weighs the culprit's and
     parent's runs as evidence (:func:`weigh`); without either the group's majority verdict
     counts."""
-    cands, times = runner.candidates, runs_each(runner)
-    runner.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
+    cands, times = ctx.candidates, sampling.confirm_runs(ctx.oracle.meta)
+    ctx.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
-    culprit, said_culprit = _runs(runner, lambda: runner.source.obtain(position), position,
+    culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
                                   cands[position], times, judge, "culprit")
-    parent, said_parent = _runs(runner, lambda: runner.source.obtain(position - 1),
+    parent, said_parent = _runs(ctx, lambda: ctx.source.obtain(position - 1),
                                 position - 1, cands[position - 1], times, judge, "parent")
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
@@ -168,7 +181,7 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None,
                       "samples" if judge else "verdicts"),
     }
     if posterior is not None:
-        confidence = runner.oracle.meta.confidence
+        confidence = ctx.oracle.meta.confidence
         status, before, after = weigh(posterior, position, culprit, parent, confidence)
         out.update(probability_before=round(before, 6), probability_after=round(after, 6),
                    confidence=confidence)
@@ -178,14 +191,14 @@ def confirm(runner: Runner, position: int, judge: Judge | None = None,
             status = Confirmation.NOT_REPRODUCIBLE  # a fresh run said the opposite
         elif Verdict.SKIP.value in (said_culprit, said_parent):
             status = Confirmation.INCONCLUSIVE
-    revert = runner.revert(cands[position], cands[-1])
+    revert = ctx.revert(cands[position], cands[-1])
     if revert is None:
         out["revert"] = {"applied": False,
                          "reason": "git revert of the culprit does not apply cleanly onto the "
                                    "bad endpoint (or the repository is not here)"}
     else:
         n = len(cands)
-        seen, verdict = _runs(runner, lambda: runner.source.obtain_commit(revert, n - 1),
+        seen, verdict = _runs(ctx, lambda: ctx.source.obtain_commit(revert, n - 1),
                               n - 1, revert, times, judge, "revert")
         out["revert"] = {"applied": True, "sha": revert, "verdict": verdict,
                          "runs": [{"run": r, "verdict": v, "reason": why}
@@ -230,12 +243,3 @@ def warning(checked: dict[str, Any]) -> str | None:
         return ("reverting the culprit on the bad endpoint does not fix it: another commit "
                 "in the range is needed for the regression too")
     return None
-
-
-def make_revert(repo_path: str, culprit: str, onto: str) -> str | None:
-    """The revert commit in the bisection's clone, or None (conflicts, clone gone)."""
-    try:
-        repo = history.open_repo(repo_path)
-    except Exception:
-        return None
-    return history.revert_commit(repo, culprit, onto)

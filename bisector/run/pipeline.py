@@ -43,6 +43,16 @@ class ProbeResult:
     obtained: Obtained | None
 
 
+class Source(Protocol):
+    """Where a probe's torch comes from (the artifact provider), and what each costs."""
+
+    def obtain(self, pos: int) -> Obtained | Unobtainable: ...
+    def cost(self, pos: int) -> int: ...
+    def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
+        """A commit outside the candidates (a culprit's revert), obtained like ``near``."""
+        ...
+
+
 class Recorder(Protocol):
     def begin(self, sha: str) -> RunRecord | None:
         """Before judging: a verdict another process has (or is about to have), else None."""

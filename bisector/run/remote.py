@@ -1,6 +1,6 @@
 """Probes on workers: a round's K probes enqueued as K jobs, their verdicts awaited in the store.
 
-The :class:`~bisector.run.runner.Runner` stays the coordinator (the lease, the search, the
+The runner (:mod:`bisector.run.runner`) stays the coordinator (the lease, the search, the
 rounds, the answer); with a :class:`Remote` its ``dispatch`` enqueues instead of starting
 threads. Each probe is a ``probe_task`` row (``store/tasks.py``) plus a queue job naming it; the
 coordinator polls the rows, appends each finished one to the bisection's probes, and goes on
@@ -17,21 +17,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from bisector.artifacts.provider import COST
 from bisector.base import defaults
 from bisector.base.errors import BisectorError, Cancelled, LeaseLost
+from bisector.base.events import Events
 from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
 from bisector.run.pipeline import StoreRecorder
 from bisector.store import claims, tasks, workers
 from bisector.store.db import Store
-from bisector.store.records import NewRun, RunRecord
+from bisector.store.records import BisectionRecord, NewRun, RunRecord
 from bisector.store.verdicts import Key
-
-if TYPE_CHECKING:
-    from bisector.run.runner import Runner
 
 # Job states of the queue that end a job (Procrastinate's names).
 JOB_FAILED = "failed"
@@ -64,6 +62,29 @@ class Queue(Protocol):
     def close(self) -> None: ...
 
 
+class Coordinator(Protocol):
+    """What dispatching through a queue needs of the bisection's runner."""
+
+    @property
+    def record(self) -> BisectionRecord: ...
+    @property
+    def candidates(self) -> Sequence[str]: ...
+    @property
+    def events(self) -> Events: ...
+    @property
+    def me(self) -> str:
+        """The lease holder's owner id (every task write is made as it)."""
+        ...
+
+    def cost(self, pos: int) -> int:
+        """The provider's cost rank of a position (a build gets a build job ahead)."""
+        ...
+
+    def check_lease(self) -> None:
+        """Raise if the lease was lost or `bisect cancel` asked."""
+        ...
+
+
 class ProbeFailed(BisectorError):
     """A worker could not run a probe at all (not a verdict: a bug, a box missing the clone)."""
 
@@ -85,18 +106,18 @@ class Remote:
     def close(self) -> None:
         self.queue.close()
 
-    def settle(self, r: Runner) -> None:
+    def settle(self, r: Coordinator) -> None:
         """Before the first round: append what workers finished while no coordinator was
         looking (Ctrl-C or a kill of the last one), as the probes they are."""
         for t in tasks.unrecorded_done(self.store, r.record.id):
             self._record(r, t)
 
-    def run(self, r: Runner, positions: Sequence[int], round_: int) -> None:
+    def run(self, r: Coordinator, positions: Sequence[int], round_: int) -> None:
         """Enqueue one job per position (probes still on a worker from an earlier coordinator
         are waited for, not enqueued again) and wait until each has a recorded verdict."""
         bid = r.record.id
         wanted = [(p, r.candidates[p]) for p in positions]
-        opened = tasks.open_round(self.store, bid, r.lease.me, round_, wanted)
+        opened = tasks.open_round(self.store, bid, r.me, round_, wanted)
         if opened is None:
             raise LeaseLost(f"bisection {bid} was taken over by another process")
         # One round at a time: an open task of another round is no longer wanted.
@@ -128,12 +149,12 @@ class Remote:
             if pending:
                 time.sleep(self.poll_s)
 
-    def _enqueue(self, r: Runner, t: tasks.TaskRecord) -> None:
+    def _enqueue(self, r: Coordinator, t: tasks.TaskRecord) -> None:
         """A probe whose commit needs a source build, while a build worker is alive, gets
         the build enqueued first under a lock the probe shares: the GPU worker then finds the
         wheel built (in the cache the boxes share) instead of building it itself."""
         lock = build = None
-        if (r.source.cost(t.position) == COST["build"]
+        if (r.cost(t.position) == COST["build"]
                 and workers.live(self.store, BUILD_QUEUE)):
             lock = f"bisector-task-{t.id}"
             build = self.queue.enqueue_build(t.id, lock=lock)
@@ -142,7 +163,7 @@ class Remote:
         r.events.phase(t.commit_sha, f"{t.commit_sha[:12]} queued for a "
                                      f"{'build worker, then a ' if build else ''}worker")
 
-    def _check_job(self, r: Runner, t: tasks.TaskRecord) -> None:
+    def _check_job(self, r: Coordinator, t: tasks.TaskRecord) -> None:
         """The job of an open task ended without a result: it failed for good (say why), was
         stopped from outside (as a cancel), or ended some other way (enqueue it again)."""
         if t.job_id is None:
@@ -167,8 +188,8 @@ class Remote:
             raise Cancelled(cancelled_message(t.bisection_id))
         self._enqueue(r, t)
 
-    def _record(self, r: Runner, t: tasks.TaskRecord) -> None:
-        run = tasks.record(self.store, t.id, r.lease.me)
+    def _record(self, r: Coordinator, t: tasks.TaskRecord) -> None:
+        run = tasks.record(self.store, t.id, r.me)
         if run is False:
             raise LeaseLost(f"bisection {r.record.id} was taken over by another process")
         if isinstance(run, RunRecord):

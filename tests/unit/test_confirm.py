@@ -247,10 +247,10 @@ def test_the_searches_leave_stored_confirmation_runs_out(store: Store) -> None:
     for sha, role in ((cands[10], "culprit"), (cands[9], "parent"), (REVERT, "revert")):
         _save(store, r.key, sha, Outcome.FAIL, {"confirmation": {"bisection": bid,
                                                                 "role": role}})
-    ev, adopted = noisy_run.gather(r)
+    ev, adopted = noisy_run.gather(r.view)
     assert ev.reports == ((5, False),) and not ev.skips
     assert [a.run_id for a, _ in adopted] == [searched]
-    by_pos, *_, perf_adopted = perf_search.gather(r)
+    by_pos, *_, perf_adopted = perf_search.gather(r.view)
     assert set(by_pos) == {5} and [a.run_id for a, _ in perf_adopted] == [searched]
 
 
@@ -295,7 +295,7 @@ def test_a_group_obtains_its_commit_once_and_a_revert_that_does_not_build_runs_o
     src = FakeSource(broken_commits={REVERT})
     ex = FakeExecutor(cands, 10)
     r = with_revert(make_runner(store, bid, cands, ex, oracle=FLAKY, source=src), REVERT)
-    c = confirm.confirm(r, 10, posterior=_sure_of_10())
+    c = confirm.confirm(r.confirming(), 10, posterior=_sure_of_10())
     assert src.obtained == [10, 9, REVERT]  # once per group, not once per run
     assert len(ex.calls) == 6 and all(call.commit != REVERT for call in ex.calls)
     assert [x["verdict"] for x in c["revert"]["runs"]] == ["skip"]

@@ -12,7 +12,8 @@ from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.infra.owner import owner_id
-from bisector.run.runner import Runner, stored_verdicts
+from bisector.run.runner import Runner
+from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import bisections, durations, verdicts
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store

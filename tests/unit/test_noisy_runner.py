@@ -168,7 +168,7 @@ def test_only_permanent_skips_of_other_bisections_count_against_a_commit(store: 
         own = _skip(store, r.key, cands[8], {"permanent": False})  # this bisection's own
         assert verdicts.add_probe(store, bid, owner_id(), position=8, commit_sha=cands[8],
                                   run_id=own, verdict="skip", round_=1)
-    ev, adopted = gather(r)
+    ev, adopted = gather(r.view)
     assert ev.skips == {7: UNTESTABLE_SKIPS, 8: UNTESTABLE_SKIPS}
     assert {a.position for a, _ in adopted} == {7}  # what it did not count, it did not use
     assert testable((5, 6), ev, 20) == (5, 6)  # tried again

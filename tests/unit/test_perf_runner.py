@@ -26,6 +26,7 @@ from bisector.oracle.script import Oracle
 from bisector.run.config import Request
 from bisector.run.prepare import prepare
 from bisector.run.strategies import perf as perf_search
+from bisector.run.strategies.base import Round
 from bisector.run.strategies.perf import Run
 from bisector.store import verdicts
 from bisector.store.db import Store
@@ -107,9 +108,9 @@ def test_a_round_never_runs_a_commit_twice(store: Store) -> None:
     rounds: list[tuple[int, ...]] = []
     run_round = r.run_round
 
-    def spy(round_: int, positions: tuple[int, ...], left: int) -> None:
-        rounds.append(positions)
-        run_round(round_, positions, left)
+    def spy(r_: Round) -> None:
+        rounds.append(r_.positions)
+        run_round(r_)
 
     r.run_round = spy  # type: ignore[method-assign]
     rec = r.run().record

@@ -10,18 +10,16 @@ import pytest
 
 from bisector.app.plan import (
     DEFAULT_COSTS,
-    Kind,
-    Sampling,
     consistent_culprits,
     describe_source,
     make_plan,
     parse_costs,
     price,
-    sampling_for,
     simulate,
 )
 from bisector.artifacts.provider import COST
 from bisector.base.errors import UsageError
+from bisector.core.sampling import Kind, Sampling, sampling_for
 from bisector.core.search import Verdict
 from bisector.oracle.script import OracleMeta
 from bisector.store.durations import Measured

@@ -15,19 +15,20 @@ the run cap is hit and the answer is "most likely", not "found".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from bisector.base import defaults
-from bisector.base.errors import LeaseLost
 from bisector.base.kinds import State
-from bisector.core import noisy
+from bisector.core import noisy, sampling
 from bisector.core.search import Problem, Stop, Verdict
-from bisector.run import confirm
-from bisector.store import bisections, verdicts
-from bisector.store.records import BisectionRecord
-
-if TYPE_CHECKING:
-    from bisector.run.runner import Finished, Runner
+from bisector.run.strategies.base import (
+    Adopted,
+    Answer,
+    Decision,
+    Round,
+    View,
+    answer_for,
+    is_confirmation,
+)
+from bisector.store import verdicts
 
 # Most commits a "most likely" answer lists (those holding the confidence's share of the mass).
 SUSPECTS_MAX = 20
@@ -49,13 +50,7 @@ class Evidence:
         return [bad for p, bad in self.reports if p == position]
 
 
-def endpoint_runs(runner: Runner) -> int:
-    """How often each endpoint runs: the oracle's ``repeats``, else the default."""
-    r = runner.oracle.meta.repeats
-    return r if r > 1 else defaults.NOISY_ENDPOINT_RUNS
-
-
-def gather(runner: Runner) -> tuple[Evidence, list[tuple[verdicts.Adopted, str]]]:
+def gather(view: View) -> tuple[Evidence, Adopted]:
     """Every stored search run for the candidates under the key, and those this bisection has
     not logged yet (adopted as reused probes, so ``show`` and ``log`` list every run it used).
 
@@ -64,18 +59,18 @@ def gather(runner: Runner) -> tuple[Evidence, list[tuple[verdicts.Adopted, str]]
     bisection's skips that were not permanent (an environment that failed to install
     yesterday says nothing about today, so the commit is tried again). This bisection's own
     skips all count: a commit that keeps failing now is stepped around."""
-    pos = {sha: i for i, sha in enumerate(runner.candidates)}
-    logged = verdicts.logged_runs(runner.store, runner.record.id)
-    own = verdicts.own_runs(runner.store, runner.record.id)
+    pos = {sha: i for i, sha in enumerate(view.candidates)}
+    logged = verdicts.logged_runs(view.store, view.record.id)
+    own = verdicts.own_runs(view.store, view.record.id)
     reports: list[tuple[int, bool]] = []
     skips: dict[int, int] = {}
-    adopted = []
-    found = verdicts.samples(runner.store, runner.key, runner.candidates)
+    adopted: Adopted = []
+    found = verdicts.samples(view.store, view.key, list(view.candidates))
     for x in sorted((x for xs in found.values() for x in xs), key=lambda x: x.run.id):
         run, p = x.run, pos.get(x.run.commit_sha)
-        if p is None or confirm.is_confirmation(x.facts):
+        if p is None or is_confirmation(x.facts):
             continue
-        v = runner.rules.judge(run.outcome)
+        v = view.rules.judge(run.outcome)
         if v is Verdict.SKIP:
             if run.id not in own and not (run.reusable or x.facts.get("permanent")):
                 continue
@@ -115,10 +110,10 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
     return tuple(short)
 
 
-def rates(runner: Runner, ev: Evidence) -> tuple[float, float, str]:
+def rates(view: View, ev: Evidence) -> tuple[float, float, str]:
     """(false positive, false negative, where they came from)."""
-    meta = runner.oracle.meta
-    est_fp, est_fn = noisy.estimate_rates(ev.at(0), ev.at(len(runner.candidates) - 1))
+    meta = view.meta
+    est_fp, est_fn = noisy.estimate_rates(ev.at(0), ev.at(view.n - 1))
     fp = meta.false_positive if meta.false_positive is not None else est_fp
     fn = meta.false_negative if meta.false_negative is not None else est_fn
     given = meta.false_positive is not None and meta.false_negative is not None
@@ -154,75 +149,61 @@ def testable(positions: tuple[int, ...], ev: Evidence, n: int) -> tuple[int, ...
     return tuple(out) or None
 
 
-def run(runner: Runner) -> Finished:
-    """The noisy search loop; the lease is held by the caller."""
-    from bisector.run.runner import Finished
+class Noisy:
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.round: int | None = None
 
-    n = len(runner.candidates)
-    want = endpoint_runs(runner)
-    meta = runner.oracle.meta
-    round_ = verdicts.last_round(runner.store, runner.record.id)
-    ran = 0
-    while True:
-        runner.check_lease()
-        ev, adopted = gather(runner)
-        runner.adopt(adopted, round_ or None)
+    def decide(self) -> Decision:
+        v, meta = self.view, self.view.meta
+        if self.round is None:
+            self.round = verdicts.last_round(v.store, v.record.id)
+        n, want = v.n, sampling.endpoint_runs(meta)
+        ev, adopted = gather(v)
+        informed = self.round or None
         short = endpoints(ev, n, want)
         if isinstance(short, Stop):
-            return Finished(runner.finish(short), ran)  # raises EndpointError, the message
-        fp, fn, source = rates(runner, ev)
-        paid = verdicts.paid_runs(runner.store, runner.record.id)
+            return Decision(answer_for(v, short), adopted, informed)
+        fp, fn, source = rates(v, ev)
+        paid = verdicts.paid_runs(v.store, v.record.id)
         post = noisy.Posterior.from_observations(n, fp, fn, ev.reports)
-        cap = meta.max_runs or noisy.default_max_runs(n, fp, fn, meta.confidence)
+        cap = sampling.flaky_max_runs(meta.max_runs, n, fp, fn, meta.confidence)
         if short:
             positions = short
         else:
             step = noisy.decide(post, confidence=meta.confidence, max_runs=cap,
-                                runs=paid, width=runner.width)
+                                runs=paid, width=v.width)
             if not isinstance(step, noisy.Probe):
-                return Finished(_finish(runner, step, post, len(ev.reports), fp, fn, source),
-                                ran)
+                return Decision(_answer(v, step, post, len(ev.reports), fp, fn, source),
+                                adopted, informed)
             moved = testable(step.positions, ev, n)
             if moved is None:  # only untestable commits left: the most likely one, as is
                 best, probability = post.best()
-                return Finished(_finish(runner, noisy.GiveUp(best, probability), post,
-                                        len(ev.reports), fp, fn, source), ran)
+                return Decision(_answer(v, noisy.GiveUp(best, probability), post,
+                                        len(ev.reports), fp, fn, source), adopted, informed)
             positions = moved
-        round_ += 1
-        ran += 1
-        runner.run_round(round_, positions, max(1, cap - paid))
+        self.round += 1
+        return Decision(Round(self.round, positions, max(1, cap - paid)), adopted, informed)
 
 
-def _finish(runner: Runner, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,
-            runs: int, fp: float, fn: float, source: str) -> BisectionRecord:
-    b, cands = runner.record, runner.candidates
+def _answer(view: View, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,
+            runs: int, fp: float, fn: float, source: str) -> Answer:
+    cands = view.candidates
     noise = {"probability": round(step.probability, 6), "runs": runs,
              "false_positive": round(fp, 4), "false_negative": round(fn, 4),
-             "rates": source, "confidence": runner.oracle.meta.confidence}
+             "rates": source, "confidence": view.meta.confidence}
     if isinstance(step, noisy.Culprit):
-        state, culprit, message = State.DONE, cands[step.position], None
-        result: dict[str, object] = {"kind": "culprit", "position": step.position,
-                                     "noisy": noise}
-        if runner.confirm:
-            result["confirmation"] = checked = confirm.confirm(runner, step.position,
-                                                               posterior=post)
-            message = confirm.warning(checked)
-    else:
-        state, culprit = State.AMBIGUOUS, None
-        ranked = post.most_likely(SUSPECTS_MAX, runner.oracle.meta.confidence)
-        result = {"kind": "window", "suspects": [cands[p] for p, _ in ranked],
-                  "probabilities": [round(q, 6) for _, q in ranked],
-                  "position": step.position, "noisy": noise}
-        message = (f"from {runs} runs the most likely first "
-                   f"{runner.rules.terms[1]} commit is {cands[step.position][:12]} with "
-                   f"probability {step.probability:.3f}, below the {noise['confidence']} "
-                   f"asked for (or only untestable commits were left to probe). Every run is "
-                   f"stored: a new bisection with the same oracle "
-                   f"starts from them with a fresh budget of runs")
-    if not bisections.finish(runner.store, b.id, me=runner.lease.me, state=state,
-                             result=result, culprit_sha=culprit, message=message):
-        raise LeaseLost(f"bisection {b.id} was taken over by another process before it "
-                        f"finished here")
-    runner.lease.stop_beating()
-    return bisections.get(runner.store, b.id)
-
+        return Answer(State.DONE, {"kind": "culprit", "position": step.position,
+                                   "noisy": noise},
+                      culprit=step.position, posterior=post)
+    ranked = post.most_likely(SUSPECTS_MAX, view.meta.confidence)
+    return Answer(
+        State.AMBIGUOUS,
+        {"kind": "window", "suspects": [cands[p] for p, _ in ranked],
+         "probabilities": [round(q, 6) for _, q in ranked],
+         "position": step.position, "noisy": noise},
+        f"from {runs} runs the most likely first {view.rules.terms[1]} commit is "
+        f"{cands[step.position][:12]} with probability {step.probability:.3f}, below the "
+        f"{noise['confidence']} asked for (or only untestable commits were left to probe). "
+        f"Every run is stored: a new bisection with the same oracle starts from them with a "
+        f"fresh budget of runs")

@@ -27,16 +27,21 @@ run without samples, and its commit's row says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bisector.base import defaults
-from bisector.core import perf
+from bisector.core import perf, sampling
 from bisector.core.search import Probe, Problem, Stop, Verdict, next_step
-from bisector.run import confirm
+from bisector.run.strategies.base import (
+    Adopted,
+    Decision,
+    Judge,
+    Round,
+    View,
+    answer_for,
+    is_confirmation,
+)
 from bisector.store import verdicts
-
-if TYPE_CHECKING:
-    from bisector.run.runner import Finished, Runner
 
 BASELINE_RUNS = defaults.PERF_BASELINE_RUNS  # own runs of the good endpoint, at least
 SPLIT_BASELINE_RUNS = defaults.PERF_SPLIT_BASELINE_RUNS  # when those runs disagree
@@ -76,22 +81,22 @@ class Assessed:
     mismatched: int = 0  # runs whose unit or direction differ from the baseline's
 
 
-def gather(runner: Runner) -> tuple[dict[int, list[Run]], list[tuple[verdicts.Adopted, str]]]:
+def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
     """position -> its stored runs, oldest first, and the runs this bisection has not logged
     yet."""
-    pos = {sha: i for i, sha in enumerate(runner.candidates)}
-    logged = verdicts.logged_runs(runner.store, runner.record.id)
-    own = verdicts.own_runs(runner.store, runner.record.id)
+    pos = {sha: i for i, sha in enumerate(view.candidates)}
+    logged = verdicts.logged_runs(view.store, view.record.id)
+    own = verdicts.own_runs(view.store, view.record.id)
     by_pos: dict[int, list[Run]] = {}
-    adopted = []
-    found = verdicts.samples(runner.store, runner.key, runner.candidates)
+    adopted: Adopted = []
+    found = verdicts.samples(view.store, view.key, list(view.candidates))
     for x in sorted((x for xs in found.values() for x in xs), key=lambda x: x.run.id):
-        if x.run.commit_sha not in pos or confirm.is_confirmation(x.facts):
+        if x.run.commit_sha not in pos or is_confirmation(x.facts):
             continue  # a confirmation run checks an answer; it is no evidence for one
         p = pos[x.run.commit_sha]
         by_pos.setdefault(p, []).append(Run.of(x.facts.get("perf"), x.run.id in own))
         if x.run.id not in logged:
-            v = runner.rules.judge(x.run.outcome)
+            v = view.rules.judge(x.run.outcome)
             adopted.append((verdicts.Adopted(p, x.run.commit_sha, x.run.id, v.value),
                             x.run.reason))
     return by_pos, adopted
@@ -146,27 +151,27 @@ def one_run_each(wanted: list[int]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(wanted))
 
 
-def run(runner: Runner) -> Finished:
-    """The performance search loop; the lease is held by the caller."""
-    from bisector.run.runner import Finished
+class Performance:
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.round: int | None = None
 
-    meta = runner.oracle.meta
-    assert meta.threshold is not None
-    cap = meta.max_runs or perf.DEFAULT_MAX_RUNS
-    n = len(runner.candidates)
-    round_ = verdicts.last_round(runner.store, runner.record.id)
-    ran = 0
-    while True:
-        runner.check_lease()
-        by_pos, adopted = gather(runner)
-        runner.adopt(adopted, round_ or None)
+    def decide(self) -> Decision:
+        v, meta = self.view, self.view.meta
+        assert meta.threshold is not None
+        if self.round is None:
+            self.round = verdicts.last_round(v.store, v.record.id)
+        cap = sampling.perf_max_runs(meta.max_runs)
+        by_pos, adopted = gather(v)
+        informed = self.round or None
         mine, base_runs = baseline_of(by_pos.get(0, []))
         wanted: list[int] = []
         table: list[dict[str, Any]] = []
         need = baseline_size(base_runs)
         if len(base_runs) < need:
             if len(mine) >= 2 * need:  # mostly skips: the baseline is missing
-                return Finished(runner.finish(Stop(Problem.GOOD_UNTESTABLE, 0)), ran)
+                return Decision(answer_for(v, Stop(Problem.GOOD_UNTESTABLE, 0)), adopted,
+                                informed)
             wanted = [0]
         else:
             # The first runs decided how many there are; they decide the rule as well.
@@ -180,32 +185,33 @@ def run(runner: Runner) -> Finished:
                 if a.verdict is not None:
                     known[p] = a.verdict
                 wanted += [p] * a.more
-                table.append(_row(runner, p, a, like))
+                table.append(_row(v, p, a, like))
             if not wanted:
-                step = next_step(n, known, width=runner.width)
+                step = next_step(v.n, known, width=v.width)
                 if not isinstance(step, Probe):
-                    runner.judge_runs = _judge(base, like, meta.threshold)
-                    return Finished(runner.finish(step, extra={"perf": {
+                    summary: dict[str, object] = {"perf": {
                         "threshold": meta.threshold, "unit": like.unit,
                         "direction": like.direction.value, "baseline_runs": len(base.runs),
                         "baseline_median": perf.median(base.observations),
                         "baseline_agreement_p": base.agreement_p,
                         "compared": "run medians" if base.per_run else "samples",
-                        "commits": table}}), ran)
+                        "commits": table}}
+                    return Decision(answer_for(v, step, summary,
+                                               judge(base, like, meta.threshold)),
+                                    adopted, informed)
                 wanted = list(step.positions)
         positions = one_run_each(wanted)
-        round_ += 1
-        ran += 1
-        runner.run_round(round_, positions, len(positions))
+        self.round += 1
+        return Decision(Round(self.round, positions, len(positions)), adopted, informed)
 
 
-def _row(runner: Runner, p: int, a: Assessed, like: Run) -> dict[str, Any]:
+def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
     c = a.comparison
     note = None
     if a.mismatched:
         note = (f"{a.mismatched} run(s) declared another unit or direction than the "
                 f"baseline's ({like.unit or 'no unit'}, {like.direction.value}): not pooled")
-    return {"position": p, "sha": runner.candidates[p], "runs": a.runs,
+    return {"position": p, "sha": view.candidates[p], "runs": a.runs,
             "verdict": a.verdict.value if a.verdict else "undecided",
             "median": c.median_candidate if c else None,
             "change": round(c.relative_change, 4) if c else None,
@@ -214,12 +220,12 @@ def _row(runner: Runner, p: int, a: Assessed, like: Run) -> dict[str, Any]:
             "mismatched": a.mismatched, "note": note}
 
 
-def _judge(base: perf.Baseline, like: Run, threshold: float) -> confirm.Judge:
+def judge(base: perf.Baseline, like: Run, threshold: float) -> Judge:
     """Confirmation runs are judged like search runs: against the same baseline, by the same
     rule (samples or run medians), runs in another unit or direction left out (undecided is a
     skip)."""
 
-    def judge(facts: list[dict[str, Any]]) -> str:
+    def judged(facts: list[dict[str, Any]]) -> str:
         runs = [Run.of(f.get("perf"), False) for f in facts]
         valid = [r.samples for r in runs if r.samples and r.fits(like)]
         if not valid:
@@ -228,4 +234,4 @@ def _judge(base: perf.Baseline, like: Run, threshold: float) -> confirm.Judge:
         return {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
             got, Verdict.SKIP).value
 
-    return judge
+    return judged

@@ -1,0 +1,76 @@
+"""The search for a deterministic oracle: one verdict per commit, K split points a round.
+
+Each round the pure search (:func:`bisector.core.search.next_step`) is asked for K split points
+(multisection), given every verdict known for the candidates: this bisection's own probes and
+every reusable verdict any bisection has stored under the same (oracle, environment) key. A
+round that was stopped (Ctrl-C, kill -9) and never recorded is run first, as that round: exactly
+what was in flight, nothing else; the search being deterministic, ``resume`` reaches the same
+culprit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bisector.core.search import Probe, Verdict, next_step, remaining_estimate
+from bisector.core.verdict import Rules
+from bisector.run.strategies.base import Adopted, Decision, Round, View, answer_for
+from bisector.store import bisections, verdicts
+from bisector.store.db import Store
+from bisector.store.records import RunRecord
+
+
+def stored_verdicts(store: Store, key: verdicts.Key, candidates: Sequence[str],
+                    rules: Rules) -> dict[int, tuple[RunRecord, Verdict]]:
+    """position -> (stored run, its verdict under ``rules``) for every reusable verdict stored
+    under ``key`` for the candidates.
+
+    A run seeds its search with all of them before its first probe, so they cost nothing;
+    ``bisect plan`` calls this same function, so what it counts as free is what a run reuses.
+    """
+    position = {sha: i for i, sha in enumerate(candidates)}
+    return {position[sha]: (run, rules.judge(run.outcome))
+            for sha, run in verdicts.reusable(store, key, list(candidates)).items()}
+
+
+def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
+    """This bisection's probes plus every reusable verdict stored for its candidates, and the
+    verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
+    own = {pos: Verdict(v) for pos, v in
+           verdicts.probed_positions(view.store, view.record.id).items()}
+    adopted: Adopted = []
+    for pos, (run, v) in sorted(stored_verdicts(view.store, view.key, view.candidates,
+                                                view.rules).items()):
+        if pos not in own:
+            adopted.append((verdicts.Adopted(pos, view.candidates[pos], run.id, v.value),
+                            run.reason))
+            own[pos] = v
+    return own, adopted
+
+
+class Plain:
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.round: int | None = None  # the last round number used (read on the first ask)
+        self.in_flight: dict[str, Any] = {}
+
+    def decide(self) -> Decision:
+        v = self.view
+        if self.round is None:
+            # Read when first asked, after the runner settled what workers finished unseen.
+            self.in_flight = dict(bisections.get(v.store, v.record.id).in_flight or {})
+            self.round = max(verdicts.last_round(v.store, v.record.id),
+                             int(self.in_flight.get("round", 0)))
+        have, adopted = known(v)
+        positions = tuple(p for p in self.in_flight.get("positions", ()) if p not in have)
+        number = int(self.in_flight.get("round", 0)) if positions else self.round + 1
+        self.in_flight = {}
+        if not positions:
+            step = next_step(v.n, have, width=v.width, cost=v.cost)
+            if not isinstance(step, Probe):
+                return Decision(answer_for(v, step), adopted, None)
+            positions = step.positions
+        self.round = max(self.round, number)
+        return Decision(Round(number, positions, remaining_estimate(v.n, have)), adopted,
+                        number)
