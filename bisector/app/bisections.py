@@ -8,40 +8,29 @@ the :class:`~bisector.base.events.Events` the caller passes.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bisector.app import disk
 from bisector.app import gc as cleanup
-from bisector.app import reports as report
-from bisector.app.plan import PlanReport, make_plan, price
+from bisector.app.views import write_reports
 from bisector.artifacts.cache import sweep_scratch
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind, State
-from bisector.base.paths import data_dir
-from bisector.core.sampling import sampling_for
 from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive
 from bisector.infra.proc import sweep_probes
 from bisector.project import history
-from bisector.run.config import Request, RunConfig, decode, legacy_rules
-from bisector.run.factory import Parts, materialise_oracle
-from bisector.run.prepare import Prepared, discover, prepare, record
+from bisector.queue import need_queue
+from bisector.run.config import Request, RunConfig
+from bisector.run.factory import Parts, stored_config, stored_oracle
+from bisector.run.prepare import discover, prepare, record
 from bisector.run.remote import Remote
 from bisector.run.runner import Finished, Runner
-from bisector.run.strategies.plain import stored_verdicts
-from bisector.store import bisections, durations, tasks, verdicts, workers
-from bisector.store.artifacts import ArtifactStore
+from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
-
-if TYPE_CHECKING:
-    from bisector.app.watch.config import WatchConfig
-    from bisector.app.watch.tick import TickReport
 
 
 def create(open_store: Callable[[], Store], req: Request,
@@ -60,28 +49,15 @@ def bisection(store: Store, bisection_id: int) -> BisectionRecord:
     return bisections.get(store, bisection_id)
 
 
-def config_of(store: Store, bisection_id: int) -> RunConfig:
-    """The stored configuration, also of a bisection stored by an older bisector."""
-    rec = bisections.get(store, bisection_id)
-    cfg = decode(rec.settings)
-    if rec.settings.get("version") != 2:
-        oracle = materialise_oracle(bisections.get_oracle(store, rec.oracle_sha256))
-        cfg = replace(cfg, request=replace(cfg.request, good=rec.good_ref, bad=rec.bad_ref,
-                                           oracle=rec.oracle_name),
-                      rules=legacy_rules(rec.polarity, cfg.request.find_fix,
-                                         oracle.meta.on_timeout.value))
-    return cfg
-
-
 def runner(store: Store, bisection_id: int, events: Events | None = None,
            remote: Remote | None = None, width: int | None = None) -> Runner:
     """Everything one stored bisection needs to run, built from the store alone; with
     ``remote``, its rounds of ``width`` probes go to workers instead of this process."""
     events = events or QuietEvents()
     rec = bisections.get(store, bisection_id)
-    cfg = config_of(store, bisection_id)
+    cfg = stored_config(store, bisection_id)
     cands = bisections.candidates(store, bisection_id)
-    oracle = materialise_oracle(bisections.get_oracle(store, rec.oracle_sha256))
+    oracle = stored_oracle(store, rec)
     parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)})
 
     def subject(sha: str) -> str:
@@ -134,7 +110,7 @@ def run(store: Store, bisection_id: int, events: Events | None = None,
         enqueue: bool | None = None) -> Finished:
     """Run (or continue) a stored bisection to its end (``enqueue``: see ``queue_for``)."""
     events = events or QuietEvents()
-    cfg = config_of(store, bisection_id)
+    cfg = stored_config(store, bisection_id)
     remote, width = queue_for(store, cfg, enqueue, events)
     r = runner(store, bisection_id, events, remote, width)
     sweep_leftovers(events)
@@ -169,24 +145,6 @@ def apply_cache_cap(store: Store, events: Events) -> None:
         said = f"warning: the cache cap was not applied ({type(e).__name__}: {e})"
     if said:
         events.note(said)
-
-
-def report_paths(store: Store, bisection_id: int) -> tuple[Path, Path]:
-    """Where a finished bisection's issue report (Markdown) and HTML report are written: named
-    by the store too, since ids repeat across stores (a team's PostgreSQL and a local file)."""
-    tag = hashlib.sha256(store.url.encode()).hexdigest()[:8]
-    folder = data_dir() / "reports"
-    stem = f"bisection-{bisection_id}-{tag}"
-    return folder / f"{stem}.md", folder / f"{stem}.html"
-
-
-def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
-    """Write both reports at the end of a bisection, so they exist without anyone asking."""
-    md, html = report_paths(store, bisection_id)
-    md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(issue_report(store, bisection_id), encoding="utf-8")
-    html.write_text(html_report(store, bisection_id), encoding="utf-8")
-    return md, html
 
 
 def sweep_leftovers(events: Events) -> None:
@@ -235,142 +193,3 @@ def cancel(store: Store, bisection_id: int) -> dict[str, Any]:
                          "state": t.state.value} for t in stopped]}
 
 
-def worker(store: Store, *, gpu: str | None, queues: tuple[str, ...], name: str | None,
-           say: Callable[[str], None]) -> None:
-    """``bisect worker``: take probes from the store's queue until stopped."""
-    need_queue()
-    from bisector.worker.process import serve
-
-    serve(store, gpu=gpu, queues=queues, name=name, say=say)
-
-
-def need_queue(required: bool = True) -> bool:
-    """Is the queue's package (procrastinate, the ``postgres`` extra) installed? A one-line
-    error saying how to get it when ``required``."""
-    import importlib.util
-
-    if importlib.util.find_spec("procrastinate") is not None:
-        return True
-    if required:
-        raise UsageError("workers need the procrastinate package: pip install "
-                         "'bisector[postgres]' (or pip install 'procrastinate>=3')")
-    return False
-
-
-def workers_data(store: Store) -> dict[str, Any]:
-    """``bisect workers``: the workers seen in the last day (live ones first), each with its
-    GPU, the probe it runs and its last heartbeat, and the queue's jobs by status."""
-    rows = [w.as_dict() for w in workers.listing(store)]
-    queue: list[dict[str, Any]] = []
-    if store.engine.dialect.name == "postgresql" and need_queue(required=False):
-        from bisector.queue.procrastinate import JobQueue, has_queue
-
-        if has_queue(store):
-            jq = JobQueue(store)
-            try:
-                queue = jq.summary()
-            finally:
-                jq.close()
-    return {"workers": rows, "queues": queue}
-
-
-def plan(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
-    """``bisect plan``: the projection for a range, from the same parts a run uses.
-
-    ``costs``: the user's ``--cost`` overrides; every other step is priced with what it took
-    on this repository, else a default. The search starts from the verdicts a run of this
-    request would reuse (same oracle bytes, same environment fingerprint), found by the
-    runner's own lookup.
-    """
-    p: Prepared = discover(store, prepare(req))
-    cfg, cands = p.config, list(p.plan.candidates)
-    parts = Parts(store, cfg, cands, QuietEvents())
-    key = verdicts.Key(p.oracle.sha256, p.fingerprint)
-    known = {pos: v for pos, (_, v) in stored_verdicts(store, key, cands, cfg.rules).items()}
-    measured: dict[str, tuple[durations.Measured, str]] = {}
-    if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
-        measured["build"] = (build, f"{cfg.profile} source builds of this repository")
-    if (oracle := durations.oracle_seconds(store, p.oracle.sha256)) is not None:
-        measured["oracle"] = (oracle, "runs of this oracle")
-    elif (oracle := durations.repo_oracle_seconds(store, cfg.repo)) is not None:
-        measured["oracle"] = (oracle, "oracle runs on this repository")
-    table, sources = price(costs, measured)
-    prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
-                 "filename": pb.wheel.filename, "source": pb.wheel.source,
-                 "sha256_from": pb.wheel.sha256_from} for pb in cfg.prebuilts]
-    if cfg.installed:
-        sha = cfg.installed.commit
-        prebuilt.append({"position": cands.index(sha) if sha in cands else None,
-                         "commit": sha, "kind": "installed", "filename": cfg.installed.site})
-    found = p.discovery
-    return make_plan(
-        parts.provider, len(cands), table,
-        missing=[pb.filename for pb in found.missing] if found else [],
-        unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
-        prebuilt=prebuilt, notes=list(p.plan.notes), known=known, cost_sources=sources,
-        sampling=sampling_for(p.oracle.meta, cfg.request.confirm))
-
-
-def show(store: Store, bisection_id: int) -> dict[str, Any]:
-    # Logs removed by `bisect gc` are named as such, so no rendering points at a missing file.
-    return disk.mark_removed_logs(report.show_data(store, bisection_id,
-                                                   config_of(store, bisection_id)))
-
-
-def issue_report(store: Store, bisection_id: int) -> str:
-    """The paste-ready GitHub issue text (no local paths)."""
-    from bisector.app.issue import issue_markdown
-
-    return issue_markdown(show(store, bisection_id), config_of(store, bisection_id).request)
-
-
-def html_report(store: Store, bisection_id: int) -> str:
-    """One self-contained HTML file: timeline, probes with their output, facts."""
-    from bisector.app.html import render_report
-
-    d = show(store, bisection_id)
-    return render_report(d, issue=issue_report(store, bisection_id))
-
-
-def listing(store: Store, limit: int,
-            where: report.ListFilter | None = None) -> list[dict[str, Any]]:
-    return report.list_data(store, limit, where)
-
-
-def log(store: Store, bisection_id: int) -> str:
-    return report.log_text(show(store, bisection_id))
-
-
-def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
-    return report.log_data(show(store, bisection_id))
-
-
-def disk_usage(store: Store | None) -> dict[str, Any]:
-    """``bisect du``: usage by kind; the store (when there is one) adds its record of when
-    each artifact was last used."""
-    uses = ({u.key: u.last_used.timestamp() for u in ArtifactStore(store).last_uses()}
-            if store is not None else None)
-    return disk.du_data(disk.inventory(uses))
-
-
-def gc(store: Store, *, max_size: int | None, older_than_s: float | None,
-       dry_run: bool) -> cleanup.Plan:
-    """``bisect gc``: least recently used artifacts no unfinished bisection of ``store`` needs."""
-    return cleanup.collect(store, max_size=max_size, older_than_s=older_than_s,
-                           dry_run=dry_run)
-
-
-def tick(store: Store, cfg: WatchConfig, *, bisect: bool, events: Events | None = None,
-         say: Callable[[str], None] = lambda _line: None, only: tuple[str, ...] = ()
-         ) -> TickReport:
-    """``bisect tick``: one idempotent pass of the nightly watch (see ``watch/tick.py``)."""
-    from bisector.app.watch.tick import Tick
-
-    return Tick(store, cfg, bisect=bisect, events=events, say=say, only=only).run()
-
-
-def watch_table(store: Store) -> dict[str, Any]:
-    """``bisect watch --json`` and ``/api/watch``: oracle x torch per suite, from the store."""
-    from bisector.app.watch.table import table_data
-
-    return table_data(store)

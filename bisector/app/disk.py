@@ -26,6 +26,8 @@ from typing import Any
 from bisector.artifacts.overlay import MANIFEST as OVERLAY_MANIFEST
 from bisector.base.errors import UsageError
 from bisector.base.paths import cache_dir, data_dir
+from bisector.store.artifacts import ArtifactStore
+from bisector.store.db import Store
 
 # gc may remove these, least recently used first, to get under --max-size or --older-than.
 MANAGED = ("wheels", "overlays", "envs", "uv", "oracles", "trees")
@@ -289,3 +291,11 @@ def mark_removed_logs(data: dict[str, Any]) -> dict[str, Any]:
                          f"{count} log file(s) of this bisection were removed by `bisect gc` "
                          f"(log removed by gc, last on {latest}); the stored tails remain"]
     return data
+
+
+def du(store: Store | None) -> dict[str, Any]:
+    """``bisect du``: usage by kind; the store (when there is one) adds its record of when
+    each artifact was last used."""
+    uses = ({u.key: u.last_used.timestamp() for u in ArtifactStore(store).last_uses()}
+            if store is not None else None)
+    return du_data(inventory(uses))

@@ -23,9 +23,23 @@ from typing import Any, Protocol
 
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.base import defaults
+from bisector.base.events import QuietEvents
 from bisector.core import noisy
-from bisector.core.sampling import PLAIN, Kind, Sampling, flaky_max_runs, perf_max_runs
+from bisector.core.sampling import (
+    PLAIN,
+    Kind,
+    Sampling,
+    flaky_max_runs,
+    perf_max_runs,
+    sampling_for,
+)
 from bisector.core.search import Culprit, Probe, Verdict, next_step
+from bisector.run.config import Request
+from bisector.run.factory import Parts
+from bisector.run.prepare import Prepared, discover, prepare
+from bisector.run.strategies.plain import stored_verdicts
+from bisector.store import durations, verdicts
+from bisector.store.db import Store
 from bisector.store.durations import Measured
 
 # Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
@@ -336,3 +350,40 @@ def human(seconds: float) -> str:
     if seconds < 5400:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
+    """``bisect plan``: the projection for a range, from the same parts a run uses.
+
+    ``costs``: the user's ``--cost`` overrides; every other step is priced with what it took
+    on this repository, else a default. The search starts from the verdicts a run of this
+    request would reuse (same oracle bytes, same environment fingerprint), found by the
+    runner's own lookup.
+    """
+    p: Prepared = discover(store, prepare(req))
+    cfg, cands = p.config, list(p.plan.candidates)
+    parts = Parts(store, cfg, cands, QuietEvents())
+    key = verdicts.Key(p.oracle.sha256, p.fingerprint)
+    known = {pos: v for pos, (_, v) in stored_verdicts(store, key, cands, cfg.rules).items()}
+    measured: dict[str, tuple[durations.Measured, str]] = {}
+    if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
+        measured["build"] = (build, f"{cfg.profile} source builds of this repository")
+    if (oracle := durations.oracle_seconds(store, p.oracle.sha256)) is not None:
+        measured["oracle"] = (oracle, "runs of this oracle")
+    elif (oracle := durations.repo_oracle_seconds(store, cfg.repo)) is not None:
+        measured["oracle"] = (oracle, "oracle runs on this repository")
+    table, sources = price(costs, measured)
+    prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
+                 "filename": pb.wheel.filename, "source": pb.wheel.source,
+                 "sha256_from": pb.wheel.sha256_from} for pb in cfg.prebuilts]
+    if cfg.installed:
+        sha = cfg.installed.commit
+        prebuilt.append({"position": cands.index(sha) if sha in cands else None,
+                         "commit": sha, "kind": "installed", "filename": cfg.installed.site})
+    found = p.discovery
+    return make_plan(
+        parts.provider, len(cands), table,
+        missing=[pb.filename for pb in found.missing] if found else [],
+        unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
+        prebuilt=prebuilt, notes=list(p.plan.notes), known=known, cost_sources=sources,
+        sampling=sampling_for(p.oracle.meta, cfg.request.confirm))

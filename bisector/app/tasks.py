@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisector.app.bisections import sweep_leftovers
 from bisector.artifacts.provider import Unobtainable
 from bisector.base.errors import BisectorError, UsageError
 from bisector.base.events import QuietEvents
@@ -27,7 +28,7 @@ from bisector.infra import cancel
 from bisector.infra.owner import owner_id
 from bisector.oracle.script import Oracle
 from bisector.run.config import RunConfig
-from bisector.run.factory import Parts, materialise_oracle
+from bisector.run.factory import Parts, stored_config, stored_oracle
 from bisector.run.pipeline import Pipeline
 from bisector.run.remote import Superseded, TaskRecorder
 from bisector.store import bisections, tasks, workers
@@ -87,10 +88,8 @@ class Host:
         if bisection_id in self._contexts:
             self._contexts.move_to_end(bisection_id)
             return self._contexts[bisection_id]
-        from bisector.app import bisections as app
-
         rec = bisections.get(self.store, bisection_id)
-        cfg = app.config_of(self.store, bisection_id)
+        cfg = stored_config(self.store, bisection_id)
         if not Path(cfg.repo).is_dir():
             raise UsageError(f"the clone {cfg.repo} of bisection {bisection_id} is not on "
                              f"this box ({self.name}): clone it at that path here, or run "
@@ -98,7 +97,7 @@ class Host:
         if "/" in cfg.python and not Path(cfg.python).exists():
             raise UsageError(f"the Python {cfg.python} of bisection {bisection_id} is not on "
                              f"this box ({self.name}): install it at that path here")
-        oracle = materialise_oracle(bisections.get_oracle(self.store, rec.oracle_sha256))
+        oracle = stored_oracle(self.store, rec)
         parts = Parts(self.store, cfg, bisections.candidates(self.store, bisection_id),
                       self.events, labels={"bisector.bisection": str(bisection_id)})
         ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
@@ -111,10 +110,8 @@ class Host:
         """Run the task's probe (a procrastinate job calls this in a thread). Returns a line
         for the job's log; raises ``JobAborted`` when the job was asked to abort, and any
         other failure after noting it on the task (the job is retried, then fails)."""
-        from bisector.app import bisections as app
-
         cancel.reset()
-        app.sweep_leftovers(self.events)  # what a killed worker on this box left running
+        sweep_leftovers(self.events)  # what a killed worker on this box left running
         att = tasks.start(self.store, task_id, owner=self.me, worker=self.name)
         if att is None:
             return f"task {task_id}: nothing to do (done or cancelled meanwhile)"

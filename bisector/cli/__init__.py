@@ -71,10 +71,11 @@ def _db_flag(c: Ctx) -> str:
 
 def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
                     resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
-    from bisector.app import bisections as app
+    from bisector.app import bisections, views
 
     events = RichEvents(err)
-    app.bisection(store, bisection_id)  # an unknown id is a one-line error before anything else
+    # An unknown id is a one-line error before anything else.
+    bisections.bisection(store, bisection_id)
     err.print(f"bisection [bold]{bisection_id}[/] (store: {store.url})")
     # SIGINT may start out ignored (a background job of a non-interactive shell); a bisection
     # must always stop cleanly and say how to resume, so both signals are handled explicitly.
@@ -82,9 +83,9 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if resume:
-            app.resume(store, bisection_id, events, enqueue)
+            bisections.resume(store, bisection_id, events, enqueue)
         else:
-            app.run(store, bisection_id, events, enqueue)
+            bisections.run(store, bisection_id, events, enqueue)
     except KeyboardInterrupt:
         events.close()
         raise InterruptedBisection(
@@ -96,7 +97,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGINT, old_int)
     data = _print_show(store, bisection_id, json_out)
-    md, html = app.report_paths(store, bisection_id)
+    md, html = views.report_paths(store, bisection_id)
     if md.exists():  # written by this run (the names are this store's and this bisection's)
         err.print(f"issue report: {escape(str(md))}; HTML report: {escape(str(html))}")
     return data
@@ -104,15 +105,15 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
 
 def _print_show(store: Store, bisection_id: int, json_out: bool,
                 fmt: str = "markdown") -> dict[str, Any]:
-    from bisector.app import bisections as app
+    from bisector.app import views
 
-    data = app.show(store, bisection_id)
+    data = views.show(store, bisection_id)
     if json_out or fmt == "json":
         click.echo(json.dumps(data, indent=2, default=str))
     elif fmt == "issue":
-        click.echo(app.issue_report(store, bisection_id), nl=False)
+        click.echo(views.issue_report(store, bisection_id), nl=False)
     elif fmt == "html":
-        click.echo(app.html_report(store, bisection_id), nl=False)
+        click.echo(views.html_report(store, bisection_id), nl=False)
     else:
         click.echo(report.show_markdown(data))
     return data
@@ -130,11 +131,11 @@ def _request(kw: dict[str, Any]) -> Request:
 @click.pass_obj
 def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
-    from bisector.app import bisections as app
+    from bisector.app import bisections
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
     workers.check_enqueue(c.db, enqueue)
-    store, bisection_id = app.create(c.store, _request(kw))
+    store, bisection_id = bisections.create(c.store, _request(kw))
     _run_and_report(c, store, bisection_id, json_out, resume=False, enqueue=enqueue)
 
 
@@ -148,13 +149,13 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
     overlay-eligible commits, verdicts already stored, expected source builds and a projected
     wall time priced with what steps took on this repository."""
-    from bisector.app import bisections as app
+    from bisector.app import plan as planning
     from bisector.app.plan import describe_source, human, parse_costs
 
     overrides = parse_costs(costs)
     req = _request(kw)
     req.check()
-    rep = app.plan(c.store(), req, overrides)
+    rep = planning.plan_for(c.store(), req, overrides)
     if json_out:
         click.echo(json.dumps(rep.as_dict(), indent=2, default=str))
         return
@@ -217,9 +218,9 @@ LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
 @click.pass_obj
 def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
     """List past and running bisections."""
-    from bisector.app import bisections as app
+    from bisector.app import views
 
-    rows = app.listing(c.store(create=False), limit)
+    rows = views.listing(c.store(create=False), limit)
     if json_out:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -278,13 +279,13 @@ def serve(c: Ctx, host: str, port: int) -> None:
 @click.pass_obj
 def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Print the probes like `git bisect log` (replayable with `git bisect replay`)."""
-    from bisector.app import bisections as app
+    from bisector.app import views
 
     store = c.store(create=False)
     if json_out:
-        click.echo(json.dumps(app.log_data(store, bisection_id), indent=2))
+        click.echo(json.dumps(views.log_data(store, bisection_id), indent=2))
     else:
-        click.echo(app.log(store, bisection_id))
+        click.echo(views.log(store, bisection_id))
 
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
@@ -297,7 +298,7 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> No
     release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end."""
     import shutil
 
-    from bisector.app import bisections as app
+    from bisector.app import bisections
     from bisector.app.demo.torchlet import generate
     from bisector.base.paths import data_dir
 
@@ -310,7 +311,7 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> No
     # The demo's builds take seconds: with several probes at once, build as many at once.
     req = Request(repo=path, good="v0.1.0", bad="v0.2.0", oracle="torchlet_norm", jobs=jobs,
                   build_jobs=jobs or 1)
-    store, bisection_id = app.create(c.store, req)
+    store, bisection_id = bisections.create(c.store, req)
     data = _run_and_report(c, store, bisection_id, json_out, resume=False)
     found = (data["culprit"] or {}).get("sha")
     err.print("[green]found the planted regression[/]" if found == hist.culprit
@@ -330,37 +331,39 @@ cli.add_command(workers.workers_cmd)
 cli.add_command(workers.cancel)
 
 
-def _json_error(message: str, kind: str, exit_code: int) -> None:
+def _json_error(args: list[str], message: str, kind: str, exit_code: int) -> None:
     """Under ``--json`` a failure is JSON on stdout too: a script that parses stdout gets an
     object naming the error, not an empty stream and a line on stderr it never reads."""
-    args = sys.argv[1:]
     if "--json" in args or "--format=json" in args or any(
             a == "--format" and b == "json" for a, b in itertools.pairwise(args)):
         click.echo(json.dumps({"error": {"message": message, "kind": kind,
                                          "exit_code": exit_code}}))
 
 
-def main() -> None:
-    debug = "--debug" in sys.argv
+def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
+    """The ``bisect`` command: ``args`` default to the process's own (tests pass theirs, and
+    run it in-process through click's CliRunner)."""
+    args = sys.argv[1:] if args is None else args
+    debug = "--debug" in args
     try:
-        cli.main(standalone_mode=False)
+        cli.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
         err.print("error: aborted")
-        _json_error("aborted", "Abort", 130)
+        _json_error(args, "aborted", "Abort", 130)
         sys.exit(130)
     except click.ClickException as e:
         e.show()
-        _json_error(e.format_message(), type(e).__name__, e.exit_code)
+        _json_error(args, e.format_message(), type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except BisectorError as e:
         if debug:
             err.print_exception()
         err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
-        _json_error(e.message, type(e).__name__, e.exit_code)
+        _json_error(args, e.message, type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("error: interrupted")
-        _json_error("interrupted", "KeyboardInterrupt", 130)
+        _json_error(args, "interrupted", "KeyboardInterrupt", 130)
         sys.exit(130)
 
 

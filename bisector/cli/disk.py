@@ -26,14 +26,14 @@ class StoreOpener(Protocol):
 def du(c: StoreOpener, json_out: bool) -> None:
     """Disk usage by kind: wheels, overlays, environments, uv's cache, oracle copies, logs,
     ccache, scratch folders, reports, with the oldest and newest last use of each."""
-    from bisector.app import bisections as app
+    from bisector.app import disk
     from bisector.app.disk import human
 
     try:
         store: Store | None = c.store(create=False)
     except StoreError:
         store = None  # no store yet: the files alone still say what is there
-    data = app.disk_usage(store)
+    data = disk.du(store)
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
@@ -64,7 +64,7 @@ def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bo
 
     Running and interrupted bisections of this store keep the wheels, overlays, environments
     and logs of their candidate commits; logs go only with --older-than."""
-    from bisector.app import bisections as app
+    from bisector.app import gc as cleanup
     from bisector.app.disk import parse_age, parse_size
     from bisector.app.gc import configured_cap, describe
 
@@ -74,7 +74,7 @@ def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bo
     if limit is None and age is None:
         raise UsageError("say what to remove: --max-size SIZE or --older-than AGE, e.g. "
                          "bisect gc --max-size 50G --dry-run")
-    plan = app.gc(c.store(create=False), max_size=limit, older_than_s=age, dry_run=dry_run)
+    plan = cleanup.collect(c.store(create=False), max_size=limit, older_than_s=age, dry_run=dry_run)
     if json_out:
         click.echo(json.dumps(plan.as_dict(), indent=2))
         return

@@ -106,11 +106,11 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
 
 def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...],
           fail: bool) -> None:
-    from bisector.app import bisections as app
+    from bisector.app.watch import tick as watch_tick
 
     events = RichEvents(err)
     try:
-        report = app.tick(store, cfg, bisect=run_bisect, events=events, only=only,
+        report = watch_tick.tick(store, cfg, bisect=run_bisect, events=events, only=only,
                           say=lambda line: err.print(escape(line), soft_wrap=True))
     except KeyboardInterrupt:
         raise InterruptedBisection("interrupted; every result and probe finished so far is "

@@ -45,9 +45,9 @@ def check_enqueue(db: str, enqueue: bool | None) -> bool | None:
                          f"{db} is not one: give --db postgresql+psycopg://USER@HOST/DB (or "
                          f"set BISECTOR_DB), or drop --enqueue to probe in this process")
     if enqueue:
-        from bisector.app import bisections as app
+        from bisector import queue
 
-        app.need_queue()
+        queue.need_queue()
     return enqueue
 
 
@@ -84,16 +84,17 @@ def worker(c: StoreOpener, gpu: str | None, queues: tuple[str, ...], name: str |
     """Take probes from the queue of a PostgreSQL store and run them, one at a time, until
     stopped. SIGTERM or Ctrl-C: the probe in hand finishes (or is handed back after 4 min);
     a worker killed outright loses nothing: its probe is handed to another worker."""
-    from bisector.app import bisections as app
+    from bisector import queue
+    from bisector.worker import process as worker_process
 
     gpu, name = check_gpu(gpu), check_name(name)
     if not url_from(c.db).startswith("postgresql"):  # refused before any file is made
         raise UsageError(f"a worker shares a PostgreSQL store with its coordinators, and "
                          f"{c.db} is not one: give --db postgresql+psycopg://USER@HOST/DB "
                          f"(or set BISECTOR_DB) to the workers and to bisect start")
-    app.need_queue()
+    queue.need_queue()
     store = c.store()
-    app.worker(store, gpu=gpu, queues=queues or ("probe",), name=name, say=_say)
+    worker_process.serve(store, gpu=gpu, queues=queues or ("probe",), name=name, say=_say)
 
 
 def _age(iso: str) -> str:
@@ -107,9 +108,9 @@ def _age(iso: str) -> str:
 def workers_cmd(c: StoreOpener, json_out: bool) -> None:
     """List the workers seen in the last day: GPU, queues, the probe each runs now, and its
     last heartbeat (a worker silent past BISECTOR_WORKER_STALE_S is gone)."""
-    from bisector.app import bisections as app
+    from bisector.app import workers as app_workers
 
-    data = app.workers_data(c.store(create=False))
+    data = app_workers.workers_data(c.store(create=False))
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
@@ -140,9 +141,9 @@ def cancel(c: StoreOpener, bisection_id: int, json_out: bool) -> None:
     """Stop a bisection: its probes in flight are killed on their workers and none of them is
     judged; its coordinator stops (an in-process run at its next heartbeat). `bisect resume
     ID` finishes it from what is stored."""
-    from bisector.app import bisections as app
+    from bisector.app import bisections
 
-    data = app.cancel(c.store(create=False), bisection_id)
+    data = bisections.cancel(c.store(create=False), bisection_id)
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return

@@ -34,10 +34,11 @@ from bisector.executors.local import LocalExecutor
 from bisector.oracle.script import Oracle, parse_metadata
 from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
-from bisector.run.config import RunConfig
+from bisector.run.config import RunConfig, decode, legacy_rules
+from bisector.store import bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
-from bisector.store.records import OracleRecord
+from bisector.store.records import BisectionRecord, OracleRecord
 
 
 def profile_of(cfg: RunConfig) -> Profile:
@@ -126,6 +127,24 @@ def materialise_oracle(row: OracleRecord) -> Oracle:
             f.write(content)
         os.replace(tmp, path)  # a copy edited in the cache is replaced, never run
     return replace(oracle, path=path)
+
+
+def stored_oracle(store: Store, rec: BisectionRecord) -> Oracle:
+    """A stored bisection's oracle, materialised and hash-checked (:func:`materialise_oracle`)."""
+    return materialise_oracle(bisections.get_oracle(store, rec.oracle_sha256))
+
+
+def stored_config(store: Store, bisection_id: int) -> RunConfig:
+    """The stored configuration, also of a bisection stored by an older bisector."""
+    rec = bisections.get(store, bisection_id)
+    cfg = decode(rec.settings)
+    if rec.settings.get("version") != 2:
+        oracle = stored_oracle(store, rec)
+        cfg = replace(cfg, request=replace(cfg.request, good=rec.good_ref, bad=rec.bad_ref,
+                                           oracle=rec.oracle_name),
+                      rules=legacy_rules(rec.polarity, cfg.request.find_fix,
+                                         oracle.meta.on_timeout.value))
+    return cfg
 
 
 class Parts:

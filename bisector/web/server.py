@@ -21,9 +21,10 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bisector.app import bisections as app
 from bisector.app import html as html_report
+from bisector.app import views
 from bisector.app.reports import ListFilter
+from bisector.app.watch import table as watch_table
 from bisector.base.errors import NotFoundError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
@@ -95,8 +96,8 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
 
     def index(request: Request) -> Response:
         where = _filter(request)
-        rows = app.listing(store, LIST_LIMIT, where)
-        everything = app.listing(store, LIST_LIMIT)
+        rows = views.listing(store, LIST_LIMIT, where)
+        everything = views.listing(store, LIST_LIMIT)
         choices = {"oracle": sorted({r["oracle"] for r in everything}),
                    "state": [s.value for s in State]}
         query = {"oracle": where.oracle, "state": where.state, "repo": where.repo,
@@ -105,16 +106,16 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
 
     def page(request: Request) -> Response:
         i = _id(request)
-        d = app.show(store, i)
-        return HTMLResponse(html_report.render_page(d, app.issue_report(store, i)))
+        d = views.show(store, i)
+        return HTMLResponse(html_report.render_page(d, views.issue_report(store, i)))
 
     def issue_md(request: Request) -> Response:
-        return PlainTextResponse(app.issue_report(store, _id(request)),
+        return PlainTextResponse(views.issue_report(store, _id(request)),
                                  media_type="text/markdown; charset=utf-8")
 
     def report_file(request: Request) -> Response:
         i = _id(request)
-        return HTMLResponse(app.html_report(store, i), headers={
+        return HTMLResponse(views.html_report(store, i), headers={
             "content-disposition": f'attachment; filename="bisection-{i}.html"'})
 
     def probe_log(request: Request) -> Response:
@@ -123,7 +124,7 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         if stream not in STREAMS:
             return PlainTextResponse(f"no log named {stream!r}: use one of {', '.join(STREAMS)}",
                                      status_code=404)
-        probe = next((p for p in app.show(store, i)["probes"] if p["seq"] == seq), None)
+        probe = next((p for p in views.show(store, i)["probes"] if p["seq"] == seq), None)
         if probe is None:
             return PlainTextResponse(f"bisection {i} has no probe {seq}", status_code=404)
         # Only a path the store recorded for this very probe, and only inside this machine's
@@ -142,19 +143,19 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         return PlainTextResponse(f"({where}; the stored tail)\n{fallback}")
 
     def api_list(request: Request) -> Response:
-        return JSONResponse(app.listing(store, LIST_LIMIT, _filter(request)))
+        return JSONResponse(views.listing(store, LIST_LIMIT, _filter(request)))
 
     def api_show(request: Request) -> Response:
-        return JSONResponse(_jsonable(app.show(store, _id(request))))
+        return JSONResponse(_jsonable(views.show(store, _id(request))))
 
     def api_log(request: Request) -> Response:
-        return JSONResponse(app.log_data(store, _id(request)))
+        return JSONResponse(views.log_data(store, _id(request)))
 
     def watch_page(request: Request) -> Response:
-        return HTMLResponse(html_report.render_watch(app.watch_table(store)))
+        return HTMLResponse(html_report.render_watch(watch_table.table_data(store)))
 
     def api_watch(request: Request) -> Response:
-        return JSONResponse(app.watch_table(store))
+        return JSONResponse(watch_table.table_data(store))
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=404)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import procrastinate
 
+from bisector.app.bisections import sweep_leftovers
 from bisector.app.tasks import Host
 from bisector.base import defaults
 from bisector.queue import procrastinate as q
@@ -36,15 +37,13 @@ def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | N
           say: Callable[[str], None],
           shutdown_s: float = defaults.WORKER_SHUTDOWN_S) -> None:
     """Run a worker until it is stopped."""
-    from bisector.app import bisections as app
-
     q.ensure_schema(store)
     host_name = socket.gethostname()
     name = name or f"{host_name}/{'gpu' + gpu if gpu is not None else 'cpu'}"
     host = Host(store, gpu=gpu, name=name, say=say)
     qapp = q.worker_app(store, lambda ctx, task_id: host.run(task_id, ctx.should_abort),
                         lambda ctx, task_id: host.build(task_id, ctx.should_abort))
-    app.sweep_leftovers(host.events)
+    sweep_leftovers(host.events)
     host.worker_id = workers.register(store, name=name, owner=host.me, host=host_name,
                                       pid=os.getpid(), gpu=gpu, queues=list(queues))
     say(f"worker {name} (id {host.worker_id}) takes {', '.join(queues)} jobs from "

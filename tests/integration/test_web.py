@@ -17,7 +17,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from bisector.app import bisections as app
+from bisector.app import views
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store.db import open_store
 from bisector.web import server as web
@@ -140,7 +140,7 @@ def test_issue_report_has_no_local_paths_and_matches_the_cli(
     assert "bisect start --repo torchlet --good" in text
     assert "### Versions" in text and "Python version:" in text
     # Written at the end of the bisection too, without anyone asking.
-    written, _ = app.report_paths(open_store(str(db), create=False), done["id"])
+    written, _ = views.report_paths(open_store(str(db), create=False), done["id"])
     assert written.read_text() == text
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from bisector.app import bisections as app
-from bisector.app import disk
+from bisector.app import bisections as app_bisections
+from bisector.app import disk, views
 from bisector.app import gc as cleanup
 from bisector.artifacts.cache import wheel_dir
 from bisector.artifacts.provider import Provider, Recipe
@@ -129,7 +129,7 @@ def test_du_counts_every_kind_and_a_hardlinked_file_once(store: Store) -> None:
     assert kinds["envs"].bytes == 3  # the linked torch counted once, under uv's cache
     assert kinds["oracles"].bytes == 20 and kinds["ccache"].bytes == 700
     assert kinds["logs"].bytes == 70 and kinds["logs"].items == 2
-    data = app.disk_usage(store)
+    data = disk.du(store)
     assert data["total_bytes"] == sum(u.bytes for u in kinds.values())
     assert [k["kind"] for k in data["kinds"]] == [k for k in disk.KINDS if k in kinds]
     logs = next(k for k in data["kinds"] if k["kind"] == "logs")
@@ -154,7 +154,7 @@ def test_older_than_removes_what_was_last_used_before_logs_included(store: Store
     new = wheel(store, "b" * 40, "k2" + "0" * 62, 100, 2)
     old_env = put(cache_dir() / "envs" / "old" / ".bisector-ready", 5, 60).parent
     run = put(logs_dir() / "runs" / ("c" * 12 + "-1") / "stdout.txt", 5, 45).parent
-    report = put(app.report_paths(store, 1)[0], 5, 90)
+    report = put(views.report_paths(store, 1)[0], 5, 90)
     p = cleanup.collect(store, max_size=None, older_than_s=30 * DAY, dry_run=False)
     assert {i.path for i in p.remove} == {old, old_env, run}
     assert [i.path for i in p.remove] == [old_env, run, old]  # least recently used first
@@ -264,20 +264,20 @@ def test_the_cap_after_a_bisection_removes_lru_and_never_raises(
 
     old = wheel(store, "a" * 40, "k1" + "0" * 62, 1000, 40)
     new = wheel(store, "b" * 40, "k2" + "0" * 62, 1000, 2)
-    app.apply_cache_cap(store, Events())
+    app_bisections.apply_cache_cap(store, Events())
     assert notes == [] and old.exists()  # no cap configured: nothing happens
     monkeypatch.setenv("BISECTOR_MAX_CACHE", "lots")
-    app.apply_cache_cap(store, Events())
+    app_bisections.apply_cache_cap(store, Events())
     assert "BISECTOR_MAX_CACHE 'lots' is not a size" in notes[-1] and old.exists()
     monkeypatch.setenv("BISECTOR_MAX_CACHE", "1500")
-    app.apply_cache_cap(store, Events())
+    app_bisections.apply_cache_cap(store, Events())
     assert not old.exists() and new.exists() and "removed 1 least recently used" in notes[-1]
 
     def broken(_store: Store) -> str | None:
         raise OSError("disk on fire")
 
     monkeypatch.setattr(cleanup, "after_bisection", broken)
-    app.apply_cache_cap(store, Events())
+    app_bisections.apply_cache_cap(store, Events())
     assert notes[-1].startswith("warning: the cache cap was not applied (OSError")
 
 

@@ -6,7 +6,7 @@ and every probe; a key already recorded runs nothing, and one another live tick 
 waited for (so every tick ends knowing every result of its pass). Then compare each oracle's
 last two results that said good or bad: a change (good -> bad: a regression, bad -> good: a fix)
 is a flip, and the tick that inserts the flip's unique row starts its bisection, between those
-two commits, through ``app.create``. Without ``--no-bisect`` the tick then runs the watch's
+two commits, through ``bisections.create``. Without ``--no-bisect`` the tick then runs the watch's
 unfinished bisections nobody alive is running (its own, and those an earlier ``--no-bisect``
 tick or a crash left), in-process: the SQLite one-box path. Last, every flip and every ended
 bisection is announced once (``notify.py``), by whichever tick takes that right first.
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.app import bisections as app
+from bisector.app import views
 from bisector.app.watch import sources
 from bisector.app.watch.config import Suite, WatchConfig
 from bisector.app.watch.notify import flip_markdown, send, write_event
@@ -287,7 +288,7 @@ class Tick:
             body = flip_markdown(event, ws.get_result(self.store, flip.to_result_id).output_tail)
         else:
             try:
-                body = app.issue_report(self.store, event["bisection"]["id"])
+                body = views.issue_report(self.store, event["bisection"]["id"])
             except BisectorError as e:
                 body = flip_markdown(event, f"(no issue report: {e.message})")
         tag = hashlib.sha256(self.store.url.encode()).hexdigest()[:8]
@@ -334,3 +335,10 @@ class Tick:
 def events_folder(cfg: WatchConfig) -> Path:
     """Where event JSON and Markdown bodies go: ``[watch] events``, else the data folder."""
     return cfg.events_dir or data_dir() / "watch"
+
+
+def tick(store: Store, cfg: WatchConfig, *, bisect: bool, events: Events | None = None,
+         say: Callable[[str], None] = lambda _line: None, only: tuple[str, ...] = ()
+         ) -> TickReport:
+    """``bisect tick``: one idempotent pass of the nightly watch."""
+    return Tick(store, cfg, bisect=bisect, events=events, say=say, only=only).run()

@@ -1,0 +1,65 @@
+"""What the CLI and the web view read of a stored bisection: show, list, log, the issue text and
+the HTML report, each from the store alone, and the two reports written when a bisection ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from bisector.app import disk
+from bisector.app import reports as report
+from bisector.app.html import render_report
+from bisector.app.issue import issue_markdown
+from bisector.base.paths import data_dir
+from bisector.run.factory import stored_config
+from bisector.store.db import Store
+
+
+def show(store: Store, bisection_id: int) -> dict[str, Any]:
+    # Logs removed by `bisect gc` are named as such, so no rendering points at a missing file.
+    return disk.mark_removed_logs(report.show_data(store, bisection_id,
+                                                   stored_config(store, bisection_id)))
+
+
+def issue_report(store: Store, bisection_id: int) -> str:
+    """The paste-ready GitHub issue text (no local paths)."""
+    return issue_markdown(show(store, bisection_id), stored_config(store, bisection_id).request)
+
+
+def html_report(store: Store, bisection_id: int) -> str:
+    """One self-contained HTML file: timeline, probes with their output, facts."""
+    d = show(store, bisection_id)
+    return render_report(d, issue=issue_report(store, bisection_id))
+
+
+def listing(store: Store, limit: int,
+            where: report.ListFilter | None = None) -> list[dict[str, Any]]:
+    return report.list_data(store, limit, where)
+
+
+def log(store: Store, bisection_id: int) -> str:
+    return report.log_text(show(store, bisection_id))
+
+
+def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
+    return report.log_data(show(store, bisection_id))
+
+
+def report_paths(store: Store, bisection_id: int) -> tuple[Path, Path]:
+    """Where a finished bisection's issue report (Markdown) and HTML report are written: named
+    by the store too, since ids repeat across stores (a team's PostgreSQL and a local file)."""
+    tag = hashlib.sha256(store.url.encode()).hexdigest()[:8]
+    folder = data_dir() / "reports"
+    stem = f"bisection-{bisection_id}-{tag}"
+    return folder / f"{stem}.md", folder / f"{stem}.html"
+
+
+def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
+    """Write both reports at the end of a bisection, so they exist without anyone asking."""
+    md, html = report_paths(store, bisection_id)
+    md.parent.mkdir(parents=True, exist_ok=True)
+    md.write_text(issue_report(store, bisection_id), encoding="utf-8")
+    html.write_text(html_report(store, bisection_id), encoding="utf-8")
+    return md, html
