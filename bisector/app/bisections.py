@@ -93,6 +93,7 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
                     f"probing in this process (pip install 'bisector[postgres]' to enqueue)")
         return None, None
     need_queue()
+    # lazy: procrastinate is the optional postgres extra
     from bisector.queue.procrastinate import JobQueue, conninfo
 
     conninfo(store)  # --enqueue on SQLite: one line saying what to give instead
@@ -180,6 +181,7 @@ def cancel(store: Store, bisection_id: int) -> dict[str, Any]:
     # Without the queue's package here the jobs are left alone: a running one's worker sees
     # its task cancelled within seconds and stops, a waiting one finds nothing to do.
     if jobs and need_queue(required=False):
+        # lazy: procrastinate is the optional postgres extra
         from bisector.queue.procrastinate import JobQueue
 
         queue = JobQueue(store)

@@ -32,9 +32,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bisector.app.check import check
+from bisector.artifacts.build import gpu_inventory
 from bisector.base.errors import OracleError, UsageError
 from bisector.core.signature import compile_match, failure_line, signature
 from bisector.oracle.script import NAME_RE, parse_metadata
+from bisector.project.interpreter import choose_python, imports
 
 TEMPLATE = '''\
 # /// script
@@ -221,7 +224,6 @@ def signature_at(repro: Path, repo: Path, ref: str, python: str | None
     """Run the repro once at ``ref`` of ``repo`` (``bisect check --commit``: that commit built
     and installed, a source build if need be) and take the signature of its failure there:
     the bad ref is where the bug is known to show, whatever this machine's torch is."""
-    from bisector.app.check import check
 
     got = check(str(repro.resolve()), python=python, commit=ref, repo=repo)
     ran = f"ran once at {ref} ({got.environment})"
@@ -242,8 +244,6 @@ def signature_here(repro: Path, requires: tuple[str, ...], needs_gpu: bool,
     happened). Only where it can answer: an interpreter that imports what the repro imports,
     and a GPU when the repro needs CUDA; anything else is said, never guessed (a missing
     module's ImportError as the signature would make every real failure a skip)."""
-    from bisector.artifacts.build import gpu_inventory
-    from bisector.project.interpreter import choose_python, imports
 
     if needs_gpu and gpu_inventory() is None:
         return None, "not run here: the repro needs CUDA and this machine has no GPU"

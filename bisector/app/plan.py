@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
+from bisector.artifacts.provider import COST
 from bisector.base import defaults
+from bisector.base.errors import UsageError
 from bisector.base.events import QuietEvents
 from bisector.core import noisy
 from bisector.core.sampling import (
@@ -82,7 +84,6 @@ class _Reuse:
         return k
 
     def cost(self, pos: int) -> int:
-        from bisector.artifacts.provider import COST
 
         return COST[self.kind(pos)]
 
@@ -327,7 +328,6 @@ def describe_source(source: Mapping[str, Any]) -> str:
 def parse_costs(items: tuple[str, ...]) -> dict[str, float]:
     """The ``--cost STEP=SECONDS`` overrides, checked; steps not named are priced by
     :func:`price` (measured here, else a default)."""
-    from bisector.base.errors import UsageError
 
     costs: dict[str, float] = {}
     for item in items:

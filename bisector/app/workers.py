@@ -15,6 +15,7 @@ def workers_data(store: Store) -> dict[str, Any]:
     rows = [w.as_dict() for w in workers.listing(store)]
     queue: list[dict[str, Any]] = []
     if store.engine.dialect.name == "postgresql" and need_queue(required=False):
+        # lazy: procrastinate is the optional postgres extra
         from bisector.queue.procrastinate import JobQueue, has_queue
 
         if has_queue(store):

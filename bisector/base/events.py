@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bisector.core.search import Verdict
+from bisector.base.kinds import Verdict
 
 
 class Events(Protocol):

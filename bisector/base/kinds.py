@@ -64,3 +64,12 @@ class WorkerState(enum.StrEnum):
     IDLE = "idle"
     BUSY = "busy"
     STOPPED = "stopped"  # stopped cleanly (a worker killed with -9 just stops beating)
+
+
+class Verdict(enum.Enum):
+    """What one commit is, as far as the search is concerned: the only three values a verdict
+    has (a run's raw outcome is :class:`bisector.core.verdict.Outcome`)."""
+
+    GOOD = "good"
+    BAD = "bad"
+    SKIP = "skip"

@@ -15,6 +15,7 @@ from typing import Any
 import platformdirs
 
 from bisector.base import defaults
+from bisector.base.errors import UsageError
 
 # The installed package's folder: the bundled oracles and migrations sit beside it in a
 # checkout, and inside it (``_oracles``, ``_migrations``) in a wheel; the scripts run by path
@@ -80,7 +81,6 @@ def host_build_env() -> dict[str, str]:
 def read_toml(path: Path, fix: str) -> dict[str, Any]:
     """A configuration file's tables; a file that cannot be read or parsed is one line naming
     it and ``fix`` (what the user can do about it), as every bad input is."""
-    from bisector.base.errors import UsageError
 
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

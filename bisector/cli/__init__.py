@@ -71,6 +71,7 @@ def _db_flag(c: Ctx) -> str:
 
 def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
                     resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, views
 
     events = RichEvents(err)
@@ -105,6 +106,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
 
 def _print_show(store: Store, bisection_id: int, json_out: bool,
                 fmt: str = "markdown") -> dict[str, Any]:
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import views
 
     data = views.show(store, bisection_id)
@@ -131,6 +133,7 @@ def _request(kw: dict[str, Any]) -> Request:
 @click.pass_obj
 def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
@@ -149,6 +152,7 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
     overlay-eligible commits, verdicts already stored, expected source builds and a projected
     wall time priced with what steps took on this repository."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import plan as planning
     from bisector.app.plan import describe_source, human, parse_costs
 
@@ -218,6 +222,7 @@ LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
 @click.pass_obj
 def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
     """List past and running bisections."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import views
 
     rows = views.listing(c.store(create=False), limit)
@@ -262,6 +267,7 @@ def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
 @click.pass_obj
 def serve(c: Ctx, host: str, port: int) -> None:
     """A read-only web view of the store: bisections, timelines, probes, logs, issue reports."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.web import server as web
 
     store = c.store(create=False)
@@ -279,6 +285,7 @@ def serve(c: Ctx, host: str, port: int) -> None:
 @click.pass_obj
 def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Print the probes like `git bisect log` (replayable with `git bisect replay`)."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import views
 
     store = c.store(create=False)
@@ -298,6 +305,7 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> No
     release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end."""
     import shutil
 
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
     from bisector.app.demo.torchlet import generate
     from bisector.base.paths import data_dir

@@ -26,6 +26,7 @@ class StoreOpener(Protocol):
 def du(c: StoreOpener, json_out: bool) -> None:
     """Disk usage by kind: wheels, overlays, environments, uv's cache, oracle copies, logs,
     ccache, scratch folders, reports, with the oldest and newest last use of each."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import disk
     from bisector.app.disk import human
 
@@ -64,6 +65,7 @@ def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bo
 
     Running and interrupted bisections of this store keep the wheels, overlays, environments
     and logs of their candidate commits; logs go only with --older-than."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import gc as cleanup
     from bisector.app.disk import parse_age, parse_size
     from bisector.app.gc import configured_cap, describe

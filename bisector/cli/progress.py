@@ -150,6 +150,7 @@ class RichEvents:
 
     def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
                     eta_s: float | None) -> None:
+        # lazy: `bisect --help` and completion import none of this
         from bisector.app.plan import human
 
         eta = f", about {human(eta_s)} left" if eta_s is not None else ""
@@ -175,6 +176,7 @@ class RichEvents:
         """``--manual``: the commit, the shell line, then good / bad / skip as ``git bisect``
         takes them (``shell`` opens the shell here and asks again; ``quit`` stops the run as
         Ctrl-C does). Answers are read from standard input, so a script can pipe them."""
+        # lazy: `bisect --help` and completion import none of this
         from bisector.oracle.manual import Answer
 
         self.close()  # no live display under a prompt

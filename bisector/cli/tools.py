@@ -79,6 +79,7 @@ def check(oracle: str | None, env_kind: str | None, wheel: Path | None, commit: 
           dependency: tuple[str, ...], json_out: bool, command: tuple[str, ...]) -> None:
     """Run one oracle (or a command, in --commit's tree or here) once and print its verdict
     with the environment facts it ran under."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app.check import check as run_check
 
     kw = unconfigured(click.get_current_context(), {"oracle": oracle, "timeout": timeout,
@@ -153,6 +154,7 @@ def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None
     It is written where the user works (or the team's $BISECTOR_ORACLES_DIR), never into
     bisector's install folder: that one is replaced on upgrade and often not writable.
     """
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app.oracle_new import create
 
     made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
@@ -183,6 +185,7 @@ def images(build_roles: tuple[str, ...], base: str | None, json_out: bool) -> No
     """Build (--build) and list bisector's images with their digests."""
     from dataclasses import asdict
 
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import images as img
 
     for role in build_roles:

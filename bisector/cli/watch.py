@@ -69,6 +69,7 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
     """One idempotent pass of the nightly watch: run each suite's oracles once against its
     newest torch, record the results, and start one bisection per flip (good -> bad or
     bad -> good between a suite's last two results), then announce it."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch.config import load
 
     paths = [config_path] if config_path else config_file.files()
@@ -106,6 +107,7 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
 
 def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...],
           fail: bool) -> None:
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch import tick as watch_tick
 
     events = RichEvents(err)
@@ -135,6 +137,7 @@ def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...
 def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
     """The nightly watch's table: per suite, each oracle against each torch (good / bad /
     skip), the flips, and the bisections they started."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch.table import cell_text, flip_text, table_data, text_lines
 
     data = table_data(c.store(create=False), columns)

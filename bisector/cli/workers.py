@@ -45,6 +45,7 @@ def check_enqueue(db: str, enqueue: bool | None) -> bool | None:
                          f"{db} is not one: give --db postgresql+psycopg://USER@HOST/DB (or "
                          f"set BISECTOR_DB), or drop --enqueue to probe in this process")
     if enqueue:
+        # lazy: `bisect --help` and completion import none of this
         from bisector import queue
 
         queue.need_queue()
@@ -84,6 +85,7 @@ def worker(c: StoreOpener, gpu: str | None, queues: tuple[str, ...], name: str |
     """Take probes from the queue of a PostgreSQL store and run them, one at a time, until
     stopped. SIGTERM or Ctrl-C: the probe in hand finishes (or is handed back after 4 min);
     a worker killed outright loses nothing: its probe is handed to another worker."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector import queue
     from bisector.worker import process as worker_process
 
@@ -108,6 +110,7 @@ def _age(iso: str) -> str:
 def workers_cmd(c: StoreOpener, json_out: bool) -> None:
     """List the workers seen in the last day: GPU, queues, the probe each runs now, and its
     last heartbeat (a worker silent past BISECTOR_WORKER_STALE_S is gone)."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import workers as app_workers
 
     data = app_workers.workers_data(c.store(create=False))
@@ -141,6 +144,7 @@ def cancel(c: StoreOpener, bisection_id: int, json_out: bool) -> None:
     """Stop a bisection: its probes in flight are killed on their workers and none of them is
     judged; its coordinator stops (an in-process run at its next heartbeat). `bisect resume
     ID` finishes it from what is stored."""
+    # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
 
     data = bisections.cancel(c.store(create=False), bisection_id)

@@ -17,11 +17,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-
-class Verdict(enum.Enum):
-    GOOD = "good"
-    BAD = "bad"
-    SKIP = "skip"
+from bisector.base.kinds import Verdict as Verdict  # the search's three values, re-exported
 
 
 @dataclass(frozen=True)

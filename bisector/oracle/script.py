@@ -34,6 +34,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from bisector.base import defaults
 from bisector.base.errors import OracleError
 from bisector.base.paths import PACKAGE_DIR
+from bisector.core.perf import parse_threshold
+from bisector.core.signature import compile_match
 from bisector.core.verdict import Polarity, TimeoutRule
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
@@ -327,7 +329,6 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
                           f"runs, at least 2")
     match = tool.get("match")
     if match is not None:
-        from bisector.core.signature import compile_match
 
         if not isinstance(match, str):
             raise OracleError(f"{where}: [tool.bisector] match must be a regular expression "
@@ -339,7 +340,6 @@ def parse_metadata(script: str, where: str = "oracle") -> OracleMeta:
                               f"regular expression ({e})") from None
     threshold = None
     if "threshold" in tool:
-        from bisector.core.perf import parse_threshold
 
         raw = tool["threshold"]
         if isinstance(raw, bool) or not isinstance(raw, str | int | float):

@@ -25,6 +25,7 @@ from bisector.base import defaults
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
+from bisector.oracle.command import check_match
 
 # Options that change how fast a run goes, never what it finds: left out of the reproduce line.
 SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs"})
@@ -96,7 +97,6 @@ class Request:
         if self.build_timeout <= 0:
             raise UsageError("--build-timeout must be positive seconds")
         if self.match is not None:
-            from bisector.oracle.command import check_match
 
             check_match(self.match)
         if self.oracle and self.command:

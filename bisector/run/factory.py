@@ -24,13 +24,15 @@ from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.provider import Provider, Recipe, Sources
 from bisector.artifacts.trees import Trees
-from bisector.base.errors import UsageError
+from bisector.base.errors import StoreError, UsageError
 from bisector.base.events import Events
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.base.paths import cache_dir, host_build_env
 from bisector.executors.base import Executor
 from bisector.executors.docker import DockerExecutor
 from bisector.executors.local import LocalExecutor
+from bisector.executors.manual import ManualExecutor
+from bisector.oracle.manual import Asks
 from bisector.oracle.script import Oracle, parse_metadata
 from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
@@ -110,7 +112,6 @@ def materialise_oracle(row: OracleRecord) -> Oracle:
     oracle = Oracle(row.name, Path(row.name), content, parse_metadata(row.content, row.name),
                     judging)
     if oracle.sha256 != row.sha256:
-        from bisector.base.errors import StoreError
 
         raise StoreError(f"the stored oracle {row.name} does not match its hash "
                          f"{row.sha256[:12]}: the store was edited; start a new bisection")
@@ -161,8 +162,6 @@ class Parts:
         made = executor_for(self.cfg, self.labels)
         if not self.cfg.request.manual:
             return made
-        from bisector.executors.manual import ManualExecutor
-        from bisector.oracle.manual import Asks
 
         if not isinstance(self.events, Asks) or not isinstance(made, LocalExecutor):
             raise UsageError("--manual asks a person at a terminal: run it with bisect start "

@@ -25,7 +25,7 @@ from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bisector.base.errors import StoreError
-from bisector.base.paths import PACKAGE_DIR
+from bisector.base.paths import PACKAGE_DIR, data_dir
 
 
 def migrations_dir() -> Path:
@@ -217,6 +217,5 @@ def migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def default_db() -> str:
-    from bisector.base.paths import data_dir
 
     return os.environ.get("BISECTOR_DB") or str(data_dir() / "bisector.db")

@@ -41,6 +41,7 @@ from typing import Any
 from bisector.base.errors import BisectorError, UsageError
 from bisector.base.paths import read_toml
 from bisector.oracle.script import load_oracle
+from bisector.project.profiles import PROFILES
 from bisector.run.config import Request, request_from
 
 SOURCES = ("nightly", "release", "installed", "wheel")
@@ -273,7 +274,6 @@ def _python(value: str | None, where: str) -> str | None:
 
 
 def _profile(value: str | None, where: str) -> str | None:
-    from bisector.project.profiles import PROFILES
 
     if value is not None and value not in PROFILES:
         raise UsageError(f"{where} profile = {value!r}: use one of {', '.join(PROFILES)}")
