@@ -97,7 +97,7 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
     from bisector.queue.procrastinate import JobQueue, conninfo
 
     conninfo(store)  # --enqueue on SQLite: one line saying what to give instead
-    width = cfg.request.jobs or max(1, len(live))
+    width = cfg.asked_width or max(1, len(live))
     if live:
         events.note(f"{len(live)} live worker(s): each round's {width} probe(s) go to the "
                     f"queue (bisect workers lists them)")

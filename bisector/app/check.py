@@ -16,20 +16,19 @@ from typing import Any
 from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.provider import Obtained
 from bisector.artifacts.trees import Trees
 from bisector.base.errors import BisectorError, BuildError, UsageError
 from bisector.core.search import Verdict
-from bisector.core.verdict import Polarity, Rules
+from bisector.core.verdict import Polarity
 from bisector.executors.base import Executor, RunResult
 from bisector.executors.local import LocalExecutor, SystemExecutor
-from bisector.oracle.command import bind_match, oracle_for
+from bisector.oracle.command import oracle_for
 from bisector.oracle.script import Oracle
 from bisector.project import history
 from bisector.project.interpreter import choose_python
 from bisector.project.profiles import Profile, get_profile
-from bisector.run.factory import CachedHostBuilder
-from bisector.run.pipeline import NullRecorder, Pipeline
+from bisector.run.config import CheckRequest
+from bisector.run.factory import CachedHostBuilder, judge_for, ready_pipeline
 from bisector.run.prepare import pick_profile
 
 
@@ -61,36 +60,20 @@ class CheckResult:
         }
 
 
-def check(
-    oracle_spec: str,
-    *,
-    python: str | None = None,
-    system: bool = False,
-    wheel: Path | None = None,
-    commit: str | None = None,
-    repo: Path = Path("."),
-    profile_name: str | None = None,
-    regress: Polarity | None = None,
-    gpu: str | None = None,
-    note: Callable[[str], None] = lambda _text: None,
-    command: tuple[str, ...] = (),
-    match: str | None = None,
-    timeout: float | None = None,
-    dependencies: tuple[str, ...] = (),
-) -> CheckResult:
+def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -> CheckResult:
     """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
 
-    ``python`` None: the interpreter :func:`~bisector.project.interpreter.choose_python` picks for
-    the profile's package, told to ``note`` before anything runs (a long build included). A command
-    oracle runs in ``commit``'s exported tree with ``--commit``, else in the current folder (there
-    is no commit to export)."""
-    if sum((system, wheel is not None, commit is not None)) != 1:
-        raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
-    oracle = oracle_for(oracle_spec, command, timeout=timeout, dependencies=dependencies)
-    rules = Rules(regress or oracle.meta.polarity, False, oracle.meta.on_timeout)
-    oracle = bind_match(oracle, match, rules.polarity)
-    profile = _profile(repo, commit, profile_name)
-    interpreter = choose_python(python, profile.import_name)
+    ``req.python`` None: the interpreter :func:`~bisector.project.interpreter.choose_python`
+    picks for the profile's package, told to ``note`` before anything runs (a long build
+    included). A command oracle runs in ``req.commit``'s exported tree with a commit, else in the
+    current folder (there is no commit to export)."""
+    req.check()
+    system, wheel, commit, repo = req.system, req.wheel, req.commit, req.repo
+    oracle = oracle_for(req.oracle, req.command, timeout=req.timeout,
+                        dependencies=req.dependency)
+    oracle, rules = judge_for(oracle, req.regress, match=req.match)
+    profile = _profile(repo, commit, req.profile)
+    interpreter = choose_python(req.python, profile.import_name)
     note(interpreter.note)
     python = interpreter.path
     executor: Executor = LocalExecutor(python, profile.import_name)
@@ -116,9 +99,7 @@ def check(
                              f"(log: {built.log_path})")
         env = f"source build of {sha[:12]}"
         inst = Installable(key, env, wheel=built.wheel)
-    pipeline = Pipeline(lambda _pos: Obtained(inst, None), executor, oracle, rules,
-                        NullRecorder())
-    res = pipeline.probe(0, sha, gpu=gpu)
+    res = ready_pipeline(inst, executor, oracle, rules).probe(0, sha, gpu=req.gpu)
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known
         sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")

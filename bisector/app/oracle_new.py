@@ -38,6 +38,7 @@ from bisector.base.errors import OracleError, UsageError
 from bisector.core.signature import compile_match, failure_line, signature
 from bisector.oracle.script import NAME_RE, parse_metadata
 from bisector.project.interpreter import choose_python, imports
+from bisector.run.config import CheckRequest
 
 TEMPLATE = '''\
 # /// script
@@ -225,7 +226,7 @@ def signature_at(repro: Path, repo: Path, ref: str, python: str | None
     and installed, a source build if need be) and take the signature of its failure there:
     the bad ref is where the bug is known to show, whatever this machine's torch is."""
 
-    got = check(str(repro.resolve()), python=python, commit=ref, repo=repo)
+    got = check(CheckRequest(str(repro.resolve()), python=python, commit=ref, repo=repo))
     ran = f"ran once at {ref} ({got.environment})"
     if got.run.exit_code == 0:
         return None, f"{ran}: it exited 0 (no failure there, so no signature)"

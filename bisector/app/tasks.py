@@ -29,7 +29,6 @@ from bisector.infra.owner import owner_id
 from bisector.oracle.script import Oracle
 from bisector.run.config import RunConfig
 from bisector.run.factory import Parts, stored_config, stored_oracle
-from bisector.run.pipeline import Pipeline
 from bisector.run.remote import Superseded, TaskRecorder
 from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store
@@ -125,8 +124,7 @@ class Host:
         try:
             ctx = self.context(t.bisection_id)
             recorder = TaskRecorder(self.store, ctx.key, self.me, att, ctx.oracle.meta.sampled)
-            pipe = Pipeline(ctx.parts.provider.obtain, ctx.parts.executor, ctx.oracle,
-                            ctx.cfg.rules, recorder, self.events)
+            pipe = ctx.parts.pipeline(ctx.oracle, recorder)
             self.say(f"bisection {t.bisection_id}: probing {t.commit_sha[:12]} (task {task_id}"
                      f", attempt {att.number}{', GPU ' + self.gpu if self.gpu else ''})")
             res = pipe.probe(t.position, t.commit_sha, gpu=self.gpu, round_=t.round)

@@ -1,4 +1,5 @@
-"""The options of `start` and `plan`: one per field of bisector.run.config.Request, same names."""
+"""The options of `start`, `plan` and `check`: one per field of bisector.run.config.Request (and
+CheckRequest), same names, each declared once here."""
 
 from __future__ import annotations
 
@@ -93,8 +94,26 @@ RANGE_OPTIONS = [
 ]
 
 
+def _name(option: Any) -> str:
+    """The parameter name an option decorator declares (applied to a throwaway function)."""
+    def probe() -> None: ...
+    option(probe)
+    return str(probe.__click_params__[-1].name)  # type: ignore[attr-defined]
+
+
+OPTION: dict[str, Any] = {_name(o): o for o in RANGE_OPTIONS}
+# What one run of `bisect check` shares with `start`: the oracle and how it judges, the clone.
+CHECK_OPTIONS = [OPTION[n] for n in ("oracle", "repo", "profile", "python", "regress", "match",
+                                     "timeout", "dependency")]
+
 COMMAND_ARGUMENT = click.argument("command", nargs=-1, type=click.UNPROCESSED,
                                   metavar="[-- CMD [ARGS]...]")
+
+
+def check_options(f: Any) -> Any:
+    for opt in reversed(CHECK_OPTIONS):
+        f = opt(f)
+    return COMMAND_ARGUMENT(f)
 
 
 def range_options(f: Any) -> Any:

@@ -14,8 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
+from bisector.cli.options import check_options
 from bisector.cli.progress import err, out
-from bisector.core.verdict import Polarity
 from bisector.oracle.script import list_oracles, team_oracles_dir
 
 
@@ -51,47 +51,25 @@ def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
 
 
 @click.command(cls=ConfiguredCommand)
-@click.option("--oracle", default=None, help="Oracle name from `bisect oracles`, or a path; "
-              "or give a command after -- instead.")
+@check_options
 @click.option("--env", "env_kind", type=click.Choice(["system"]), default=None,
               help="Use the Python and torch already installed here (the default).")
 @click.option("--wheel", type=click.Path(path_type=Path), default=None,
               help="Install this wheel into a fresh uv environment and run there.")
 @click.option("--commit", default=None, help="Build this commit of --repo and run there.")
-@click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path))
-@click.option("--profile", default=None,
-              help="Project profile (default: detected as `start` does; pytorch without a repo).")
-@click.option("--python", "python", default=None, help="Interpreter to run (default: the first "
-              "python3, then python, on PATH that imports the profile's package).")
-@click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None)
 @click.option("--gpu", default=None, help="Run on this GPU index alone (CUDA_VISIBLE_DEVICES).")
-@click.option("--match", default=None, metavar="REGEX", help="The failure that is the bug: a "
-              "failure whose output does not match is a skip.")
-@click.option("--timeout", type=float, default=None, metavar="SECONDS",
-              help="A command oracle's timeout.")
-@click.option("--dependency", multiple=True, metavar="REQ",
-              help="A requirement the command oracle needs (repeatable).")
 @click.option("--json", "json_out", is_flag=True)
-@click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD [ARGS]...]")
-def check(oracle: str | None, env_kind: str | None, wheel: Path | None, commit: str | None,
-          repo: Path, profile: str | None, python: str | None, regress: str | None,
-          gpu: str | None, match: str | None, timeout: float | None,
-          dependency: tuple[str, ...], json_out: bool, command: tuple[str, ...]) -> None:
+def check(env_kind: str | None, json_out: bool, **kw: Any) -> None:
     """Run one oracle (or a command, in --commit's tree or here) once and print its verdict
     with the environment facts it ran under."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.check import check as run_check
+    from bisector.run.config import check_request_from
 
-    kw = unconfigured(click.get_current_context(), {"oracle": oracle, "timeout": timeout,
-                                                     "dependency": dependency,
-                                                     "command": command})
-    oracle, timeout, dependency = kw["oracle"], kw["timeout"], kw["dependency"]
-    system = env_kind == "system" or (wheel is None and commit is None)
-    res = run_check(oracle or "", python=python, system=system, wheel=wheel, commit=commit,
-                    repo=repo, profile_name=profile,
-                    regress=Polarity(regress) if regress else None, gpu=gpu,
-                    note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
-                    command=command, match=match, timeout=timeout, dependencies=dependency)
+    kw = unconfigured(click.get_current_context(), kw)
+    system = env_kind == "system" or (kw["wheel"] is None and kw["commit"] is None)
+    req = check_request_from({**kw, "system": system})
+    res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"))
     data = res.as_dict()
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))

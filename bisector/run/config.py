@@ -15,7 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import cattrs
 
@@ -72,7 +72,8 @@ class Request:
 
     @property
     def gpu_list(self) -> tuple[str, ...]:
-        """``--gpus 0,1`` as ("0", "1"); "all" and none give ()."""
+        """``--gpus 0,1`` as ("0", "1"); "all" and none give (). Read once, by ``prepare``:
+        after it the resolved ``RunConfig.gpus`` and ``device_spec`` travel."""
         if not self.gpus or self.gpus == "all":
             return ()
         return tuple(g.strip() for g in self.gpus.split(","))
@@ -192,6 +193,20 @@ class RunConfig:
     def offline(self) -> bool:
         return self.request.offline
 
+    @property
+    def asked_width(self) -> int | None:
+        """The probes a round holds when ``--jobs`` was given; None lets the runner size
+        rounds by what serves them (slots here, live workers through a queue)."""
+        return self.request.jobs
+
+    @property
+    def device_spec(self) -> str | None:
+        """The GPUs a container or a build may use, resolved: "all", "0,1" (no spaces, the
+        list ``--gpus`` was checked into), or None."""
+        if self.request.gpus == "all":
+            return "all"
+        return ",".join(self.gpus) or None
+
     def slots(self) -> list[str | None]:
         """One entry per probe that may run at once: its GPU, or None (no pinning)."""
         if self.gpus:
@@ -288,12 +303,48 @@ def reproduce_command(req: Request) -> str:
     return shlex.join(parts)
 
 
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What ``bisect check`` was given: one run of an oracle (or a command) in one environment.
+    Its oracle fields are :class:`Request`'s, declared by the same CLI options."""
+
+    oracle: str = ""  # "" with a command oracle
+    command: tuple[str, ...] = ()
+    match: str | None = None
+    timeout: float | None = None
+    dependency: tuple[str, ...] = ()
+    regress: Polarity | None = None
+    repo: Path = Path(".")
+    profile: str | None = None
+    python: str | None = None
+    system: bool = False  # the interpreter and torch installed here
+    wheel: Path | None = None  # ... or this wheel in a fresh environment
+    commit: str | None = None  # ... or this commit of ``repo``, built
+    gpu: str | None = None
+
+    def check(self) -> None:
+        if sum((self.system, self.wheel is not None, self.commit is not None)) != 1:
+            raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
+
+
 def request_from(values: dict[str, Any]) -> Request:
     """A Request from the CLI's parsed options (names match the fields; types are checked)."""
-    known = {f.name for f in fields(Request)}
+    return _structure(values, Request)
+
+
+def check_request_from(values: dict[str, Any]) -> CheckRequest:
+    """A CheckRequest from ``bisect check``'s parsed options, as :func:`request_from`."""
+    return _structure(values, CheckRequest)
+
+
+def _structure(values: dict[str, Any], kind: type[_T]) -> _T:
+    known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
     if values.get("oracle") is None:  # not given: a command oracle, or a usage error
         values = {**values, "oracle": ""}
     try:
-        return _conv.structure({k: v for k, v in values.items() if k in known}, Request)
+        return _conv.structure({k: v for k, v in values.items() if k in known}, kind)
     except cattrs.BaseValidationError as e:
         raise UsageError(f"bad option value ({e})") from None

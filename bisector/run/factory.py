@@ -22,21 +22,25 @@ import git
 
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
-from bisector.artifacts.provider import Provider, Recipe, Sources
+from bisector.artifacts.installable import Installable
+from bisector.artifacts.provider import Obtained, Provider, Recipe, Sources
 from bisector.artifacts.trees import Trees
 from bisector.base.errors import StoreError, UsageError
-from bisector.base.events import Events
+from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.base.paths import cache_dir, host_build_env
+from bisector.core.verdict import Polarity, Rules
 from bisector.executors.base import Executor
 from bisector.executors.docker import DockerExecutor
 from bisector.executors.local import LocalExecutor
 from bisector.executors.manual import ManualExecutor
+from bisector.oracle.command import bind_match
 from bisector.oracle.manual import Asks
 from bisector.oracle.script import Oracle, parse_metadata
 from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import RunConfig, decode, legacy_rules
+from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
 from bisector.store import bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
@@ -54,7 +58,7 @@ def executor_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Execut
     import_name = profile_of(cfg).import_name
     if cfg.executor is ExecutorKind.DOCKER:
         d = cfg.docker
-        return DockerExecutor(import_name, image=d.image, gpus=cfg.request.gpus,
+        return DockerExecutor(import_name, image=d.image, gpus=cfg.device_spec,
                               memory=d.memory, pids=d.pids, offline=cfg.offline, labels=labels)
     return LocalExecutor(cfg.python, import_name, cfg.offline, trees=Trees(cfg.repo))
 
@@ -130,6 +134,24 @@ def materialise_oracle(row: OracleRecord) -> Oracle:
     return replace(oracle, path=path)
 
 
+def judge_for(oracle: Oracle, regress: Polarity | None = None, find_fix: bool = False,
+              match: str | None = None) -> tuple[Oracle, Rules]:
+    """The oracle as it will judge, and its rules: ``--regress`` over the oracle's own
+    polarity, ``--find-fix``, its timeout rule; a ``match`` signature bound to the run that
+    shows the bug under that polarity (both are part of the oracle's identity, the verdicts'
+    key). Every probe of start, check and the watch is judged through this."""
+    rules = Rules(regress or oracle.meta.polarity, find_fix, oracle.meta.on_timeout)
+    return bind_match(oracle, match, rules.polarity), rules
+
+
+def ready_pipeline(inst: Installable, executor: Executor, oracle: Oracle, rules: Rules,
+                   events: Events | None = None) -> Pipeline:
+    """One probe pipeline over an environment that is already obtained, recording nothing
+    (``bisect check`` and the watch's runs: their results are theirs to keep)."""
+    return Pipeline(lambda _pos: Obtained(inst, None), executor, oracle, rules,
+                    NullRecorder(), events or QuietEvents())
+
+
 def stored_oracle(store: Store, rec: BisectionRecord) -> Oracle:
     """A stored bisection's oracle, materialised and hash-checked (:func:`materialise_oracle`)."""
     return materialise_oracle(bisections.get_oracle(store, rec.oracle_sha256))
@@ -176,3 +198,8 @@ class Parts:
     def provider(self) -> Provider:
         return provider_for(self.store, self.cfg, self.candidates, self.repos, self.events,
                             self.builder)
+
+    def pipeline(self, oracle: Oracle, recorder: Recorder) -> Pipeline:
+        """The probe pipeline of this stored run: its provider, executor and rules."""
+        return Pipeline(self.provider.obtain, self.executor, oracle, self.cfg.rules, recorder,
+                        self.events)

@@ -35,10 +35,9 @@ from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.base.paths import cache_dir, data_dir
-from bisector.core.verdict import Rules
 from bisector.executors.docker import DOCKER_REFUSAL, DockerExecutor, docker_runs
 from bisector.infra.owner import owner_id
-from bisector.oracle.command import bind_match, oracle_for
+from bisector.oracle.command import oracle_for
 from bisector.oracle.manual import manual_oracle
 from bisector.oracle.script import Oracle, bundled_oracles_dir
 from bisector.project import history
@@ -52,7 +51,7 @@ from bisector.run.config import (
     RunConfig,
     encode,
 )
-from bisector.run.factory import builder_for, executor_for
+from bisector.run.factory import builder_for, executor_for, judge_for
 from bisector.store import bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
@@ -92,7 +91,8 @@ def resolve_cuda_arch(profile: Profile, req: Request) -> str | None:
     """
     if not any("{cuda_arch}" in v for v in profile.build_env.values()):
         return None
-    return req.cuda_arch or detect_cuda_arch(req.gpus) or profile.default_cuda_arch
+    gpus = "all" if req.gpus == "all" else ",".join(req.gpu_list)
+    return req.cuda_arch or detect_cuda_arch(gpus) or profile.default_cuda_arch
 
 
 def pick_profile(repo: git.Repo, bad_sha: str, name: str | None) -> Profile:
@@ -134,10 +134,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     oracle = manual_oracle() if req.manual else oracle_for(
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
         oracles_dir=oracles_dir)
-    rules = Rules(req.regress or oracle.meta.polarity, req.find_fix, oracle.meta.on_timeout)
-    # The signature judges the run that shows the bug under this polarity: both are part of
-    # the oracle's identity (the verdicts' key).
-    oracle = bind_match(oracle, req.match, rules.polarity)
+    oracle, rules = judge_for(oracle, req.regress, req.find_fix, req.match)
     refuse_for_performance(req, oracle)
     if req.executor is ExecutorKind.DOCKER and not docker_runs(oracle):
         raise UsageError(DOCKER_REFUSAL)

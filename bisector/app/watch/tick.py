@@ -32,13 +32,11 @@ from bisector.app.watch import sources
 from bisector.app.watch.config import Suite, WatchConfig
 from bisector.app.watch.notify import flip_markdown, send, write_event
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.provider import Obtained
 from bisector.base import defaults
 from bisector.base.errors import BisectorError, BusyError, UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import State
 from bisector.base.paths import data_dir
-from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive, owner_id
@@ -47,7 +45,7 @@ from bisector.project import history
 from bisector.project.interpreter import choose_python
 from bisector.project.profiles import get_profile
 from bisector.run.config import Request
-from bisector.run.pipeline import NullRecorder, Pipeline
+from bisector.run.factory import judge_for, ready_pipeline
 from bisector.run.prepare import configured_index, pick_profile
 from bisector.store import bisections
 from bisector.store import watch as ws
@@ -175,10 +173,9 @@ class Tick:
         done = False
         try:
             inst, executor = environment()
-            rules = Rules(oracle.meta.polarity, False, oracle.meta.on_timeout)
+            judging, rules = judge_for(oracle)
             # Quiet: the one line this run deserves is said below, with the oracle's name.
-            res = Pipeline(lambda _pos: Obtained(inst, None), executor, oracle, rules,
-                           NullRecorder()).probe(0, torch.commit)
+            res = ready_pipeline(inst, executor, judging, rules).probe(0, torch.commit)
             run = res.run
             ws.finish_result(self.store, rec.id, self.me, ws.Finding(
                 verdict=res.verdict.value, outcome=run.outcome.value, reason=run.reason,
