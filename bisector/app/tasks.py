@@ -12,7 +12,6 @@ worker was silent too long). Nothing stopped is ever recorded.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
 from bisector.infra import cancel
 from bisector.infra.owner import owner_id
+from bisector.infra.ticker import Ticker
 from bisector.oracle.script import Oracle
 from bisector.run.config import RunConfig
 from bisector.run.factory import Parts, stored_config, stored_oracle
@@ -117,10 +117,8 @@ class Host:
         t = att.task
         if self.worker_id is not None:
             workers.busy(self.store, self.worker_id, task_id)
-        stop, why = threading.Event(), list[str]()
-        watcher = threading.Thread(target=self._watch, name=f"watch-{task_id}", daemon=True,
-                                   args=(stop, why, should_abort, task_id, att.number))
-        watcher.start()
+        why: list[str] = []
+        watcher = self._watcher(why, should_abort, task_id, att.number, f"watch-{task_id}")
         try:
             ctx = self.context(t.bisection_id)
             recorder = TaskRecorder(self.store, ctx.key, self.me, att, ctx.oracle.meta.sampled)
@@ -143,8 +141,7 @@ class Host:
             self.say(f"{t.commit_sha[:12]}: the probe failed: {msg}")
             raise
         finally:
-            stop.set()
-            watcher.join()
+            watcher.stop()
             if self.worker_id is not None:
                 workers.busy(self.store, self.worker_id, None)
 
@@ -160,10 +157,7 @@ class Host:
         t = found[0]
         if self.worker_id is not None:
             workers.busy(self.store, self.worker_id, task_id)
-        stop, why = threading.Event(), list[str]()
-        watcher = threading.Thread(target=self._watch, name=f"watch-build-{task_id}",
-                                   daemon=True, args=(stop, why, should_abort, None, 0))
-        watcher.start()
+        watcher = self._watcher([], should_abort, None, 0, f"watch-build-{task_id}")
         try:
             ctx = self.context(t.bisection_id)
             self.say(f"bisection {t.bisection_id}: building {t.commit_sha[:12]} ahead of its "
@@ -178,25 +172,27 @@ class Host:
                 raise JobAborted(f"build for task {task_id} aborted") from None
             raise
         finally:
-            stop.set()
-            watcher.join()
+            watcher.stop()
             if self.worker_id is not None:
                 workers.busy(self.store, self.worker_id, None)
 
-    def _watch(self, stop: threading.Event, why: list[str], should_abort: Callable[[], bool],
-               task_id: int | None, attempt: int) -> None:
-        looks = 0
-        while not stop.wait(WATCH_S):
-            looks += 1
-            try:
-                if should_abort():
-                    why.append("the job was cancelled")
-                elif (task_id is not None and looks % FENCE_EVERY == 0
-                      and not tasks.current(self.store, task_id, attempt)):
-                    why.append("another attempt took the task over")
-                else:
-                    continue
-            except Exception:  # a database hiccup: look again
-                continue
+    def _watcher(self, why: list[str], should_abort: Callable[[], bool], task_id: int | None,
+                 attempt: int, name: str) -> Ticker:
+        """Stops the probe in hand (``cancel.stop_all``) when its job is aborted or, every
+        :data:`FENCE_EVERY` looks, when another attempt took the task over; ``why`` says
+        which."""
+        looks = [0]
+
+        def look() -> bool:
+            looks[0] += 1
+            if should_abort():
+                why.append("the job was cancelled")
+            elif (task_id is not None and looks[0] % FENCE_EVERY == 0
+                  and not tasks.current(self.store, task_id, attempt)):
+                why.append("another attempt took the task over")
+            else:
+                return True
             cancel.stop_all()
-            return
+            return False
+
+        return Ticker(WATCH_S, look, name).start()

@@ -20,6 +20,7 @@ from bisector.base.errors import BusyError
 from bisector.base.kinds import State
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive, owner_id
+from bisector.infra.ticker import Ticker
 from bisector.store import bisections, claims
 from bisector.store.db import Store
 
@@ -34,8 +35,7 @@ class Lease:
         self.lost = threading.Event()
         # `bisect cancel` asked, seen at a beat: what runs in this process is stopped.
         self.cancelled = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker = Ticker(beat_s, self._beat, f"lease-{bisection_id}")
 
     def acquire(self) -> None:
         """Own the bisection, or raise BusyError naming the live owner."""
@@ -49,32 +49,24 @@ class Lease:
                                 f"see `bisect list`")
         else:
             bisections.take(self.store, self.id, me=self.me, seen=self.me)
-        self._stop.clear()
         self.cancelled.clear()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{self.id}",
-                                        daemon=True)
-        self._thread.start()
+        self._ticker.start()
 
-    def _beat(self) -> None:
-        while not self._stop.wait(self.beat_s):
-            try:
-                ok = bisections.beat(self.store, self.id, me=self.me)
-                claims.beat(self.store, self.me)
-                asked = bisections.cancel_requested(self.store, self.id)
-            except Exception:  # a database hiccup: try again at the next beat
-                continue
-            if not ok:
-                self.lost.set()
-                return
-            if asked and not self.cancelled.is_set():
-                self.cancelled.set()
-                cancel.stop_all()  # probes in this process; a queue's are stopped by cancel
+    def _beat(self) -> bool:
+        """One heartbeat (a failure is retried at the next); False once the lease is lost."""
+        ok = bisections.beat(self.store, self.id, me=self.me)
+        claims.beat(self.store, self.me)
+        asked = bisections.cancel_requested(self.store, self.id)
+        if not ok:
+            self.lost.set()
+            return False
+        if asked and not self.cancelled.is_set():
+            self.cancelled.set()
+            cancel.stop_all()  # probes in this process; a queue's are stopped by cancel
+        return True
 
     def stop_beating(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._ticker.stop()
 
     def release(self, state: State = State.INTERRUPTED) -> None:
         """Stop beating and hand the bisection back (only if it is still ours)."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from bisector.base.paths import data_dir
 from bisector.executors.base import Executor
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive, owner_id
+from bisector.infra.ticker import Ticker
 from bisector.oracle.script import Oracle, load_oracle
 from bisector.project import history
 from bisector.project.interpreter import choose_python
@@ -159,17 +159,11 @@ class Tick:
 
     def _judge(self, rec: ws.ResultRecord, torch: sources.Torch, oracle: Oracle,
                environment: Callable[[], tuple[Installable, Executor]]) -> ws.ResultRecord:
-        stop = threading.Event()
+        def beat() -> bool:
+            ws.beat_result(self.store, rec.id, self.me)
+            return True
 
-        def beat() -> None:
-            while not stop.wait(defaults.LEASE_BEAT_S):
-                try:
-                    ws.beat_result(self.store, rec.id, self.me)
-                except Exception:  # a database hiccup: the next beat tries again
-                    continue
-
-        beating = threading.Thread(target=beat, name=f"watch-result-{rec.id}", daemon=True)
-        beating.start()
+        beating = Ticker(defaults.LEASE_BEAT_S, beat, f"watch-result-{rec.id}").start()
         done = False
         try:
             inst, executor = environment()
@@ -186,8 +180,7 @@ class Tick:
                 facts={**run.facts, "reusable": run.reusable}))
             done = True
         finally:
-            stop.set()
-            beating.join(timeout=5)
+            beating.stop()
             if not done:  # stopped or failed before a verdict: the next tick runs it
                 ws.release_result(self.store, rec.id, self.me)
         self.report.ran += 1
