@@ -21,14 +21,15 @@ install: $(STAMP) ## Make .venv with bisector and the dev tools
 demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no Docker)
 	BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo
 
-test: $(STAMP) ## Run lint, types and every test that this machine can run
+test: $(STAMP) ## Run lint, types and every test this machine can run (Docker ones when `docker info` works)
 	scripts/test-deps
 	$(BIN)/ruff check bisector tests migrations bench
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not gpu"
+	$(BIN)/pytest -m "not gpu" -n auto --dist loadfile --durations=20 \
+	  $$(docker info >/dev/null 2>&1 && echo --run-docker)
 
 test-unit: $(STAMP) ## Only the fast, pure tests
-	$(BIN)/pytest -m unit
+	$(BIN)/pytest -m unit tests/unit
 
 lint: $(STAMP) ## ruff and mypy --strict
 	$(BIN)/ruff check bisector tests migrations bench

@@ -40,7 +40,7 @@ from bench.build_reuse import bench_build_reuse
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
-from bisector.core.search import Culprit, Probe, Verdict, next_step
+from bisector.core.search import Culprit, Next, Verdict, next_step
 from bisector.executors.local import LocalExecutor
 from bisector.project import history
 
@@ -59,7 +59,7 @@ def bench_probes() -> None:
             known: dict[int, Verdict] = {}
             while True:
                 step = next_step(n, known)
-                if not isinstance(step, Probe):
+                if not isinstance(step, Next):
                     break
                 for p in step.positions:
                     known[p] = Verdict.BAD if p >= culprit else Verdict.GOOD
@@ -91,7 +91,7 @@ def bench_rounds() -> None:
                 rounds = 0
                 while True:
                     step = next_step(n, known, width=k)
-                    if not isinstance(step, Probe):
+                    if not isinstance(step, Next):
                         break
                     rounds += 1
                     for p in step.positions:

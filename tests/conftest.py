@@ -1,38 +1,99 @@
 """Shared fixtures. Everything is real: git repositories made here, real builds, real uv
-virtualenvs, real SQLite files and a real PostgreSQL server started for the session."""
+virtualenvs, real SQLite files and a real PostgreSQL server started for the run.
+
+Under pytest-xdist (``make test`` runs ``-n auto --dist loadfile``) every worker is its own
+session: what the workers share (the wheel cache, the synthetic world, the PostgreSQL cluster)
+is made once, by whichever worker comes first, under a FileLock in the run's common temporary
+folder; the controller (or a run without xdist) stops the cluster at the end.
+
+Markers (``--strict-markers``): ``unit``/``integration``/``adversarial``/``gpu`` follow the
+folder; ``postgres`` is derived from the PostgreSQL fixtures (or a ``postgresql`` parameter),
+``docker`` from the Docker image fixture; ``e2e`` (a whole CLI bisection in a subprocess) is
+set by the modules. Docker tests run only with ``--run-docker`` (``make test`` passes it when
+``docker info`` works), as cibuildwheel's are opt-in.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
-ROOT = Path(__file__).resolve().parent.parent
-BISECT = [sys.executable, "-m", "bisector"]
+from bisector.app.demo.torchlet import SyntheticHistory
+from tests.support import make_world, private_cache  # noqa: F401  (a fixture for every test)
+
+FOLDER_MARKERS = ("unit", "integration", "gpu", "adversarial")
+DOCKER_FIXTURES = {"images"}
+POSTGRES_FIXTURES = {"pg_server", "pg_url"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Markers follow the folder, so a test's cost class is where it lives."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-docker", action="store_true", default=False,
+                     help="run the tests marked docker (they need a Docker engine, and build "
+                          "their images from a debootstrap base the first time)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Markers follow the folder, so a test's cost class is where it lives; the services it
+    needs follow its fixtures."""
+    skip_docker = pytest.mark.skip(reason="a Docker test: opt in with --run-docker "
+                                          "(make test does when `docker info` works)")
     for item in items:
         parts = Path(str(item.fspath)).parts
-        for marker in ("unit", "integration", "gpu", "adversarial"):
+        for marker in FOLDER_MARKERS:
             if marker in parts:
                 item.add_marker(getattr(pytest.mark, marker))
+        names = set(getattr(item, "fixturenames", ()))
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if names & POSTGRES_FIXTURES or {"postgres", "postgresql"} & {
+                v for v in params.values() if isinstance(v, str)}:
+            item.add_marker(pytest.mark.postgres)
+        if names & DOCKER_FIXTURES:
+            item.add_marker(pytest.mark.docker)
+        if item.get_closest_marker("docker") and not config.getoption("--run-docker"):
+            item.add_marker(skip_docker)
+
+
+# -- what the workers share ------------------------------------------------------------------
+
+def _shared(tmp_path_factory: pytest.TempPathFactory, config: pytest.Config) -> Path:
+    """The run's folder common to every xdist worker (a worker's basetemp is a subfolder of
+    the controller's); without xdist, this session's own."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if hasattr(config, "workerinput") else base
+    shared = root / "shared"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")
-def shared_cache() -> Path:
-    """One wheel/env/uv cache for the whole session: content addressing makes sharing safe."""
-    d = Path(tempfile.mkdtemp(prefix="bisector-cache-"))
+def shared_dir(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+    return _shared(tmp_path_factory, pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def shared_cache(shared_dir: Path) -> Path:
+    """One wheel/env/uv cache for the whole run, every worker: content addressing (and the
+    cache's atomic renames) makes sharing safe."""
+    with FileLock(str(shared_dir / "cache.lock")):
+        d = shared_dir / "cache"
+        d.mkdir(exist_ok=True)
     return d
+
+
+@pytest.fixture(scope="session")
+def world(shared_dir: Path) -> SyntheticHistory:
+    """The shared synthetic history (tests/support.py's WORLD_SHAPE), generated once a run.
+    Read it only; a module that writes into it, or runs git there, takes ``copy_world``."""
+    with FileLock(str(shared_dir / "world.lock")):
+        return make_world(shared_dir)
 
 
 @pytest.fixture
@@ -44,15 +105,7 @@ def home(tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) ->
     return h
 
 
-def run_cli(
-    *args: str, check: bool = False, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run([*BISECT, *args], capture_output=True, text=True, timeout=timeout,
-                       cwd=ROOT, env=os.environ.copy())
-    if check and r.returncode != 0:
-        raise AssertionError(f"bisect {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
-    return r
-
+# -- PostgreSQL ------------------------------------------------------------------------------
 
 def _pg_bin() -> Path:
     for cand in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
@@ -64,39 +117,69 @@ def _pg_bin() -> Path:
     raise RuntimeError("PostgreSQL server binaries not found: apt-get install postgresql")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _as_user() -> list[str]:
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on 127.0.0.1; yields a base URL without database name."""
+def _pg_start() -> dict[str, str]:
+    from tests.support import _free_port
+
     bindir = _pg_bin()
-    data = Path(tempfile.mkdtemp(prefix="bisector-pg-"))
-    as_user: list[str] = []
+    data = Path(tempfile.mkdtemp(prefix="bisector-pg-"))  # not under basetemp: 0700, root's
     if os.geteuid() == 0:  # initdb refuses to run as root
         shutil.chown(data, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
     port = _free_port()
-    subprocess.run([*as_user, str(bindir / "initdb"), "-D", str(data / "db"), "-U", "postgres",
-                    "--auth=trust", "-E", "UTF8"], check=True, capture_output=True)
-    subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data / "db"), "-l",
+    subprocess.run([*_as_user(), str(bindir / "initdb"), "-D", str(data / "db"), "-U",
+                    "postgres", "--auth=trust", "-E", "UTF8"], check=True, capture_output=True)
+    subprocess.run([*_as_user(), str(bindir / "pg_ctl"), "-D", str(data / "db"), "-l",
                     str(data / "log"), "-w", "-o",
                     f"-p {port} -k {data} -c listen_addresses=127.0.0.1", "start"],
                    check=True, capture_output=True)
+    return {"url": f"postgresql+psycopg://postgres@127.0.0.1:{port}", "data": str(data),
+            "bin": str(bindir)}
+
+
+def _pg_stop(record: Path) -> None:
+    if not record.exists():
+        return
+    info = json.loads(record.read_text())
+    subprocess.run([*_as_user(), str(Path(info["bin"]) / "pg_ctl"), "-D",
+                    str(Path(info["data"]) / "db"), "-m", "immediate", "stop"],
+                   capture_output=True)
+    shutil.rmtree(info["data"], ignore_errors=True)
+    record.unlink()
+
+
+@pytest.fixture(scope="session")
+def pg_server(shared_dir: Path) -> str:
+    """A throwaway PostgreSQL cluster on 127.0.0.1, one for the run (started by the first
+    worker that needs it, stopped by pytest_sessionfinish); a base URL without database."""
+    record = shared_dir / "pg.json"
+    with FileLock(str(shared_dir / "pg.lock")):
+        if not record.exists():
+            record.write_text(json.dumps(_pg_start()))
+        return str(json.loads(record.read_text())["url"])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller (or a run without xdist) stops the run's cluster, after every worker."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data / "db"), "-m",
-                        "immediate", "stop"], capture_output=True)
-        shutil.rmtree(data, ignore_errors=True)
+        shared = _shared(factory, config)
+    except OSError:
+        return
+    with FileLock(str(shared / "pg.lock")):
+        _pg_stop(shared / "pg.json")
 
 
 @pytest.fixture
 def pg_url(pg_server: str) -> str:
-    """A fresh, empty database on the session's server for one test."""
+    """A fresh, empty database on the run's server for one test."""
     import psycopg
 
     name = f"t{int(time.time() * 1000) % 10**9}_{os.getpid()}"
@@ -104,14 +187,3 @@ def pg_url(pg_server: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as con:
         con.execute(f"CREATE DATABASE {name}")
     return f"{pg_server}/{name}"
-
-
-def make_unrelated_repo(path: Path) -> Path:
-    """A repository whose branches ``main`` and ``other`` share no history."""
-    path.mkdir(parents=True)
-    git = ["git", "-C", str(path), "-c", "user.name=a", "-c", "user.email=a@b"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "a"], check=True)
-    subprocess.run([*git, "checkout", "-q", "--orphan", "other"], check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "b"], check=True)
-    return path

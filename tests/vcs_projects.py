@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import git
+
 SCM_PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=64", "setuptools-scm>=8"]
@@ -102,13 +104,6 @@ class VcsProject:
     main: list[str]  # commits oldest first; main[0] is tagged v0.1.0
     culprit: str
     oracle: Path
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=V", "-c", "user.email=v@example.com",
-         "-c", "protocol.file.allow=always", *args],
-        cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def _data_repo(root: Path, name: str, filename: str, text: str) -> Path:

@@ -20,7 +20,7 @@ The store is the one given to gc: a cache shared between stores (``BISECTOR_CACH
 protected only for the bisections of that store.
 
 A removed wheel's artifact row stays (it is history: which probe ran on what); the provider
-treats a row whose file is gone as not cached (``provider._usable``) and builds or downloads
+treats a row whose file is gone as not cached (``obtained.usable``) and builds or downloads
 again. Items leave by rename into the scratch folder, then deletion, so no reader ever sees a
 half-deleted wheel or environment.
 """
@@ -118,7 +118,7 @@ def protect(items: list[Item], need: Needs, now: float, grace_s: float) -> None:
 
 
 @dataclass
-class Plan:
+class Removal:
     remove: list[Item]
     items: list[Item]
     max_size: int | None
@@ -165,7 +165,7 @@ class Plan:
 
 
 def plan(items: list[Item], *, max_size: int | None, older_than_s: float | None,
-         now: float) -> Plan:
+         now: float) -> Removal:
     """Everything older than ``older_than_s`` (logs included), then least recently used
     managed items until the managed kinds fit in ``max_size``; protected items never."""
     free = sorted((i for i in items if i.protected is None and i.kind in (*MANAGED, LOGS)),
@@ -184,12 +184,12 @@ def plan(items: list[Item], *, max_size: int | None, older_than_s: float | None,
                 chosen.append(i)
                 total -= i.bytes
     chosen.sort(key=lambda i: (i.last_used, str(i.path)))
-    return Plan(chosen, items, max_size, older_than_s)
+    return Removal(chosen, items, max_size, older_than_s)
 
 
 def collect(store: Store, *, max_size: int | None, older_than_s: float | None,
             dry_run: bool, now: float | None = None,
-            grace_s: float = defaults.GC_GRACE_S) -> Plan:
+            grace_s: float = defaults.GC_GRACE_S) -> Removal:
     """Inventory, protect, plan, and (unless ``dry_run``) remove; the plan says what went."""
     now = time.time() if now is None else now
     recorded = ArtifactStore(store).last_uses()
@@ -268,8 +268,8 @@ def after_bisection(store: Store) -> str | None:
     return said
 
 
-def describe(p: Plan) -> list[str]:
-    """The text ``bisect gc`` prints (the JSON is ``Plan.as_dict``)."""
+def describe(p: Removal) -> list[str]:
+    """The text ``bisect gc`` prints (the JSON is ``Removal.as_dict``)."""
     verb = "would remove" if p.dry_run else "removed"
     lines = [f"{verb} {i.kind:<8} {disk.human(i.bytes):>10}  last used "
              f"{(disk.iso(i.last_used) or '-')[:10]}  {i.path}" for i in p.remove]

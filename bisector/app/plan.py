@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
-from bisector.artifacts.provider import COST
+from bisector.artifacts.ranking import COST
 from bisector.base import defaults
 from bisector.base.errors import UsageError
 from bisector.base.events import QuietEvents
@@ -35,12 +35,13 @@ from bisector.core.sampling import (
     perf_max_runs,
     sampling_for,
 )
-from bisector.core.search import Culprit, Probe, Verdict, next_step
+from bisector.core.search import Culprit, Next, Verdict, next_step
 from bisector.run.config import Request
 from bisector.run.factory import Parts
 from bisector.run.prepare import Prepared, discover, prepare
 from bisector.run.strategies.plain import stored_verdicts
-from bisector.store import durations, verdicts
+from bisector.store import durations
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.durations import Measured
 
@@ -138,7 +139,7 @@ def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
     verdicts = dict(seeded)
     now = _Reuse(provider)
     probed = []
-    while isinstance(s := next_step(n, verdicts, cost=now.cost), Probe):
+    while isinstance(s := next_step(n, verdicts, cost=now.cost), Next):
         for p in s.positions:
             k = now.kind(p)
             probed.append((p, k))
@@ -182,7 +183,7 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
         base = defaults.PERF_SPLIT_BASELINE_RUNS if worst else sampling.endpoint_runs
         fixed = (base, int(provider.kind(0) == "build"),
                  costs[provider.kind(0)] + base * costs["oracle"])
-    if not isinstance(next_step(n, seeded, cost=provider.cost), Probe):
+    if not isinstance(next_step(n, seeded, cost=provider.cost), Next):
         return [(0, 0, 0.0)]  # the stored verdicts already answer: a run only reports them
     culprits = consistent_culprits(n, seeded) or list(range(1, n))
     out = []
@@ -224,7 +225,7 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
         runs = 2 * sampling.endpoint_runs
         paid = 0
         while isinstance(step := noisy.decide(post, sampling.confidence, max_runs=cap,
-                                              runs=paid), noisy.Probe):
+                                              runs=paid), noisy.Next):
             p = step.positions[0]
             if provider.kind(p) == "broken":
                 if not usable:
@@ -361,9 +362,9 @@ def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
     runner's own lookup.
     """
     p: Prepared = discover(store, prepare(req))
-    cfg, cands = p.config, list(p.plan.candidates)
+    cfg, cands = p.config, list(p.span.candidates)
     parts = Parts(store, cfg, cands, QuietEvents())
-    key = verdicts.Key(p.oracle.sha256, p.fingerprint)
+    key = run_store.Key(p.oracle.sha256, p.fingerprint)
     known = {pos: v for pos, (_, v) in stored_verdicts(store, key, cands, cfg.rules).items()}
     measured: dict[str, tuple[durations.Measured, str]] = {}
     if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
@@ -385,5 +386,5 @@ def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
         parts.provider, len(cands), table,
         missing=[pb.filename for pb in found.missing] if found else [],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
-        prebuilt=prebuilt, notes=list(p.plan.notes), known=known, cost_sources=sources,
+        prebuilt=prebuilt, notes=list(p.span.notes), known=known, cost_sources=sources,
         sampling=sampling_for(p.oracle.meta, cfg.request.confirm))

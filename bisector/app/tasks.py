@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bisector.app.bisections import sweep_leftovers
-from bisector.artifacts.provider import Unobtainable
+from bisector.artifacts.obtained import Unobtainable
 from bisector.base.errors import BisectorError, UsageError
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import TaskState
@@ -32,7 +32,7 @@ from bisector.run.factory import Parts, stored_config, stored_oracle
 from bisector.run.remote import Superseded, TaskRecorder
 from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store
-from bisector.store.verdicts import Key
+from bisector.store.runs import Key
 
 WATCH_S = 0.5  # how often the watcher asks whether to stop
 FENCE_EVERY = 4  # ... and every this many looks, whether the task is still this attempt's

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import mul
 
-from bisector.core.search import Probe as Probe  # the same step; a position may repeat
+from bisector.core.search import Next as Next  # the same step; a position may repeat
 
 DEFAULT_CONFIDENCE = 0.99
 # Rates are clamped here: 0 would make one lie impossible to outvote (log 0), and at 0.5 a run
@@ -64,7 +64,7 @@ class GiveUp:
     probability: float
 
 
-NoisyStep = Probe | Culprit | GiveUp
+NoisyStep = Next | Culprit | GiveUp
 
 
 @dataclass(frozen=True)
@@ -322,7 +322,7 @@ def decide(posterior: Posterior, confidence: float = DEFAULT_CONFIDENCE,
         posterior.n, posterior.fp, posterior.fn, confidence)
     if (runs if runs is not None else posterior.observations) >= cap:
         return GiveUp(position, probability)
-    return Probe(choose(posterior, min(width, posterior.n)))
+    return Next(choose(posterior, min(width, posterior.n)))
 
 
 def estimate_rates(good_endpoint_reports: Sequence[bool], bad_endpoint_reports: Sequence[bool],

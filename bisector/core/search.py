@@ -21,7 +21,7 @@ from bisector.base.kinds import Verdict as Verdict  # the search's three values,
 
 
 @dataclass(frozen=True)
-class Probe:
+class Next:
     """Run the oracle at these positions next (several when more workers are free)."""
 
     positions: tuple[int, ...]
@@ -58,7 +58,7 @@ class Stop:
     position: int
 
 
-Step = Probe | Culprit | Window | Stop
+Step = Next | Culprit | Window | Stop
 
 
 def next_step(
@@ -84,7 +84,7 @@ def next_step(
     # Endpoints first: a wrong endpoint makes every later probe wasted GPU time.
     missing = tuple(p for p in (0, n - 1) if p not in verdicts)
     if missing:
-        return Probe(missing)
+        return Next(missing)
     first, last = verdicts[0], verdicts[n - 1]
     if first is Verdict.BAD:
         return Stop(Problem.GOOD_IS_BAD, 0)
@@ -108,14 +108,14 @@ def next_step(
         return Window(lo + 1, hi)
 
     if cost is not None and width == 1:
-        return Probe((_cheapest(untested, lo + (hi - lo) / 2, cost),))
+        return Next((_cheapest(untested, lo + (hi - lo) / 2, cost),))
     picks: list[int] = []
     for k in range(1, width + 1):
         ideal = lo + (hi - lo) * k / (width + 1)
         choice = _nearest(untested, ideal, exclude=picks)
         if choice is not None:
             picks.append(choice)
-    return Probe(tuple(sorted(picks)))
+    return Next(tuple(sorted(picks)))
 
 
 def _nearest(untested: list[int], ideal: float, exclude: list[int]) -> int | None:

@@ -11,7 +11,7 @@ import enum
 import random
 
 from bisector.core import noisy
-from bisector.core.search import Culprit, Probe, Verdict, next_step
+from bisector.core.search import Culprit, Next, Verdict, next_step
 
 
 class Strategy(enum.Enum):
@@ -40,7 +40,7 @@ def _bisect(n: int, run: _Oracle, votes: int) -> int | None:
     known: dict[int, Verdict] = {}
     while True:
         step = next_step(n, known)
-        if not isinstance(step, Probe):
+        if not isinstance(step, Next):
             return step.position if isinstance(step, Culprit) else None
         for p in step.positions:
             if votes == 1:

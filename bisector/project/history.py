@@ -34,7 +34,7 @@ class CommitInfo:
 
 
 @dataclass(frozen=True)
-class RangePlan:
+class Range:
     """The search space: ``candidates[0]`` is the good endpoint, ``candidates[-1]`` the bad one."""
 
     good_ref: str
@@ -142,9 +142,9 @@ def _rev_list(repo: git.Repo, *args: str) -> list[str]:
     return out.split() if out else []
 
 
-def plan_range(
+def resolve_range(
     repo: git.Repo, good_ref: str, bad_ref: str, *, first_parent: bool = True
-) -> RangePlan:
+) -> Range:
     """Resolve both refs and list the candidates oldest to newest.
 
     First-parent by default because that is how artifacts are produced on PyTorch's main: every
@@ -206,7 +206,7 @@ def plan_range(
             f"no commits between {good_ref} and {bad_ref} on the chosen path: "
             f"try without --first-parent or check the refs"
         )
-    return RangePlan(
+    return Range(
         good_ref=good_ref,
         bad_ref=bad_ref,
         good_sha=good,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.events import Events
 from bisector.core import noisy, sampling
 from bisector.core.search import Verdict
@@ -36,7 +36,7 @@ from bisector.oracle.script import Oracle
 from bisector.project import history
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
-from bisector.store import verdicts
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun
 
@@ -66,7 +66,7 @@ class Context:
     """What confirmation needs of the bisection it checks (the runner hands it over)."""
 
     store: Store
-    key: verdicts.Key
+    key: run_store.Key
     bisection_id: int
     candidates: Sequence[str]
     source: Source
@@ -92,7 +92,7 @@ class _Keep(NullRecorder):
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:
         tagged = replace(run, reusable=False, facts={**run.facts, "confirmation": self.tag})
-        run_id = verdicts.save_run(self.store, self.key, tagged)
+        run_id = run_store.save_run(self.store, self.key, tagged)
         self.seen.append((run_id, verdict.value, run.reason))
         self.facts.append(run.facts)
 

@@ -23,7 +23,8 @@ import git
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.provider import Obtained, Provider, Recipe, Sources
+from bisector.artifacts.obtained import Obtained, Recipe, Sources
+from bisector.artifacts.provider import Provider
 from bisector.artifacts.trees import Trees
 from bisector.base.errors import StoreError, UsageError
 from bisector.base.events import Events, QuietEvents

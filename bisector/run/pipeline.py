@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.errors import LeaseLost
 from bisector.base.events import Events, QuietEvents
 from bisector.base.paths import logs_dir
@@ -28,7 +28,8 @@ from bisector.executors.base import Executor, RunResult
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive
 from bisector.oracle.script import Oracle
-from bisector.store import claims, verdicts
+from bisector.store import claims
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun, RunRecord
 
@@ -76,7 +77,7 @@ class StoreRecorder:
 
     poll_s = 1.0
 
-    def __init__(self, store: Store, bisection_id: int, key: verdicts.Key, me: str) -> None:
+    def __init__(self, store: Store, bisection_id: int, key: run_store.Key, me: str) -> None:
         self.store, self.bisection_id, self.key, self.me = store, bisection_id, key, me
         # Probes of one round finish in any order; their sequence numbers are taken one at a
         # time (only the lease holder appends, so a lock in this process is enough).
@@ -85,13 +86,13 @@ class StoreRecorder:
     def begin(self, sha: str) -> RunRecord | None:
         k = self.key
         while True:
-            found = verdicts.reusable(self.store, k, [sha]).get(sha)
+            found = run_store.reusable(self.store, k, [sha]).get(sha)
             if found is not None:
                 return found
             holder = claims.claim(self.store, k.oracle_sha256, k.env_fingerprint, sha, self.me)
             if holder is None:
                 # Decided just before we claimed it? Then reuse that, never run it again.
-                found = verdicts.reusable(self.store, k, [sha]).get(sha)
+                found = run_store.reusable(self.store, k, [sha]).get(sha)
                 if found is not None:
                     self.end(sha)
                 return found
@@ -114,7 +115,7 @@ class StoreRecorder:
     def adopt(self, position: int, sha: str, run: RunRecord, verdict: Verdict,
               round_: int | None) -> None:
         with self._append:
-            appended = verdicts.add_probe(self.store, self.bisection_id, self.me,
+            appended = run_store.add_probe(self.store, self.bisection_id, self.me,
                                           position=position, commit_sha=sha, run_id=run.id,
                                           verdict=verdict.value, round_=round_, reused=True)
         if not appended:
@@ -122,9 +123,9 @@ class StoreRecorder:
 
     def record(self, position: int, sha: str, run: NewRun, verdict: Verdict,
                round_: int | None) -> None:
-        run_id = verdicts.save_run(self.store, self.key, run)  # kept even if the lease is gone
+        run_id = run_store.save_run(self.store, self.key, run)  # kept even if the lease is gone
         with self._append:
-            appended = verdicts.add_probe(self.store, self.bisection_id, self.me,
+            appended = run_store.add_probe(self.store, self.bisection_id, self.me,
                                           position=position, commit_sha=sha, run_id=run_id,
                                           verdict=verdict.value, round_=round_)
         if not appended:

@@ -61,7 +61,7 @@ from bisector.store.db import Store
 class Prepared:
     """A validated start request: everything checked, nothing written yet."""
 
-    plan: history.RangePlan
+    span: history.Range
     oracle: Oracle
     config: RunConfig
     fingerprint: str
@@ -130,7 +130,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     """Check every input without touching the store, and resolve the run configuration."""
     req.check()
     repo = history.open_repo(req.repo)
-    plan = history.plan_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
+    span = history.resolve_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
     oracle = manual_oracle() if req.manual else oracle_for(
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
         oracles_dir=oracles_dir)
@@ -138,11 +138,11 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     refuse_for_performance(req, oracle)
     if req.executor is ExecutorKind.DOCKER and not docker_runs(oracle):
         raise UsageError(DOCKER_REFUSAL)
-    profile = pick_profile(repo, plan.bad_sha, req.profile)
+    profile = pick_profile(repo, span.bad_sha, req.profile)
     # The user's interpreter, not bisector's own; the note names it in `plan`, `start`, `show`.
     interpreter = choose_python(req.python, profile.import_name)
     python = interpreter.path
-    plan = replace(plan, notes=(*plan.notes, interpreter.note))
+    span = replace(span, notes=(*span.notes, interpreter.note))
     overrides = parse_build_env(req.build_env)
     profile = replace(profile, build_env={**profile.build_env, **overrides})
     place = req.build_in or (BuildPlace.DOCKER if req.executor is ExecutorKind.DOCKER
@@ -202,7 +202,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     # user) still hides them; not part of the fingerprint.
     environment["paths"] = {"home": str(Path.home()), "data": str(data_dir()),
                             "cache": str(cache_dir())}
-    return Prepared(plan, oracle, cfg, fingerprint, environment)
+    return Prepared(span, oracle, cfg, fingerprint, environment)
 
 
 def refuse_for_performance(req: Request, oracle: Oracle) -> None:
@@ -260,13 +260,13 @@ def discover(store: Store, p: Prepared) -> Prepared:
     repo = history.open_repo(cfg.repo)
     arts = ArtifactStore(store)
     cached = {url: Prebuilt.from_json(d) for url, d in arts.prebuilt_cache().items()}
-    cands = list(p.plan.candidates)
+    cands = list(p.span.candidates)
     found = Discoverer(repo, get_profile(cfg.profile), python_tag(cfg.python), cfg.variant,
                        cached).discover(cands, nightly_index=cfg.nightly_index,
                                         release_index=cfg.release_index,
                                         dates=_date_span(repo, cands))
     arts.remember_prebuilts(pb.to_json() for pb in found.fresh)
-    notes = list(p.plan.notes)
+    notes = list(p.span.notes)
     kinds = [pb.kind for pb in found.by_position.values()]
     direct = sum(pb.source == DIRECT for pb in found.by_position.values())
     notes.append(f"{len(kinds)} prebuilt wheels inside the range "
@@ -282,7 +282,7 @@ def discover(store: Store, p: Prepared) -> Prepared:
                      f"(first: {found.unmapped[0].filename}: {found.unmapped[0].reason})")
     placed = tuple(PlacedPrebuilt(pos, pb) for pos, pb in sorted(found.by_position.items()))
     return replace(p, config=replace(cfg, prebuilts=placed),
-                   plan=replace(p.plan, notes=tuple(notes)), discovery=found)
+                   span=replace(p.span, notes=tuple(notes)), discovery=found)
 
 
 def _date_span(repo: git.Repo, cands: list[str]) -> tuple[date, date]:
@@ -300,12 +300,12 @@ def _meta_json(oracle: Oracle) -> dict[str, Any]:
 
 def record(store: Store, p: Prepared) -> int:
     """Store the oracle, the bisection and its frozen candidate list; owned by this process."""
-    oracle, plan = p.oracle, p.plan
+    oracle, span = p.oracle, p.span
     bisections.save_oracle(store, oracle.sha256, oracle.name, oracle.content.decode("utf-8"),
                            _meta_json(oracle))
     return bisections.create(
-        store, candidates=plan.candidates, owner=owner_id(), repo_path=p.config.repo,
-        good_ref=plan.good_ref, bad_ref=plan.bad_ref, good_sha=plan.good_sha,
-        bad_sha=plan.bad_sha, oracle_name=oracle.name, oracle_sha256=oracle.sha256,
+        store, candidates=span.candidates, owner=owner_id(), repo_path=p.config.repo,
+        good_ref=span.good_ref, bad_ref=span.bad_ref, good_sha=span.good_sha,
+        bad_sha=span.bad_sha, oracle_name=oracle.name, oracle_sha256=oracle.sha256,
         polarity=p.config.rules.polarity.value, env_fingerprint=p.fingerprint,
-        environment=p.environment, settings=encode(p.config), notes=list(plan.notes))
+        environment=p.environment, settings=encode(p.config), notes=list(span.notes))

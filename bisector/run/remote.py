@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from bisector.artifacts.provider import COST
+from bisector.artifacts.ranking import COST
 from bisector.base import defaults
 from bisector.base.errors import BisectorError, Cancelled, LeaseLost
 from bisector.base.events import Events
@@ -29,7 +29,7 @@ from bisector.run.pipeline import StoreRecorder
 from bisector.store import claims, tasks, workers
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, NewRun, RunRecord
-from bisector.store.verdicts import Key
+from bisector.store.runs import Key
 
 # Job states of the queue that end a job (Procrastinate's names).
 JOB_FAILED = "failed"

@@ -34,7 +34,8 @@ from bisector.run.pipeline import Pipeline, SampleRecorder, Source, StoreRecorde
 from bisector.run.remote import Remote, cancelled_message
 from bisector.run.strategies import strategy_for
 from bisector.run.strategies.base import Adopted, Answer, Round, Strategy, View
-from bisector.store import bisections, durations, verdicts
+from bisector.store import bisections, durations
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
 
@@ -74,7 +75,7 @@ class Runner:
         self.events: Events = events or QuietEvents()
         self.subject = subject
         self.lease = lease or Lease(store, record.id)
-        self.key = verdicts.Key(record.oracle_sha256, record.env_fingerprint)
+        self.key = run_store.Key(record.oracle_sha256, record.env_fingerprint)
         # A flaky oracle's runs are samples: every probe runs and each run is kept.
         recorder = (SampleRecorder if oracle.meta.sampled else StoreRecorder)(
             store, record.id, self.key, self.lease.me)
@@ -123,7 +124,7 @@ class Runner:
     def adopt(self, adopted: Adopted, round_: int | None) -> None:
         """Log verdicts judged elsewhere as reused probes, labelled with the round they
         informed, so ``bisect log`` shows them."""
-        if not verdicts.adopt(self.store, self.record.id, self.lease.me,
+        if not run_store.adopt(self.store, self.record.id, self.lease.me,
                               [a for a, _ in adopted], round_):
             raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
         for a, reason in adopted:

@@ -76,9 +76,9 @@ class ArtifactStore:
 
     def last_uses(self) -> list[ArtifactUse]:
         """Every artifact with the newest of its creation and the oracle runs made on it."""
-        runs = (select(m.VerdictRow.artifact_id, func.max(m.VerdictRow.finished_at).label("at"))
-                .where(m.VerdictRow.artifact_id.is_not(None))
-                .group_by(m.VerdictRow.artifact_id).subquery())
+        runs = (select(m.RunRow.artifact_id, func.max(m.RunRow.finished_at).label("at"))
+                .where(m.RunRow.artifact_id.is_not(None))
+                .group_by(m.RunRow.artifact_id).subquery())
         q = (select(m.Artifact.key, m.Artifact.commit_sha, m.Artifact.kind, m.Artifact.status,
                     m.Artifact.created_at, runs.c.at)
              .outerjoin(runs, runs.c.artifact_id == m.Artifact.id))

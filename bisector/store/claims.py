@@ -1,8 +1,8 @@
-"""Claims: "this process is judging commit C under (oracle, environment) right now".
+"""Claims: "this process is running the oracle on commit C under (oracle, environment) now".
 
 Two bisections over the same range would otherwise run every commit both have in flight twice.
-Before a probe runs its oracle it claims the verdict key; a second process that finds the
-claim held by a live owner waits for the verdict instead of judging again, and takes the claim
+Before a probe runs its oracle it claims the run's key; a second process that finds the
+claim held by a live owner waits for that run instead of running it again, and takes the claim
 over only when its owner is gone. The primary key makes claiming a single insert, so two
 claimers can never both win.
 """

@@ -57,16 +57,16 @@ def build_seconds(store: Store, repo_path: str, profile: str) -> Measured | None
 
 
 def _oracle_runs() -> Select[float]:
-    """Verdict rows where the oracle really ran: on an installable artifact. A skip because the
+    """Runs where the oracle really ran: on an installable artifact. A skip because the
     commit does not build carries the build's time, not the oracle's."""
-    return (select(m.VerdictRow.duration_s)
-            .join(m.Artifact, m.Artifact.id == m.VerdictRow.artifact_id)
+    return (select(m.RunRow.duration_s)
+            .join(m.Artifact, m.Artifact.id == m.RunRow.artifact_id)
             .where(m.Artifact.status == ArtifactStatus.OK.value))
 
 
 def oracle_seconds(store: Store, oracle_sha256: str) -> Measured | None:
     """Mean run of this exact oracle (its bytes), in any repository and environment."""
-    q = _oracle_runs().where(m.VerdictRow.oracle_sha256 == oracle_sha256)
+    q = _oracle_runs().where(m.RunRow.oracle_sha256 == oracle_sha256)
     with store.session() as s:
         return _mean(float(d) for d in s.scalars(q))
 
@@ -74,7 +74,7 @@ def oracle_seconds(store: Store, oracle_sha256: str) -> Measured | None:
 def repo_oracle_seconds(store: Store, repo_path: str) -> Measured | None:
     """Mean oracle run of any oracle in this repository's bisections (the runs they paid for)."""
     q = (_oracle_runs()
-         .join(m.Probe, m.Probe.verdict_id == m.VerdictRow.id)
+         .join(m.Probe, m.Probe.run_id == m.RunRow.id)
          .join(m.Bisection, m.Bisection.id == m.Probe.bisection_id)
          .where(m.Bisection.repo_path == repo_path, m.Probe.reused.is_(False)))
     with store.session() as s:
@@ -85,16 +85,16 @@ def probe_seconds(store: Store, repo_path: str) -> Measured | None:
     """Mean paid-for probe of this repository: its wall time as the probe measured it, or, for
     a probe stored by an older bisector, the oracle run plus the build it made, if any.
 
-    A reused verdict cost nothing, so it does not count. Every probe counts from the moment it
+    A reused run cost nothing, so it does not count. Every probe counts from the moment it
     is stored, so a running bisection's own probes are in the figure too: on a repository never
     measured before, the estimate is what this run has measured so far.
     """
-    q = (select(m.VerdictRow.duration_s, m.VerdictRow.facts, m.Artifact.duration_s,
+    q = (select(m.RunRow.duration_s, m.RunRow.facts, m.Artifact.duration_s,
                 m.Artifact.status)
          .select_from(m.Probe)
-         .join(m.VerdictRow, m.VerdictRow.id == m.Probe.verdict_id)
+         .join(m.RunRow, m.RunRow.id == m.Probe.run_id)
          .join(m.Bisection, m.Bisection.id == m.Probe.bisection_id)
-         .outerjoin(m.Artifact, m.Artifact.id == m.VerdictRow.artifact_id)
+         .outerjoin(m.Artifact, m.Artifact.id == m.RunRow.artifact_id)
          .where(m.Bisection.repo_path == repo_path, m.Probe.reused.is_(False)))
     with store.session() as s:
         rows = s.execute(q).all()

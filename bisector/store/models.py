@@ -1,10 +1,12 @@
 """SQLAlchemy 2.0 typed models. The Alembic migrations are the only source of schema; a test
 compares these models with the migrated database and fails when they drift.
 
-A verdict is a fact about (commit, oracle hash, environment fingerprint), shared by every
-bisection; a probe is one bisection's use of a verdict, in order, which is what ``bisect log``
-replays. Outcomes are stored raw (pass/fail/skip) so bisections with opposite polarity
-(find-fix) can share them.
+The words mean one thing each: a *run* is one execution of an oracle, a fact about (commit,
+oracle hash, environment fingerprint) shared by every bisection; a *verdict* is good, bad or
+skip and nothing else; a *probe* is one bisection's use of a run, in order, which is what
+``bisect log`` replays, with the verdict that run meant for it; a *bisection* is the whole job.
+Runs store their outcome raw (pass/fail/skip) so bisections with opposite polarity (find-fix)
+can share them.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class Base(DeclarativeBase):
 
 
 class OracleRow(Base):
-    """The exact bytes of every oracle ever used, so any verdict can be reproduced."""
+    """The exact bytes of every oracle ever used, so any run can be reproduced."""
 
     __tablename__ = "oracle"
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -127,14 +129,16 @@ class Artifact(Base):
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
-class VerdictRow(Base):
-    """One oracle run: a fact about (commit, oracle, environment), reusable by any bisection."""
+class RunRow(Base):
+    """One oracle run: a fact about (commit, oracle, environment), reusable by any bisection.
+    Its ``outcome`` is the oracle's raw pass/fail/skip, not a verdict: what it means depends on
+    the polarity of the bisection whose probe uses it."""
 
-    __tablename__ = "verdict"
+    __tablename__ = "run"
     __table_args__ = (
-        Index("ix_verdict_key", "commit_sha", "oracle_sha256", "env_fingerprint"),
+        Index("ix_run_key", "commit_sha", "oracle_sha256", "env_fingerprint"),
         # One reusable fact per key; non-reusable runs (timeouts, infrastructure) may repeat.
-        Index("uq_verdict_key", "commit_sha", "oracle_sha256", "env_fingerprint", unique=True,
+        Index("uq_run_key", "commit_sha", "oracle_sha256", "env_fingerprint", unique=True,
               sqlite_where=text("reusable"), postgresql_where=text("reusable")),
     )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -156,7 +160,8 @@ class VerdictRow(Base):
 
 
 class Probe(Base):
-    """One step of one bisection: which commit, which verdict, paid for now or reused."""
+    """One step of one bisection: which commit, which run, the verdict (good/bad/skip) that run
+    meant for this bisection, and whether it was paid for now or reused."""
 
     __tablename__ = "probe"
     __table_args__ = (UniqueConstraint("bisection_id", "seq"),)
@@ -167,7 +172,7 @@ class Probe(Base):
     seq: Mapped[int] = mapped_column(Integer)
     position: Mapped[int] = mapped_column(Integer)
     commit_sha: Mapped[str] = mapped_column(String(40))
-    verdict_id: Mapped[int] = mapped_column(ForeignKey("verdict.id"))
+    run_id: Mapped[int] = mapped_column(ForeignKey("run.id"))
     verdict: Mapped[str] = mapped_column(String(10))
     reused: Mapped[bool] = mapped_column(Boolean, default=False)
     # The search step this probe belonged to: K probes of one round ran at once.
@@ -191,7 +196,7 @@ class PrebuiltRow(Base):
 
 
 class Claim(Base):
-    """A verdict being judged right now by ``owner``: another process waits instead of judging
+    """A run being made right now by ``owner``: another process waits for it instead of running
     the same (commit, oracle, environment) again."""
 
     __tablename__ = "claim"
@@ -278,7 +283,7 @@ class ProbeTask(Base):
     build_job_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    verdict_id: Mapped[int | None] = mapped_column(ForeignKey("verdict.id"), nullable=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("run.id"), nullable=True)
     verdict: Mapped[str | None] = mapped_column(String(10), nullable=True)
     reused: Mapped[bool] = mapped_column(Boolean, default=False)
     recorded: Mapped[bool] = mapped_column(Boolean, default=False)

@@ -5,7 +5,7 @@ round and appends each finished task to the bisection's probes; a worker starts 
 bumps its ``attempt``, and writes its result with a compare-and-set on that attempt. A job
 retried because its worker stopped heartbeating is started again by another worker, with the
 next attempt: from then on the first worker can write nothing, however late it wakes up. The
-check and the verdict insert are one transaction, so a result is never half written either.
+check and the run's insert are one transaction, so a result is never half written either.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from bisector.store import models as m
 from bisector.store.bisections import owned_by
 from bisector.store.db import Store
 from bisector.store.records import NewRun, RunRecord
-from bisector.store.verdicts import Key, next_seq, run_record, verdict_row
+from bisector.store.runs import Key, next_seq, run_record, run_row
 
 OPEN = [TaskState.QUEUED.value, TaskState.RUNNING.value]
 
@@ -42,7 +42,7 @@ class TaskRecord:
     build_job_id: int | None
     worker: str | None
     owner: str | None
-    verdict_id: int | None
+    run_id: int | None
     verdict: str | None
     reused: bool
     recorded: bool
@@ -52,7 +52,7 @@ class TaskRecord:
 @dataclass(frozen=True)
 class Attempt:
     """A worker's start of a task: the attempt number that fences its writes, and the owner
-    of the attempt it replaced (its claim on the verdict key may be taken over at once)."""
+    of the attempt it replaced (its claim on the run's key may be taken over at once)."""
 
     task: TaskRecord
     number: int
@@ -62,7 +62,7 @@ class Attempt:
 def _rec(t: m.ProbeTask) -> TaskRecord:
     return TaskRecord(t.id, t.bisection_id, t.round, t.position, t.commit_sha, t.attempt,
                       TaskState(t.state), t.job_id, t.build_job_id, t.worker, t.owner,
-                      t.verdict_id, t.verdict, t.reused, t.recorded, t.error)
+                      t.run_id, t.verdict, t.reused, t.recorded, t.error)
 
 
 def open_round(store: Store, bisection_id: int, me: str, round_: int,
@@ -161,22 +161,23 @@ def _finish(store: Store, task_id: int, attempt: int, key: Key, run: NewRun | No
         if fenced.rowcount != 1:  # type: ignore[attr-defined]
             return None  # superseded or cancelled: the session writes nothing
         if run is not None:
-            row = verdict_row(key, run, reusable)
+            row = run_row(key, run, reusable)
             s.add(row)
             s.flush()
             run_id = row.id
         s.execute(update(m.ProbeTask).where(m.ProbeTask.id == task_id)
-                  .values(verdict_id=run_id))
+                  .values(run_id=run_id))
         return run_id
 
 
 def finish(store: Store, task_id: int, attempt: int, key: Key, *, verdict: str,
            run: NewRun | None = None, run_id: int | None = None) -> int | None:
-    """The fenced write: store ``run`` (or point at the stored ``run_id``, a verdict judged
-    elsewhere) as the task's result, only if ``attempt`` is still its running attempt.
-    Returns the verdict's id, or None when nothing was written (superseded or cancelled).
+    """The fenced write: store ``run`` (or point at the stored ``run_id``, a run made
+    elsewhere) as the task's result, with its ``verdict``, only if ``attempt`` is still its
+    running attempt. Returns the run's id, or None when nothing was written (superseded or
+    cancelled).
 
-    As with ``verdicts.save_run``, a run landing on a key another process decided meanwhile is
+    As with ``run_store.save_run``, a run landing on a key another process decided meanwhile is
     kept as history (not reusable); the fence and the insert stay one transaction."""
     reusable = run.reusable if run is not None else False
     try:
@@ -218,7 +219,7 @@ def cancel_open(store: Store, bisection_id: int, keep: Iterable[int] = ()) -> li
 
 def _append(s: Session, t: m.ProbeTask) -> None:
     s.add(m.Probe(bisection_id=t.bisection_id, seq=next_seq(s, t.bisection_id),
-                  position=t.position, commit_sha=t.commit_sha, verdict_id=t.verdict_id,
+                  position=t.position, commit_sha=t.commit_sha, run_id=t.run_id,
                   verdict=t.verdict, reused=t.reused, round=t.round))
     t.recorded = True
 
@@ -230,12 +231,12 @@ def record(store: Store, task_id: int, me: str) -> RunRecord | bool:
         t = s.get(m.ProbeTask, task_id)
         if t is None or t.recorded:
             return True
-        if t.state != TaskState.DONE.value or t.verdict_id is None:
+        if t.state != TaskState.DONE.value or t.run_id is None:
             raise ValueError(f"task {task_id} is {t.state}, not done")
         if not owned_by(s, t.bisection_id, me):
             return False
         _append(s, t)
-        v = s.get(m.VerdictRow, t.verdict_id)
+        v = s.get(m.RunRow, t.run_id)
         assert v is not None
         return run_record(v)
 

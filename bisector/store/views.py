@@ -35,9 +35,9 @@ class ProbeView:
 def probe_views(store: Store, bisection_id: int) -> list[ProbeView]:
     with store.session() as s:
         rows = s.execute(
-            select(m.Probe, m.VerdictRow, m.Artifact)
-            .join(m.VerdictRow, m.Probe.verdict_id == m.VerdictRow.id)
-            .outerjoin(m.Artifact, m.VerdictRow.artifact_id == m.Artifact.id)
+            select(m.Probe, m.RunRow, m.Artifact)
+            .join(m.RunRow, m.Probe.run_id == m.RunRow.id)
+            .outerjoin(m.Artifact, m.RunRow.artifact_id == m.Artifact.id)
             .where(m.Probe.bisection_id == bisection_id)
             .order_by(m.Probe.seq)).all()
         return [ProbeView(p.seq, p.position, p.commit_sha, p.verdict, p.reused, p.round,

@@ -5,7 +5,7 @@ Two unique keys carry the whole "idempotent, no leader" promise of ``bisect tick
 - a result is keyed by (suite, oracle, torch version, commit). A tick claims the key by
   inserting the row (``state = running``, ``owner`` = this process) before it runs the oracle,
   so two ticks never judge the same torch twice; a claim whose owner died is taken over by a
-  compare-and-set on the owner seen, as verdict claims are (``claims.py``).
+  compare-and-set on the owner seen, as run claims are (``claims.py``).
 - a flip is keyed by (suite, oracle, from commit, to commit). Inserting it is what entitles a
   tick to start the bisection, so however many ticks see one flip at once, one bisection starts.
 

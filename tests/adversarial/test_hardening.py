@@ -26,43 +26,29 @@ import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts.export import export_tree, tree_entries
-from tests.conftest import BISECT, ROOT, run_cli
+from tests.support import (
+    BISECT,
+    ROOT,
+    _alive,
+    copy_world,
+    invoke,
+    one_line_error,
+    run_cli,
+)
+from tests.support import git as git_in
 
-pytestmark = pytest.mark.adversarial
+pytestmark = [pytest.mark.adversarial, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")
-def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("adv") / "repo", commits=24, culprit=14, broken=(),
-                    release_at=None, side_branch_at=None)
-
-
-def git_in(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=m", "-c",
-                           "user.email=m@x", *args], check=True, capture_output=True,
-                          text=True, env=env).stdout.strip()
-
-
-def one_line_error(r: subprocess.CompletedProcess[str], needle: str) -> None:
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode != 0, r.stderr
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    assert needle in lines[0], lines[0]
-    assert "Traceback" not in r.stderr
+def hist(world: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return copy_world(world, tmp_path_factory.mktemp("adv") / "repo")
 
 
 def oracle_file(tmp: Path, name: str, body: str) -> Path:
     p = tmp / f"{name}.py"
     p.write_text(body)
     return p
-
-
-def snapshot(db: Path) -> list[str]:
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return list(con.iterdump())
-    finally:
-        con.close()
 
 
 # -- 2. an oracle that edits its environment -------------------------------------------------
@@ -92,7 +78,7 @@ def test_an_oracle_that_edits_its_environment_poisons_no_later_verdict(
     assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
     con = sqlite3.connect(db)
     reasons = [row[0] for row in con.execute(
-        "SELECT reason FROM verdict v JOIN oracle o ON o.sha256 = v.oracle_sha256 "
+        "SELECT reason FROM run v JOIN oracle o ON o.sha256 = v.oracle_sha256 "
         "WHERE o.name = 'poison'")]
     con.close()
     assert any("changed its environment" in x for x in reasons), reasons
@@ -163,14 +149,6 @@ def test_a_hostile_tree_is_bisected_without_a_traceback(home: Path, hist: Synthe
 
 # -- 4. what was hashed is what runs ---------------------------------------------------------
 
-@pytest.fixture
-def private_cache(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This test tampers with its caches: never the session's shared one."""
-    cache = home / "cache"
-    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(cache))
-    return cache
-
-
 def test_resume_runs_the_stored_oracle_not_an_edited_copy(home: Path, hist: SyntheticHistory,
                                                            tmp_path: Path,
                                                            private_cache: Path) -> None:
@@ -212,8 +190,8 @@ def test_a_modified_cached_wheel_is_never_trusted(home: Path, hist: SyntheticHis
     r = run_cli(*args, "--oracle", slow)
     assert r.returncode == 7, r.stderr  # both endpoints untestable: nothing judged
     con = sqlite3.connect(db)
-    rows = con.execute("SELECT v.outcome, v.reason, v.reusable FROM probe p JOIN verdict v "
-                       "ON v.id = p.verdict_id WHERE p.bisection_id = 2").fetchall()
+    rows = con.execute("SELECT v.outcome, v.reason, v.reusable FROM probe p JOIN run v "
+                       "ON v.id = p.run_id WHERE p.bisection_id = 2").fetchall()
     con.close()
     assert rows and all(o == "skip" and "changed since it was stored" in why and not reuse
                         for o, why, reuse in rows), rows
@@ -222,8 +200,8 @@ def test_a_modified_cached_wheel_is_never_trusted(home: Path, hist: SyntheticHis
 def test_non_utf8_and_crlf_oracles(home: Path, hist: SyntheticHistory, tmp_path: Path) -> None:
     latin = tmp_path / "latin.py"
     latin.write_bytes(b"# caf\xe9\nimport sys\nsys.exit(0)\n")
-    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
-                hist.main[2], "--bad", hist.main[20], "--oracle", str(latin))
+    r = invoke("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
+               hist.main[2], "--bad", hist.main[20], "--oracle", str(latin))
     one_line_error(r, "not UTF-8")
     assert not (home / "b.db").exists()
     # CRLF: the metadata still counts (here: exit 0 means the bug, so it is inverted).
@@ -269,18 +247,6 @@ if os.fork() == 0:
 time.sleep(0.5)
 sys.exit(0)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def test_a_detached_daemon_dies_with_its_probe(home: Path, tmp_path: Path) -> None:
@@ -349,7 +315,7 @@ def test_a_commit_being_judged_elsewhere_is_waited_for(home: Path,
     errs = [p.communicate(timeout=600)[1] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], errs
     con = sqlite3.connect(db)
-    per_commit = con.execute("SELECT commit_sha, COUNT(*) FROM verdict "
+    per_commit = con.execute("SELECT commit_sha, COUNT(*) FROM run "
                              "GROUP BY commit_sha HAVING COUNT(*) > 1").fetchall()
     culprits = {row[0] for row in con.execute("SELECT culprit_sha FROM bisection")}
     con.close()
@@ -388,10 +354,9 @@ BAD_META = {
 def test_bad_oracle_metadata_is_one_line(home: Path, hist: SyntheticHistory, tmp_path: Path,
                                          case: str) -> None:
     o = oracle_file(tmp_path, "bad", BAD_META[case] + "import sys\nsys.exit(0)\n")
-    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
-                hist.main[2], "--bad", hist.main[20], "--oracle", str(o))
-    assert r.returncode == 4
-    one_line_error(r, "bad.py")
+    r = invoke("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
+               hist.main[2], "--bad", hist.main[20], "--oracle", str(o))
+    one_line_error(r, "bad.py", code=4)
     assert not (home / "b.db").exists()
 
 
@@ -405,26 +370,28 @@ def test_bad_limits_are_refused_before_anything_is_stored(home: Path, hist: Synt
     if args[0] == "--gpus" and subprocess.run(["sh", "-c", "nvidia-smi -L"],
                                               capture_output=True).returncode == 0:
         pytest.skip("this machine has an NVIDIA GPU")
-    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
-                hist.main[2], "--bad", hist.main[20], "--oracle", "torchlet_norm", *args)
+    r = invoke("--db", str(home / "b.db"), "start", "--repo", str(hist.path), "--good",
+               hist.main[2], "--bad", hist.main[20], "--oracle", "torchlet_norm", *args)
     one_line_error(r, needle)
     assert not (home / "b.db").exists()
 
 
-def test_store_paths_and_ids_that_are_not_usable(home: Path, tmp_path: Path) -> None:
+def test_store_paths_and_ids_that_are_not_usable(home: Path, hist: SyntheticHistory,
+                                                 tmp_path: Path) -> None:
     (tmp_path / "adir").mkdir()
-    one_line_error(run_cli("--db", str(tmp_path / "adir"), "list"), "is a directory")
+    one_line_error(invoke("--db", str(tmp_path / "adir"), "list"), "is a directory")
     ro = tmp_path / "ro"
     ro.mkdir()
     if os.geteuid() != 0:  # root writes anywhere: the check below needs an ordinary user
         ro.chmod(0o500)
-        one_line_error(run_cli("--db", str(ro / "b.db"), "start", "--repo", ".", "--good",
-                               "HEAD~1", "--bad", "HEAD", "--oracle", "torchlet_norm"),
+        one_line_error(invoke("--db", str(ro / "b.db"), "start", "--repo", ".", "--good",
+                              "HEAD~1", "--bad", "HEAD", "--oracle", "torchlet_norm"),
                        "cannot write")
-    db = home / "b.db"
-    run_cli("--db", str(db), "demo", "--dir", str(tmp_path / "demo"))
+    db = home / "b.db"  # a store holding a finished bisection (the world's: cached wheels)
+    run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[2],
+            "--bad", hist.main[20], "--oracle", "torchlet_norm", check=True)
     for big in (str(2**63), str(2**70), "0"):
-        r = run_cli("--db", str(db), "show", big)
+        r = invoke("--db", str(db), "show", big)
         one_line_error(r, "no bisection with id")
 
 
@@ -483,10 +450,8 @@ def test_oracles_listing_ignores_a_folder_named_like_an_oracle(tmp_path: Path) -
     d = tmp_path / "oracles"
     (d / "x.py").mkdir(parents=True)
     (d / "real.py").write_text('"""A real one."""\n')
-    env = {**os.environ, "BISECTOR_ORACLES_DIR": str(d)}
-    r = subprocess.run([*BISECT, "oracles", "--json"], capture_output=True, text=True,
-                       env=env, cwd=ROOT, check=False)
-    assert r.returncode == 0, r.stderr
+    r = invoke("oracles", "--json", env={"BISECTOR_ORACLES_DIR": str(d)})
+    assert r.exit_code == 0, r.stderr
     names = [o["name"] for o in json.loads(r.stdout)]
     # The team's directory comes first, then the bundled oracles; the folder is no oracle.
     assert names[0] == "real" and "torchlet_norm" in names and "x" not in names

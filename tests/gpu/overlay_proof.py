@@ -11,8 +11,10 @@ On the GPU box (torch + triton installed, no network) this:
    --offline`` with the installed torch as the prebuilt base, so every probe is an overlay;
 5. checks the named culprit is the reintroducing commit and that no source build happened.
 
-The same script runs in CI on the synthetic ``torchlet`` (``--package torchlet``), so the GPU run
-exercises nothing the CPU tests have not.
+tests/integration/test_installed_base.py runs the same procedure (tests/support.py's
+``installed_base_history``) on the synthetic ``torchlet`` in CI, so the GPU run exercises nothing
+the CPU tests have not; ``--package torchlet`` runs this script on it by hand. This script stays
+free of pytest: the GPU box has only bisector's dependencies.
 
 Usage: python overlay_proof.py --package torch --workdir DIR [--python PY] [--json OUT]
 """

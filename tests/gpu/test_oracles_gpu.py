@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 
 @pytest.mark.parametrize(

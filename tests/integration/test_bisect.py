@@ -17,9 +17,9 @@ import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.core.search import max_probes
-from tests.conftest import BISECT, ROOT, run_cli
+from tests.support import BISECT, ORACLES, ROOT, _probes, invoke, run_cli, start
 
-ORACLES = ROOT / "tests" / "oracles"
+pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +28,6 @@ def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
     # a broken build at 45 (the first midpoint) and a merged side branch at 40.
     return generate(tmp_path_factory.mktemp("hist") / "torchlet", commits=90, culprit=57,
                     broken=(45,), release_at=(5, 85), side_branch_at=40, fixed_at=None)
-
-
-def start(db: Path, repo: Path, good: str, bad: str, oracle: str = "torchlet_norm",
-          *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("--db", str(db), "start", "--repo", str(repo), "--good", good, "--bad", bad,
-                   "--oracle", oracle, "--json", *extra)
 
 
 def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHistory) -> None:
@@ -60,10 +54,10 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     good = next(p for p in d["probes"] if p["verdict"] == "good")
     assert good["facts"]["git_version"] == good["sha"]
     assert "probe" in r.stderr  # live progress went to stderr
-    md = run_cli("--db", str(db), "show", str(d["id"]), check=True).stdout
+    md = invoke("--db", str(db), "show", str(d["id"])).stdout
     assert hist.culprit in md and "Reproduce with" in md and "Build log of" in md
     assert d["reproduce"].endswith("--oracle torchlet_norm --no-prebuilt")  # by name
-    log = run_cli("--db", str(db), "log", str(d["id"]), check=True).stdout
+    log = invoke("--db", str(db), "log", str(d["id"])).stdout
     assert f"git bisect skip {hist.main[45]}" in log
     assert f"# first bad commit: [{hist.culprit}]" in log
     # git itself, replaying our log in a clone, names the same first bad commit.
@@ -73,7 +67,7 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     replay = subprocess.run(["git", "-C", str(clone), "bisect", "replay", str(home / "bisect.log")],
                             capture_output=True, text=True, check=True)
     assert f"{hist.culprit} is the first bad commit" in replay.stdout
-    rows = json.loads(run_cli("--db", str(db), "list", "--json", check=True).stdout)
+    rows = json.loads(invoke("--db", str(db), "list", "--json").stdout)
     assert rows[0]["culprit"] == hist.culprit and rows[0]["state"] == "done"
 
 
@@ -109,7 +103,7 @@ def test_find_fix(home: Path, tmp_path: Path) -> None:
     d = json.loads(r.stdout)
     assert d["culprit"]["sha"] == h.fix
     assert d["terms"] == {"old": "broken", "new": "fixed"}
-    md = run_cli("--db", str(home / "b.db"), "show", str(d["id"]), check=True).stdout
+    md = invoke("--db", str(home / "b.db"), "show", str(d["id"])).stdout
     assert "First fixed commit" in md
 
 
@@ -147,19 +141,6 @@ def test_oracle_timeout_kills_the_process_group_and_skips(home: Path,
         os.kill(pid, 0)
 
 
-def _probes(db: Path, bisection: int) -> list[str]:
-    """Probes stored so far; none while the controller is still creating the database."""
-    con = sqlite3.connect(db)
-    try:
-        rows = con.execute("SELECT commit_sha FROM probe WHERE bisection_id=? ORDER BY seq",
-                           (bisection,)).fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
-    return [r[0] for r in rows]
-
-
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path, hist: SyntheticHistory,
                                                           jobs: int) -> None:
@@ -193,7 +174,7 @@ def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path, hist: Synt
     if jobs == 1:
         assert [p["sha"] for p in d["probes"]] == [p["sha"] for p in ref["probes"]]
     con = sqlite3.connect(db)
-    runs = con.execute("SELECT COUNT(*) FROM verdict").fetchone()[0]
+    runs = con.execute("SELECT COUNT(*) FROM run").fetchone()[0]
     con.close()
     assert runs == len(ref["probes"])
 

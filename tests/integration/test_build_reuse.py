@@ -12,7 +12,7 @@ from sqlalchemy import select
 from bisector.app.demo.torchlet import generate
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 
 def test_a_python_culprit_costs_a_build_per_c_stretch_not_per_probe(home: Path,

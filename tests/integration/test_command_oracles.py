@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.app.demo.torchlet import SyntheticHistory, generate
-from tests.conftest import run_cli
+from bisector.app.demo.torchlet import SyntheticHistory
+from tests.support import bisect, copy_world, invoke, run_cli
 
 # Run in the commit's tree (the file is found relative to it) with the environment's python
 # (-P: the tree's own torchlet/ source folder must not shadow the installed package).
@@ -19,20 +19,12 @@ NORM = ("import pathlib, sys, torchlet; assert pathlib.Path('torchlet/ops.py').i
         "assert 'site-packages' in torchlet.__file__, torchlet.__file__; "
         "sys.exit(0 if abs(torchlet.norm([3.0, 4.0]) - 5.0) < 1e-9 else 1)")
 COMMAND = ("python", "-P", "-c", NORM)
+e2e = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("cmd") / "torchlet", commits=24, culprit=18,
-                    broken=(), seed=11004, release_at=None, side_branch_at=None)
-
-
-def bisect(db: Path, hist: SyntheticHistory, *args: str) -> dict[str, object]:
-    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
-                "--bad", hist.main[-1], "--no-confirm", "--json", *args)
-    assert r.returncode == 0, r.stderr
-    data: dict[str, object] = json.loads(r.stdout)
-    return data
+def hist(world: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return copy_world(world, tmp_path_factory.mktemp("cmd") / "torchlet")
 
 
 def runs(d: dict[str, object]) -> int:
@@ -41,6 +33,7 @@ def runs(d: dict[str, object]) -> int:
     return n
 
 
+@e2e
 def test_a_command_finds_the_culprit_and_its_verdicts_are_its_own(
         home: Path, hist: SyntheticHistory, shared_cache: Path) -> None:
     db = home / "b.db"
@@ -50,8 +43,8 @@ def test_a_command_finds_the_culprit_and_its_verdicts_are_its_own(
     assert (shared_cache / "trees" / hist.culprit / "torchlet" / "ops.py").is_file()
     # The reproduce line and `show` carry the command, quoted for a shell.
     assert d["reproduce"].endswith("-- " + shlex.join(COMMAND))  # type: ignore[union-attr]
-    r = run_cli("--db", str(db), "show", "1", check=True)
-    assert shlex.join(COMMAND) in r.stdout
+    r = invoke("--db", str(db), "show", "1")
+    assert r.exit_code == 0 and shlex.join(COMMAND) in r.stdout
     # The same command in another bisection reuses every verdict ...
     again = bisect(db, hist, "--", *COMMAND)
     assert again["culprit"]["sha"] == hist.culprit and runs(again) == 0  # type: ignore[index]
@@ -60,6 +53,7 @@ def test_a_command_finds_the_culprit_and_its_verdicts_are_its_own(
     assert other["culprit"]["sha"] == hist.culprit and runs(other) > 0  # type: ignore[index]
 
 
+@e2e
 def test_an_oracle_with_its_own_shebang_runs_as_it_says(home: Path, hist: SyntheticHistory,
                                                         tmp_path: Path) -> None:
     script = tmp_path / "norm_check"
@@ -72,6 +66,7 @@ def test_an_oracle_with_its_own_shebang_runs_as_it_says(home: Path, hist: Synthe
     assert d["culprit"]["sha"] == hist.culprit  # type: ignore[index]
 
 
+@e2e
 def test_a_different_failure_is_a_skip_not_the_culprit(home: Path, hist: SyntheticHistory,
                                                        tmp_path: Path) -> None:
     """Commits 8-12 fail with an ImportError (an older API); the bug is the ValueError the
@@ -99,10 +94,10 @@ def test_a_different_failure_is_a_skip_not_the_culprit(home: Path, hist: Synthet
 
 
 def test_plan_and_check_take_a_command(home: Path, hist: SyntheticHistory) -> None:
-    r = run_cli("--db", str(home / "b.db"), "plan", "--repo", str(hist.path), "--good",
-                hist.main[0], "--bad", hist.main[-1], "--json", "--", *COMMAND)
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["candidates"] == len(hist.main)
+    p = invoke("--db", str(home / "b.db"), "plan", "--repo", str(hist.path), "--good",
+               hist.main[0], "--bad", hist.main[-1], "--json", "--", *COMMAND)
+    assert p.exit_code == 0, p.stderr
+    assert json.loads(p.stdout)["candidates"] == len(hist.main)
     r = run_cli("check", "--commit", hist.culprit, "--repo", str(hist.path), "--profile",
                 "torchlet", "--match", "never printed", "--json", "--", *COMMAND)
     data = json.loads(r.stdout)
@@ -124,8 +119,8 @@ def test_plan_and_check_take_a_command(home: Path, hist: SyntheticHistory) -> No
 def test_command_and_signature_mistakes_are_one_line(home: Path, hist: SyntheticHistory,
                                                      args: list[str], needle: str) -> None:
     db = home / "refused.db"
-    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
-                "--bad", hist.main[-1], *args)
-    assert r.returncode == 2, r.stderr
+    r = invoke("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
+               "--bad", hist.main[-1], *args)
+    assert r.exit_code == 2, r.stderr
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not db.exists()

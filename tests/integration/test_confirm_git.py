@@ -12,7 +12,7 @@ import pytest
 
 from bisector.app.demo.torchlet import generate
 from bisector.project.history import revert_commit
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 
 def test_a_bisection_confirms_its_culprit_and_probes_the_revert(home: Path,

@@ -12,7 +12,7 @@ import pytest
 from bisector.app.demo.torchlet import generate
 from bisector.base.errors import RepoError
 from bisector.project import history
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 
 def dated(path: Path) -> list[tuple[str, str]]:
@@ -32,7 +32,7 @@ def test_a_date_and_a_nightly_version_name_that_days_main_commit(tmp_path: Path)
     for ref in (day, f"nightly:{day}", f"nightly:0.3.0.dev{compact}",
                 f"nightly:2.9.0.dev{compact}+cu128"):
         assert history.resolve(repo, ref, "good") == sha, ref
-    plan = history.plan_range(repo, days[1][0], days[4][0])
+    plan = history.resolve_range(repo, days[1][0], days[4][0])
     assert plan.candidates[0] == days[1][1] and plan.candidates[-1] == days[4][1]
     assert any(f"is the nightly of {days[1][0]}" in n for n in plan.notes)
     with pytest.raises(RepoError, match=rf"no nightly of 1999-01-01.*nearest: {days[0][0]}"):

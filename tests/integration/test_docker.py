@@ -45,7 +45,7 @@ from bisector.infra.containers import (
 from bisector.oracle.script import load_oracle
 from bisector.project.profiles import TORCHLET
 from tests import minitorch
-from tests.conftest import BISECT, ROOT, run_cli
+from tests.support import BISECT, ROOT, run_cli
 
 BASE = "bisector/base:bookworm"
 ORACLES = ROOT / "tests" / "oracles"

@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 from bisector.app.demo.torchlet import generate
 from bisector.store.db import open_store
 from bisector.web import server as web
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 DAY = 86400
 
@@ -76,7 +76,7 @@ def test_du_and_gc_after_a_real_bisection(home: Path, tmp_path: Path,
     for root in (cache, home / "data" / "logs"):
         age_tree(root, 60)
     sql(db, "UPDATE artifact SET created_at = datetime('now', '-60 days')")
-    sql(db, "UPDATE verdict SET finished_at = datetime('now', '-60 days')")
+    sql(db, "UPDATE run SET finished_at = datetime('now', '-60 days')")
 
     # Interrupted: its range's wheels, environments and logs stay; uv's cache may go.
     sql(db, "UPDATE bisection SET state = 'interrupted'")
@@ -97,7 +97,7 @@ def test_du_and_gc_after_a_real_bisection(home: Path, tmp_path: Path,
     lru = next(w for w in wheels if w.name == key)
     age_tree(lru, 90)
     sql(db, "UPDATE artifact SET created_at = datetime('now', '-90 days') WHERE key = ?", key)
-    sql(db, "UPDATE verdict SET finished_at = datetime('now', '-90 days') WHERE artifact_id = "
+    sql(db, "UPDATE run SET finished_at = datetime('now', '-90 days') WHERE artifact_id = "
             "(SELECT id FROM artifact WHERE key = ?)", key)
     total = gc(db, "--max-size", "1T", "--dry-run")["managed_bytes_before"]
     plan = gc(db, "--max-size", str(int(total) - 1))  # type: ignore[call-overload]

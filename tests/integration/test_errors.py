@@ -1,48 +1,50 @@
-"""Every bad input: a one-line error that names the fix, a non-zero exit, the store untouched."""
+"""Every bad input: a one-line error that names the fix, a non-zero exit, the store untouched.
+
+In-process through click's CliRunner (bisector.cli.main's own error mapping and exit codes):
+only the store that the refusals must leave untouched is made by a real bisection."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
-from bisector.app.demo.torchlet import SyntheticHistory, generate
-from tests.conftest import ROOT, make_unrelated_repo, run_cli
-
-ORACLES = ROOT / "tests" / "oracles"
+from bisector.app.demo.torchlet import SyntheticHistory
+from tests.support import ORACLES, copy_world, invoke, make_unrelated_repo, run_cli, snapshot
 
 
 @pytest.fixture(scope="module")
-def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("e") / "repo", commits=20, culprit=12, broken=(),
-                    release_at=(3, 15), side_branch_at=None)
+def hist(world: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return copy_world(world, tmp_path_factory.mktemp("e") / "repo")
 
 
-@pytest.fixture
-def db(home: Path, hist: SyntheticHistory) -> Path:
-    """A store that already holds one finished bisection."""
-    path = home / "b.db"
+@pytest.fixture(scope="module")
+def finished(hist: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory,
+             shared_cache: Path) -> Path:
+    """A store that holds one finished bisection, made once for the module by the real CLI."""
+    base = tmp_path_factory.mktemp("e-store")
+    path = base / "b.db"
     run_cli("--db", str(path), "start", "--repo", str(hist.path), "--good", hist.main[8],
-            "--bad", hist.main[15], "--oracle", "torchlet_norm", check=True)
+            "--bad", hist.main[15], "--oracle", "torchlet_norm", check=True,
+            env={"BISECTOR_HOME": str(base / "home"), "BISECTOR_CACHE_DIR": str(shared_cache)})
     return path
 
 
-def snapshot(path: Path) -> bytes | list[str]:
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            return list(con.iterdump())
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
-        return path.read_bytes()
+@pytest.fixture
+def db(home: Path, finished: Path) -> Path:
+    """This test's copy of that store."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / "b.db"
+    shutil.copy(finished, path)
+    return path
 
 
-def assert_refused(r: subprocess.CompletedProcess[str], code: int, needle: str) -> None:
+def assert_refused(r: Result, code: int, needle: str) -> None:
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == code, r.stderr
+    assert r.exit_code == code, r.stderr
     assert len(lines) == 1, f"expected one line, got:\n{r.stderr}"
     assert lines[0].startswith("error: ") and needle in lines[0], lines[0]
 
@@ -75,7 +77,7 @@ CASES = [
 def test_bad_start_input(db: Path, hist: SyntheticHistory, name: str, good: str, bad: str,
                          oracle: str, extra: list[str], code: int, needle: str) -> None:
     before = snapshot(db)
-    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", good, "--bad", bad,
+    r = invoke("--db", str(db), "start", "--repo", str(hist.path), "--good", good, "--bad", bad,
                 "--oracle", oracle, *extra)
     assert_refused(r, code, needle)
     assert snapshot(db) == before
@@ -84,7 +86,7 @@ def test_bad_start_input(db: Path, hist: SyntheticHistory, name: str, good: str,
 def test_not_a_repository(db: Path, tmp_path: Path) -> None:
     before = snapshot(db)
     (tmp_path / "plain").mkdir()
-    r = run_cli("--db", str(db), "start", "--repo", str(tmp_path / "plain"), "--good", "a",
+    r = invoke("--db", str(db), "start", "--repo", str(tmp_path / "plain"), "--good", "a",
                 "--bad", "b", "--oracle", "torchlet_norm")
     assert_refused(r, 3, "not a git repository")
     assert snapshot(db) == before
@@ -93,7 +95,7 @@ def test_not_a_repository(db: Path, tmp_path: Path) -> None:
 def test_unrelated_histories(db: Path, tmp_path: Path) -> None:
     before = snapshot(db)
     repo = make_unrelated_repo(tmp_path / "unrelated")
-    r = run_cli("--db", str(db), "start", "--repo", str(repo), "--good", "main",
+    r = invoke("--db", str(db), "start", "--repo", str(repo), "--good", "main",
                 "--bad", "other", "--oracle", "torchlet_norm")
     assert_refused(r, 3, "unrelated histories")
     assert snapshot(db) == before
@@ -101,7 +103,7 @@ def test_unrelated_histories(db: Path, tmp_path: Path) -> None:
 
 def test_bad_start_does_not_create_a_database(home: Path, hist: SyntheticHistory) -> None:
     path = home / "new.db"
-    r = run_cli("--db", str(path), "start", "--repo", str(hist.path), "--good", "nope",
+    r = invoke("--db", str(path), "start", "--repo", str(hist.path), "--good", "nope",
                 "--bad", "main", "--oracle", "torchlet_norm")
     assert_refused(r, 3, "unknown good ref")
     assert not path.exists()
@@ -110,12 +112,12 @@ def test_bad_start_does_not_create_a_database(home: Path, hist: SyntheticHistory
 @pytest.mark.parametrize("cmd", ["show", "resume", "log"])
 def test_unknown_bisection_id(db: Path, cmd: str) -> None:
     before = snapshot(db)
-    assert_refused(run_cli("--db", str(db), cmd, "999"), 6, "no bisection with id 999")
+    assert_refused(invoke("--db", str(db), cmd, "999"), 6, "no bisection with id 999")
     assert snapshot(db) == before
 
 
 def test_missing_database_for_queries(home: Path) -> None:
-    r = run_cli("--db", str(home / "absent.db"), "list")
+    r = invoke("--db", str(home / "absent.db"), "list")
     assert_refused(r, 5, "no bisector database")
     assert not (home / "absent.db").exists()
 
@@ -153,8 +155,8 @@ def test_unusable_database(home: Path, hist: SyntheticHistory, make: object,
     home.mkdir(parents=True, exist_ok=True)
     make(p)  # type: ignore[operator]
     before = p.read_bytes()
-    r = run_cli("--db", str(p), "start", "--repo", str(hist.path), "--good", "main~5",
+    r = invoke("--db", str(p), "start", "--repo", str(hist.path), "--good", "main~5",
                 "--bad", "main", "--oracle", "torchlet_norm")
     assert_refused(r, 5, needle)
     assert p.read_bytes() == before
-    assert_refused(run_cli("--db", str(p), "list"), 5, needle)
+    assert_refused(invoke("--db", str(p), "list"), 5, needle)

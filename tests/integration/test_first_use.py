@@ -1,6 +1,8 @@
 """What a new user tripped over: the interpreter `check` and `start` run, where `oracle new`
 writes, errors under --json, `list` in a pipe, shell completion, and `make test`'s system
-dependencies. Everything through real processes: the CLI, fake interpreters, the script."""
+dependencies. The CLI in-process (click's CliRunner) where only its messages and files are
+checked; real processes for what needs one: a bisection, the console script's completion, fake
+interpreters, the script."""
 
 from __future__ import annotations
 
@@ -13,17 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.project.interpreter import choose_python
-from tests.conftest import BISECT, ROOT
+from tests.support import ROOT, copy_world, invoke, run_cli
 
 REPRO = "assert 1 + 1 == 3, 'the bug'\n"
-
-
-def cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
-        exe: list[str] = BISECT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*exe, *args], capture_output=True, text=True, timeout=600, cwd=cwd,
-                          env={**os.environ, **(env or {})})
 
 
 def fake_python(folder: Path, name: str, has_torch: bool) -> Path:
@@ -92,9 +88,9 @@ def test_check_runs_the_users_python_and_says_which(tmp_path: Path) -> None:
     wrapper.chmod(0o755)
     oracle = tmp_path / "fine.py"
     oracle.write_text("print('fine')\n")
-    r = cli("check", "--oracle", str(oracle), "--env", "system", "--profile", "generic",
-            "--json", env={"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"})
-    assert r.returncode == 0, r.stderr
+    r = invoke("check", "--oracle", str(oracle), "--env", "system", "--profile", "generic",
+               "--json", env={"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"})
+    assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["python"] == str(wrapper)
     assert f"note: Python: {wrapper}" in r.stderr
 
@@ -105,10 +101,9 @@ def test_oracle_new_writes_into_the_current_directory(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     (work / "repro.py").write_text(REPRO)
-    env = {k: v for k, v in os.environ.items() if k != "BISECTOR_ORACLES_DIR"}
-    r = subprocess.run([*BISECT, "oracle", "new", "mine", "--from-repro", "repro.py"], cwd=work,
-                       env=env, capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr
+    r = invoke("oracle", "new", "mine", "--from-repro", "repro.py", cwd=work,
+               env={"BISECTOR_ORACLES_DIR": None})
+    assert r.exit_code == 0, r.stderr
     made = work / "mine.py"
     assert made.is_file()
     assert not (ROOT / "oracles" / "mine.py").exists()
@@ -120,84 +115,85 @@ def test_oracle_new_writes_into_the_team_directory_and_names_resolve_there(
         tmp_path: Path) -> None:
     team = tmp_path / "team"
     (tmp_path / "repro.py").write_text(REPRO)
-    env = {"BISECTOR_ORACLES_DIR": str(team)}
-    r = cli("oracle", "new", "ours", "--from-repro", str(tmp_path / "repro.py"), env=env,
-            cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
+    env: dict[str, str | None] = {"BISECTOR_ORACLES_DIR": str(team)}
+    r = invoke("oracle", "new", "ours", "--from-repro", str(tmp_path / "repro.py"), env=env,
+               cwd=tmp_path)
+    assert r.exit_code == 0, r.stderr
     assert (team / "ours.py").is_file() and not (tmp_path / "ours.py").exists()
-    listed = json.loads(cli("oracles", "--json", env=env).stdout)
+    listed = json.loads(invoke("oracles", "--json", env=env).stdout)
     assert listed[0]["name"] == "ours" and listed[0]["path"] == str((team / "ours.py").resolve())
     assert "torchlet_norm" in [o["name"] for o in listed]
     # By name, through the same lookup `start` uses: the oracle runs (exit 1: "bad").
-    r = cli("check", "--oracle", "ours", "--env", "system", "--profile", "generic", "--json",
-            env=env)
+    r = invoke("check", "--oracle", "ours", "--env", "system", "--profile", "generic", "--json",
+               env=env)
     assert json.loads(r.stdout)["oracle"]["name"] == "ours", r.stderr
 
 
 def test_dir_wins_and_an_existing_oracle_needs_force(tmp_path: Path) -> None:
     (tmp_path / "repro.py").write_text(REPRO)
-    env = {"BISECTOR_ORACLES_DIR": str(tmp_path / "team")}
+    env: dict[str, str | None] = {"BISECTOR_ORACLES_DIR": str(tmp_path / "team")}
     args = ["oracle", "new", "x", "--from-repro", str(tmp_path / "repro.py"), "--dir",
             str(tmp_path / "mine")]
-    assert cli(*args, env=env).returncode == 0
+    assert invoke(*args, env=env).exit_code == 0
     assert (tmp_path / "mine" / "x.py").is_file() and not (tmp_path / "team").exists()
     (tmp_path / "mine" / "x.py").write_text("keep me\n")
-    r = cli(*args, env=env)
-    assert r.returncode == 2 and "already exists" in r.stderr and "--force" in r.stderr
+    r = invoke(*args, env=env)
+    assert r.exit_code == 2 and "already exists" in r.stderr and "--force" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert (tmp_path / "mine" / "x.py").read_text() == "keep me\n"
-    assert cli(*args, "--force", env=env).returncode == 0
+    assert invoke(*args, "--force", env=env).exit_code == 0
     assert (tmp_path / "mine" / "x.py").read_text() != "keep me\n"
 
 
 # -- 3 and 4. errors under --json; `list` outside a terminal --------------------------------
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory: pytest.TempPathFactory,
-             shared_cache: Path) -> tuple[Path, dict[str, str], SyntheticHistory]:
-    """A store holding one finished bisection of a small synthetic history."""
+def finished(tmp_path_factory: pytest.TempPathFactory, world: SyntheticHistory,
+             shared_cache: Path) -> tuple[Path, dict[str, str | None], SyntheticHistory]:
+    """A store holding one finished bisection of the shared world (a real `bisect start`)."""
     base = tmp_path_factory.mktemp("first-use")
-    hist = generate(base / "repo", commits=12, culprit=7, broken=(), release_at=None,
-                    side_branch_at=None)
-    env = {"BISECTOR_HOME": str(base / "home"), "BISECTOR_CACHE_DIR": str(shared_cache)}
+    hist = copy_world(world, base / "repo")
+    env: dict[str, str | None] = {"BISECTOR_HOME": str(base / "home"),
+                                  "BISECTOR_CACHE_DIR": str(shared_cache)}
     db = base / "b.db"
-    r = cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
-            "--bad", hist.main[-1], "--oracle", "torchlet_norm", env=env)
+    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
+                "--bad", hist.main[-1], "--oracle", "torchlet_norm",
+                env={k: v for k, v in env.items() if v is not None})
     assert r.returncode == 0, r.stderr
     assert "note: Python: " in r.stderr  # `start` names the interpreter it chose, too
     return db, env, hist
 
 
 def test_an_error_under_json_is_a_json_object_on_stdout(
-        finished: tuple[Path, dict[str, str], SyntheticHistory]) -> None:
+        finished: tuple[Path, dict[str, str | None], SyntheticHistory]) -> None:
     db, env, _ = finished
-    r = cli("--db", str(db), "show", "999", "--json", env=env)
-    assert r.returncode == 6
+    r = invoke("--db", str(db), "show", "999", "--json", env=env)
+    assert r.exit_code == 6
     err = json.loads(r.stdout)["error"]
     assert err["kind"] == "NotFoundError" and err["exit_code"] == 6
     assert "no bisection with id 999" in err["message"]
     assert "no bisection with id 999" in r.stderr  # the plain line stays
-    plain = cli("--db", str(db), "show", "999", env=env)
-    assert plain.returncode == 6 and plain.stdout == ""
+    plain = invoke("--db", str(db), "show", "999", env=env)
+    assert plain.exit_code == 6 and plain.stdout == ""
 
 
 def test_a_usage_error_under_json_too(tmp_path: Path) -> None:
-    r = cli("--db", str(tmp_path / "b.db"), "list", "--json", "--limit", "many")
-    assert r.returncode == 2
+    r = invoke("--db", str(tmp_path / "b.db"), "list", "--json", "--limit", "many")
+    assert r.exit_code == 2
     err = json.loads(r.stdout)["error"]
     assert err["kind"] == "BadParameter" and err["exit_code"] == 2 and "many" in err["message"]
 
 
 def test_list_in_a_pipe_prints_full_values(
-        finished: tuple[Path, dict[str, str], SyntheticHistory]) -> None:
+        finished: tuple[Path, dict[str, str | None], SyntheticHistory]) -> None:
     db, env, hist = finished
-    r = cli("--db", str(db), "list", env=env)  # stdout is a pipe here, not a terminal
-    assert r.returncode == 0, r.stderr
+    r = invoke("--db", str(db), "list", env=env)  # stdout is no terminal here
+    assert r.exit_code == 0, r.stderr
     header, row = r.stdout.splitlines()
     assert header.split() == ["id", "repo", "range", "oracle", "state", "culprit", "when"]
     assert hist.culprit in row.split()  # all 40 characters
     assert str(hist.path.resolve()) in row and f"{hist.main[0]}..{hist.main[-1]}" in row
-    wide = cli("--db", str(db), "list", "--wide", env=env)
+    wide = invoke("--db", str(db), "list", "--wide", env=env)
     assert wide.stdout == r.stdout
 
 
@@ -212,13 +208,13 @@ SCRIPT = [str(Path(sys.executable).parent / "bisect")]  # the console script's o
     ("fish", "complete --no-files --command bisect"),
 ])
 def test_completion_scripts(shell: str, needle: str) -> None:
-    r = cli(env={"_BISECT_COMPLETE": f"{shell}_source"}, exe=SCRIPT)
+    r = run_cli(env={"_BISECT_COMPLETE": f"{shell}_source"}, exe=SCRIPT)
     assert r.returncode == 0 and needle in r.stdout, r.stderr
 
 
 def test_completion_completes_a_command() -> None:
-    r = cli(env={"_BISECT_COMPLETE": "bash_complete", "COMP_WORDS": "bisect li",
-                 "COMP_CWORD": "1"}, exe=SCRIPT)
+    r = run_cli(env={"_BISECT_COMPLETE": "bash_complete", "COMP_WORDS": "bisect li",
+                     "COMP_CWORD": "1"}, exe=SCRIPT)
     assert r.returncode == 0 and "plain,list" in r.stdout.splitlines()
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 LIAR = '''# /// script
 # dependencies = []

@@ -10,7 +10,7 @@ import pytest
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.base.errors import RepoError
 from bisector.project import history
-from tests.conftest import make_unrelated_repo
+from tests.support import make_unrelated_repo
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
 
 def test_first_parent_range_skips_side_branch(hist: SyntheticHistory) -> None:
     repo = git.Repo(hist.path)
-    plan = history.plan_range(repo, hist.main[3], hist.main[45])
+    plan = history.resolve_range(repo, hist.main[3], hist.main[45])
     assert plan.candidates == tuple(hist.main[3:46])
     assert not set(hist.side) & set(plan.candidates)
     assert not plan.merge_base_used
@@ -29,14 +29,14 @@ def test_first_parent_range_skips_side_branch(hist: SyntheticHistory) -> None:
 
 def test_ancestry_path_includes_side_branch(hist: SyntheticHistory) -> None:
     repo = git.Repo(hist.path)
-    plan = history.plan_range(repo, hist.main[3], hist.main[45], first_parent=False)
+    plan = history.resolve_range(repo, hist.main[3], hist.main[45], first_parent=False)
     assert set(hist.side) <= set(plan.candidates)
     assert plan.candidates[-1] == hist.main[45]
 
 
 def test_release_tags_use_the_merge_base(hist: SyntheticHistory) -> None:
     repo = git.Repo(hist.path)
-    plan = history.plan_range(repo, "v0.1.0", "v0.2.0")
+    plan = history.resolve_range(repo, "v0.1.0", "v0.2.0")
     assert plan.merge_base_used
     assert plan.effective_good == hist.main[5]
     assert plan.candidates[1:-1] == tuple(hist.main[6:51])
@@ -62,13 +62,13 @@ def test_tags_branches_and_short_shas_resolve(hist: SyntheticHistory) -> None:
 )
 def test_bad_ranges_are_refused(hist: SyntheticHistory, good: str, bad: str, needle: str) -> None:
     with pytest.raises(RepoError, match=needle):
-        history.plan_range(git.Repo(hist.path), good, bad)
+        history.resolve_range(git.Repo(hist.path), good, bad)
 
 
 def test_unrelated_histories_are_refused(tmp_path: Path) -> None:
     r = make_unrelated_repo(tmp_path / "r")
     with pytest.raises(RepoError, match="unrelated"):
-        history.plan_range(git.Repo(r), "main", "other")
+        history.resolve_range(git.Repo(r), "main", "other")
 
 
 def test_not_a_repository(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
-from tests.conftest import BISECT, ROOT, run_cli
+from tests.support import BISECT, ROOT, run_cli
 
 ASKED = re.compile(r"judge ([0-9a-f]{12})")
 

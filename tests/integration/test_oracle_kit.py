@@ -1,4 +1,7 @@
-"""The oracle kit on CPU: `bisect oracle new --from-repro` and `bisect check`, on real builds."""
+"""The oracle kit on CPU: `bisect oracle new --from-repro` and `bisect check`, on real builds.
+
+`oracle new` and `check` run in-process (click's CliRunner; their probes are real processes
+all the same); the bisections with the oracles made run as the user runs them."""
 
 from __future__ import annotations
 
@@ -8,10 +11,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.oracle.script import load_oracle
-from tests.conftest import run_cli
+from tests.support import copy_world, invoke, run_cli
 
 CRASH_REPRO = '''\
 """norm([3, 4]) must be 5 (reported in issue #1)."""
@@ -31,9 +35,13 @@ else:
 
 
 @pytest.fixture(scope="module")
-def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("kit") / "repo", commits=24, culprit=15,
-                    broken=(), release_at=None, side_branch_at=None)
+def hist(world: SyntheticHistory, tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return copy_world(world, tmp_path_factory.mktemp("kit") / "repo")
+
+
+def ok(r: Result) -> Result:
+    assert r.exit_code == 0, r.stderr
+    return r
 
 
 @pytest.mark.parametrize(
@@ -46,8 +54,8 @@ def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
 def test_repro_becomes_an_oracle_that_bisects(home: Path, tmp_path: Path, hist: SyntheticHistory,
                                               repro: str, extra: list[str], rule: str) -> None:
     (tmp_path / "repro.py").write_text(repro)
-    r = run_cli("oracle", "new", "norm_issue", "--from-repro", str(tmp_path / "repro.py"),
-                "--dir", str(tmp_path / "oracles"), *extra, check=True)
+    r = ok(invoke("oracle", "new", "norm_issue", "--from-repro", str(tmp_path / "repro.py"),
+                "--dir", str(tmp_path / "oracles"), *extra))
     assert f"bad when the repro {rule}" in r.stdout
     made = tmp_path / "oracles" / "norm_issue.py"
     o = load_oracle(str(made))
@@ -60,8 +68,8 @@ def test_repro_becomes_an_oracle_that_bisects(home: Path, tmp_path: Path, hist: 
 
 def test_docstring_becomes_the_description(tmp_path: Path) -> None:
     (tmp_path / "repro.py").write_text(CRASH_REPRO)
-    run_cli("oracle", "new", "d", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-            str(tmp_path), check=True)
+    ok(invoke("oracle", "new", "d", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+            str(tmp_path)))
     assert load_oracle(str(tmp_path / "d.py")).meta.description == (
         "norm([3, 4]) must be 5 (reported in issue #1)."
     )
@@ -70,9 +78,9 @@ def test_docstring_becomes_the_description(tmp_path: Path) -> None:
 def test_without_match_a_print_style_repro_never_says_bad(home: Path, tmp_path: Path,
                                                           hist: SyntheticHistory) -> None:
     (tmp_path / "repro.py").write_text(PRINT_REPRO)
-    run_cli("oracle", "new", "printed", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-            str(tmp_path), check=True)
-    r = run_cli("check", "--oracle", str(tmp_path / "printed.py"), "--commit", hist.main[-1],
+    ok(invoke("oracle", "new", "printed", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+            str(tmp_path)))
+    r = invoke("check", "--oracle", str(tmp_path / "printed.py"), "--commit", hist.main[-1],
                 "--repo", str(hist.path), "--profile", "torchlet", "--json")
     assert json.loads(r.stdout)["verdict"] == "good"
 
@@ -102,8 +110,8 @@ def test_a_pasted_traceback_becomes_the_signature(home: Path, tmp_path: Path,
     older = [hist.main[i] for i in range(9, 14)]
     (tmp_path / "repro.py").write_text(WRONG_REPRO.replace("OLDER", repr(older)))
     (tmp_path / "tb.txt").write_text(TRACEBACK)
-    r = run_cli("oracle", "new", "sig", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-                str(tmp_path), "--traceback", str(tmp_path / "tb.txt"), check=True)
+    r = ok(invoke("oracle", "new", "sig", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+                str(tmp_path), "--traceback", str(tmp_path / "tb.txt")))
     sig = r"ValueError: norm is wrong: \d+\.\d+ at 0x[0-9a-fA-F]+"
     assert load_oracle(str(tmp_path / "sig.py")).meta.match == sig
     assert f"signature: {sig} (from the traceback in" in r.stdout
@@ -125,15 +133,14 @@ def test_the_signature_comes_from_one_run_at_the_bad_ref(home: Path, tmp_path: P
     gives there is the signature (BISECTOR_COMMIT is set by the run, as in a bisection)."""
     older = [hist.main[i] for i in range(9, 14)]
     (tmp_path / "repro.py").write_text(WRONG_REPRO.replace("OLDER", repr(older)))
-    r = run_cli("oracle", "new", "at_bad", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-                str(tmp_path), "--at", hist.main[-1], "--repo", str(hist.path), check=True)
+    r = ok(invoke("oracle", "new", "at_bad", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+                str(tmp_path), "--at", hist.main[-1], "--repo", str(hist.path)))
     sig = r"ValueError: norm is wrong: \d+\.\d+ at 0x[0-9a-fA-F]+"
     assert load_oracle(str(tmp_path / "at_bad.py")).meta.match == sig, r.stdout
     assert f"ran once at {hist.main[-1]}" in " ".join(r.stdout.split())
     # At a commit without the bug there is nothing to take.
-    r = run_cli("oracle", "new", "at_good", "--from-repro", str(tmp_path / "repro.py"),
-                "--dir", str(tmp_path), "--at", hist.main[0], "--repo", str(hist.path),
-                check=True)
+    r = ok(invoke("oracle", "new", "at_good", "--from-repro", str(tmp_path / "repro.py"),
+                  "--dir", str(tmp_path), "--at", hist.main[0], "--repo", str(hist.path)))
     assert "no signature" in r.stdout and "exited 0" in " ".join(r.stdout.split())
 
 
@@ -141,15 +148,15 @@ def test_without_a_signature_the_repro_runs_once_here(tmp_path: Path) -> None:
     (tmp_path / "repro.py").write_text("class Boom(Exception):\n    pass\n\n"
                                        "raise Boom(f'bad value {41 + 1} at {hex(id(tmp))}')\n"
                                        .replace("tmp", "object()"))
-    r = run_cli("oracle", "new", "here", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-                str(tmp_path), check=True)
+    r = ok(invoke("oracle", "new", "here", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+                  str(tmp_path)))
     meta = load_oracle(str(tmp_path / "here.py")).meta
     assert meta.match == r"Boom: bad value \d+ at 0x[0-9a-fA-F]+", r.stdout
     assert "ran once here with" in r.stdout
     # A repro whose imports this machine lacks is not run: no signature, said so.
     (tmp_path / "uses.py").write_text("import torchlet\nassert torchlet.norm([3.0]) == 3.0\n")
-    r = run_cli("oracle", "new", "needs", "--from-repro", str(tmp_path / "uses.py"), "--dir",
-                str(tmp_path), check=True)
+    r = ok(invoke("oracle", "new", "needs", "--from-repro", str(tmp_path / "uses.py"), "--dir",
+                  str(tmp_path)))
     assert load_oracle(str(tmp_path / "needs.py")).meta.match is None
     assert "no signature (not run here:" in r.stdout and "cannot import torchlet" in r.stdout
 
@@ -163,35 +170,35 @@ def test_without_a_signature_the_repro_runs_once_here(tmp_path: Path) -> None:
 )
 def test_oracle_new_refuses_bad_input(tmp_path: Path, args: list[str], needle: str) -> None:
     (tmp_path / "repro.py").write_text(CRASH_REPRO)
-    r = run_cli("oracle", "new", args[0], "--from-repro", str(tmp_path / "repro.py"),
-                "--dir", str(tmp_path / "o"), *args[1:])
-    assert r.returncode == 2 and needle in r.stderr and not (tmp_path / "o").exists()
+    r = invoke("oracle", "new", args[0], "--from-repro", str(tmp_path / "repro.py"),
+               "--dir", str(tmp_path / "o"), *args[1:])
+    assert r.exit_code == 2 and needle in r.stderr and not (tmp_path / "o").exists()
 
 
 def test_oracle_new_refuses_missing_repro_and_overwrite(tmp_path: Path) -> None:
-    r = run_cli("oracle", "new", "x", "--from-repro", str(tmp_path / "nope.py"), "--dir",
-                str(tmp_path))
-    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = invoke("oracle", "new", "x", "--from-repro", str(tmp_path / "nope.py"), "--dir",
+               str(tmp_path))
+    assert r.exit_code == 2 and "does not exist" in r.stderr
     (tmp_path / "repro.py").write_text(CRASH_REPRO)
     (tmp_path / "x.py").write_text("keep me\n")
-    r = run_cli("oracle", "new", "x", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-                str(tmp_path))
-    assert r.returncode == 2 and "already exists" in r.stderr
+    r = invoke("oracle", "new", "x", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+               str(tmp_path))
+    assert r.exit_code == 2 and "already exists" in r.stderr
     assert (tmp_path / "x.py").read_text() == "keep me\n"
 
 
 def test_gpu_need_is_detected(tmp_path: Path) -> None:
     (tmp_path / "repro.py").write_text("import torch\nx = torch.ones(2, device='cuda')\n")
-    run_cli("oracle", "new", "g", "--from-repro", str(tmp_path / "repro.py"), "--dir",
-            str(tmp_path), check=True)
+    ok(invoke("oracle", "new", "g", "--from-repro", str(tmp_path / "repro.py"), "--dir",
+              str(tmp_path)))
     assert load_oracle(str(tmp_path / "g.py")).meta.needs_gpu is True
 
 
 def test_check_commit_good_and_bad_with_facts(home: Path, hist: SyntheticHistory) -> None:
     def check(sha: str) -> dict[str, object]:
-        r = run_cli("check", "--oracle", "torchlet_norm", "--commit", sha, "--repo",
-                    str(hist.path), "--profile", "torchlet", "--json")
-        assert r.returncode in (0, 1), r.stderr
+        r = invoke("check", "--oracle", "torchlet_norm", "--commit", sha, "--repo",
+                   str(hist.path), "--profile", "torchlet", "--json")
+        assert r.exit_code in (0, 1), r.stderr
         data: dict[str, object] = json.loads(r.stdout)
         return data
 
@@ -205,14 +212,14 @@ def test_check_commit_good_and_bad_with_facts(home: Path, hist: SyntheticHistory
 def test_check_wheel_and_system(home: Path, hist: SyntheticHistory, shared_cache: Path) -> None:
     wheels = sorted(shared_cache.glob("wheels/*/*/torchlet-*.whl"))
     assert wheels, "earlier tests built wheels into the shared cache"
-    r = run_cli("check", "--oracle", "torchlet_norm", "--wheel", str(wheels[0]), "--profile",
-                "torchlet", "--json")
+    r = invoke("check", "--oracle", "torchlet_norm", "--wheel", str(wheels[0]), "--profile",
+               "torchlet", "--json")
     assert json.loads(r.stdout)["verdict"] in ("good", "bad")
     # The controller's own Python has no torchlet: the oracle cannot answer, so it skips.
-    r = run_cli("check", "--oracle", "torchlet_norm", "--env", "system", "--json")
-    assert r.returncode == 125 and json.loads(r.stdout)["verdict"] == "skip"
-    r = run_cli("check", "--oracle", "torchlet_norm", "--wheel", "/nope.whl")
-    assert r.returncode == 2 and "does not exist" in r.stderr
+    r = invoke("check", "--oracle", "torchlet_norm", "--env", "system", "--json")
+    assert r.exit_code == 125 and json.loads(r.stdout)["verdict"] == "skip"
+    r = invoke("check", "--oracle", "torchlet_norm", "--wheel", "/nope.whl")
+    assert r.exit_code == 2 and "does not exist" in r.stderr
 
 
 def _helper_wheel(where: Path) -> Path:
@@ -252,10 +259,10 @@ def test_dependency_that_cannot_install_is_a_skip(home: Path, tmp_path: Path,
     missing = (tmp_path / "absent-1.0-py3-none-any.whl").as_uri()
     oracle.write_text(f'# /// script\n# dependencies = ["absent @ {missing}"]\n# ///\n'
                       "raise SystemExit(1)\n")
-    r = run_cli("check", "--oracle", str(oracle), "--commit", hist.main[3], "--repo",
+    r = invoke("check", "--oracle", str(oracle), "--commit", hist.main[3], "--repo",
                 str(hist.path), "--profile", "torchlet", "--json")
     data = json.loads(r.stdout)
-    assert r.returncode == 125 and data["verdict"] == "skip"
+    assert r.exit_code == 125 and data["verdict"] == "skip"
     assert data["reason"].startswith("environment install failed")
 
 
@@ -268,8 +275,8 @@ def test_an_oracles_temporary_files_live_in_bisectors_cache_and_go_with_the_run(
         "open(os.path.join(d, 'big.bin'), 'wb').write(b'x' * 1000)\n"
         "print('TMP', d)\n"
         "print('TRITON', os.environ['TRITON_CACHE_DIR'])\n")
-    r = run_cli("check", "--oracle", str(oracle), "--env", "system", "--json")
-    assert r.returncode == 0, r.stderr
+    r = invoke("check", "--oracle", str(oracle), "--env", "system", "--json")
+    assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)["output_tail"]
     tmp = Path(next(x for x in out.splitlines() if x.startswith("TMP ")).split(" ", 1)[1])
     triton = next(x for x in out.splitlines() if x.startswith("TRITON ")).split(" ", 1)[1]

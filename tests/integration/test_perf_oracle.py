@@ -5,11 +5,10 @@ prints samples; bisector names the commit from the samples alone (every run exit
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from bisector.app.demo.torchlet import generate
-from tests.conftest import run_cli
+from tests.support import git, run_cli
 
 TIMER = '''# /// script
 # dependencies = []
@@ -34,11 +33,6 @@ for _ in range(15):
 print("BISECTOR_RESULT " + json.dumps({"samples": samples, "unit": "ms",
                                        "direction": "lower-is-better"}))
 '''
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from bisector.app.demo.torchlet import generate
 from bisector.app.plan import DEFAULT_COSTS
-from tests.conftest import ROOT, run_cli
+from tests.support import ROOT, run_cli
 
 
 def plan(db: Path, repo: Path, good: str, bad: str, oracle: str, *extra: str) -> dict[str, Any]:

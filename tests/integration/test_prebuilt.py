@@ -21,17 +21,18 @@ from sqlalchemy import select
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem, parse_simple_page
+from bisector.artifacts.obtained import Obtained, Recipe, Sources
 from bisector.artifacts.prebuilt import Discoverer
-from bisector.artifacts.provider import Obtained, Provider, Recipe, Sources
+from bisector.artifacts.provider import Provider
 from bisector.base.kinds import ArtifactKind
 from bisector.executors.local import LocalExecutor
 from bisector.project.profiles import TORCHLET
 from bisector.store import models as m
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import open_store
-from tests.conftest import run_cli
 from tests.index_server import IndexServer
 from tests.nightlies import publish
+from tests.support import run_cli
 
 EVERY = 16
 
@@ -299,10 +300,10 @@ def _past_the_window(hist: SyntheticHistory, server: IndexServer) -> tuple[set[s
     list none of the range after a while); of the range's unlisted nightlies one is pruned
     altogether (404). Returns the range's nightlies that are unlisted but there, and the
     pruned one."""
-    from bisector.project.history import plan_range
+    from bisector.project.history import resolve_range
 
     files = sorted((server.state.root / "nightly-cpu" / "files").glob("*.whl"))
-    cands = set(plan_range(git.Repo(hist.path), "v0.1.0", "v0.2.0").candidates)
+    cands = set(resolve_range(git.Repo(hist.path), "v0.1.0", "v0.2.0").candidates)
     in_range = {name for name, (_n, main, _s) in zip(
         [f.name for f in files], hist.nightlies, strict=True) if main in cands}
     unlisted = {f.name for f in files[1:]}

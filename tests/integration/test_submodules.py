@@ -15,7 +15,7 @@ from bisector.artifacts.build import build_wheel
 from bisector.artifacts.export import export_tree, gitlinks
 from bisector.project.profiles import GENERIC, PYTORCH
 from tests import minitorch, vcs_projects
-from tests.conftest import run_cli
+from tests.support import run_cli
 
 
 def test_export_syncs_submodules_per_commit(tmp_path: Path) -> None:

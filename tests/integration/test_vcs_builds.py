@@ -27,7 +27,7 @@ from bisector.infra import cancel
 from bisector.infra.containers import client
 from bisector.project.profiles import GENERIC
 from tests import vcs_projects
-from tests.conftest import ROOT, run_cli
+from tests.support import ROOT, run_cli
 
 
 def _state(repo: Path) -> tuple[str, str, str, str]:

@@ -24,9 +24,9 @@ from sqlalchemy import func, select
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.conftest import BISECT, ROOT, run_cli
 from tests.index_server import IndexServer
 from tests.nightlies import publish
+from tests.support import BISECT, ROOT, run_cli
 
 NOTIFIER = """\
 import json, pathlib, sys

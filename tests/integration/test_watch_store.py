@@ -15,7 +15,7 @@ import pytest
 from bisector.infra.owner import owner_id
 from bisector.store import watch as ws
 from bisector.store.db import open_store
-from tests.conftest import ROOT, run_cli
+from tests.support import ROOT, run_cli
 
 UNITS = ROOT / "deploy" / "systemd"
 

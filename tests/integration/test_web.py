@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,13 +20,14 @@ from bisector.app import views
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store.db import open_store
 from bisector.web import server as web
-from tests.conftest import BISECT, ROOT
+from tests import support
+from tests.support import BISECT, ROOT, _free_port
 
 EVIL = '<script>document.title="owned"</script> Simplify the norm'
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory,
+def served(tmp_path_factory: pytest.TempPathFactory,
           shared_cache: Path) -> tuple[SyntheticHistory, Path, dict[str, str]]:
     """Two bisections in one SQLite store: one done (the culprit's subject is hostile HTML),
     one failed (its good endpoint is already bad)."""
@@ -47,17 +47,17 @@ def world(tmp_path_factory: pytest.TempPathFactory,
     return hist, db, env
 
 
-def cli(world: tuple[SyntheticHistory, Path, dict[str, str]], *args: str) -> str:
-    _, db, env = world
-    r = subprocess.run([*BISECT, "--db", str(db), *args], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r.stdout
+def cli(served: tuple[SyntheticHistory, Path, dict[str, str]], *args: str) -> str:
+    """``bisect --db <the served's store> ARGS`` in-process, with the served's folders."""
+    _, db, env = served
+    return support.cli(db, *args, env={"BISECTOR_HOME": env["BISECTOR_HOME"],
+                                       "BISECTOR_CACHE_DIR": env["BISECTOR_CACHE_DIR"],
+                                       "BISECTOR_DB": None})
 
 
 @pytest.fixture(scope="module")
-def client(world: tuple[SyntheticHistory, Path, dict[str, str]]) -> Iterator[TestClient]:
-    _, db, env = world
+def client(served: tuple[SyntheticHistory, Path, dict[str, str]]) -> Iterator[TestClient]:
+    _, db, env = served
     mp = pytest.MonkeyPatch()
     for name in ("BISECTOR_HOME", "BISECTOR_CACHE_DIR"):  # the serving machine's folders
         mp.setenv(name, env[name])
@@ -70,17 +70,17 @@ def client(world: tuple[SyntheticHistory, Path, dict[str, str]]) -> Iterator[Tes
         mp.undo()
 
 
-def test_both_bisections_ended_as_planted(world: tuple[SyntheticHistory, Path, dict[str, str]]
+def test_both_bisections_ended_as_planted(served: tuple[SyntheticHistory, Path, dict[str, str]]
                                           ) -> None:
-    rows = json.loads(cli(world, "list", "--json"))
+    rows = json.loads(cli(served, "list", "--json"))
     assert {r["state"] for r in rows} == {"done", "failed"}
     done = next(r for r in rows if r["state"] == "done")
-    assert done["culprit"] == world[0].culprit and done["culprit_pr"]
+    assert done["culprit"] == served[0].culprit and done["culprit_pr"]
 
 
 def test_list_page_and_its_filters(client: TestClient,
-                                   world: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
-    culprit = world[0].culprit
+                                   served: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
+    culprit = served[0].culprit
     rows = client.get("/api/bisections").json()
     pr = next(r["culprit_pr"] for r in rows if r["culprit"])
     page = client.get("/")
@@ -101,7 +101,7 @@ def test_list_page_and_its_filters(client: TestClient,
 
 
 def test_bisection_page_escapes_git_strings_and_marks_every_probe(
-        client: TestClient, world: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
+        client: TestClient, served: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
     done = next(r for r in client.get("/api/bisections").json() if r["state"] == "done")
     d = client.get(f"/api/bisections/{done['id']}").json()
     page = client.get(f"/bisections/{done['id']}").text
@@ -115,23 +115,23 @@ def test_bisection_page_escapes_git_strings_and_marks_every_probe(
 
 
 def test_json_endpoints_mirror_the_cli(client: TestClient,
-                                       world: tuple[SyntheticHistory, Path, dict[str, str]]
+                                       served: tuple[SyntheticHistory, Path, dict[str, str]]
                                        ) -> None:
-    assert client.get("/api/bisections").json() == json.loads(cli(world, "list", "--json"))
+    assert client.get("/api/bisections").json() == json.loads(cli(served, "list", "--json"))
     for row in client.get("/api/bisections").json():
         i = str(row["id"])
         assert client.get(f"/api/bisections/{i}").json() == json.loads(
-            cli(world, "show", i, "--json"))
+            cli(served, "show", i, "--json"))
         assert client.get(f"/api/bisections/{i}/log").json() == json.loads(
-            cli(world, "log", i, "--json"))
+            cli(served, "log", i, "--json"))
 
 
 def test_issue_report_has_no_local_paths_and_matches_the_cli(
-        client: TestClient, world: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
-    hist, db, env = world
+        client: TestClient, served: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
+    hist, db, env = served
     done = next(r for r in client.get("/api/bisections").json() if r["state"] == "done")
     text = client.get(f"/bisections/{done['id']}/report.md").text
-    assert text == cli(world, "show", str(done["id"]), "--format", "issue")
+    assert text == cli(served, "show", str(done["id"]), "--format", "issue")
     for local in (str(hist.path), env["BISECTOR_HOME"], str(db), str(Path.home())):
         assert local not in text
     assert f"The first bad commit is `{hist.culprit}`" in text
@@ -168,22 +168,16 @@ def test_no_write_endpoints(client: TestClient) -> None:
 
 
 def test_html_report_is_one_self_contained_file(
-        world: tuple[SyntheticHistory, Path, dict[str, str]], tmp_path: Path) -> None:
-    rows = json.loads(cli(world, "list", "--json"))
+        served: tuple[SyntheticHistory, Path, dict[str, str]], tmp_path: Path) -> None:
+    rows = json.loads(cli(served, "list", "--json"))
     done = next(r for r in rows if r["state"] == "done")
-    html = cli(world, "show", str(done["id"]), "--format", "html")
+    html = cli(served, "show", str(done["id"]), "--format", "html")
     assert html.startswith("<!doctype html>")
     for external in ("<link", "src=", "@import", "url("):
         assert external not in html
-    d = json.loads(cli(world, "show", str(done["id"]), "--json"))
+    d = json.loads(cli(served, "show", str(done["id"]), "--json"))
     assert html.count('<circle class="probe') == len(d["probes"])
     assert EVIL not in html
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -191,9 +185,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium here: apt-get install chromium")
 def test_real_browser_opens_the_list_and_a_bisection(
-        world: tuple[SyntheticHistory, Path, dict[str, str]], tmp_path: Path) -> None:
+        served: tuple[SyntheticHistory, Path, dict[str, str]], tmp_path: Path) -> None:
     assert CHROMIUM is not None
-    _, db, env = world
+    _, db, env = served
     port = _free_port()
     server = subprocess.Popen([*BISECT, "--db", str(db), "serve", "--port", str(port)],
                               cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -238,11 +232,11 @@ def test_real_browser_opens_the_list_and_a_bisection(
 
 
 def test_show_prints_the_output_of_failing_and_skipped_probes(
-        world: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
-    rows = json.loads(cli(world, "list", "--json"))
+        served: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
+    rows = json.loads(cli(served, "list", "--json"))
     done = next(r for r in rows if r["state"] == "done")
-    text = cli(world, "show", str(done["id"]))
-    d = json.loads(cli(world, "show", str(done["id"]), "--json"))
+    text = cli(served, "show", str(done["id"]))
+    d = json.loads(cli(served, "show", str(done["id"]), "--json"))
     bad = [p for p in d["probes"] if p["verdict"] == "bad"]
     assert bad and all(f"Output of probe {p['seq']} (`{p['sha'][:12]}`" in text for p in bad)
     assert "norm([3, 4]) = 25.0" in text  # the oracle's own words at a bad commit
@@ -251,16 +245,16 @@ def test_show_prints_the_output_of_failing_and_skipped_probes(
 
 
 def test_an_error_under_format_json_is_json_too(
-        world: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
-    _, db, env = world
-    r = subprocess.run([*BISECT, "--db", str(db), "show", "999", "--format", "json"], cwd=ROOT,
-                       env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 6
+        served: tuple[SyntheticHistory, Path, dict[str, str]]) -> None:
+    _, db, env = served
+    r = support.invoke("--db", str(db), "show", "999", "--format", "json",
+                       env={"BISECTOR_HOME": env["BISECTOR_HOME"], "BISECTOR_DB": None})
+    assert r.exit_code == 6
     assert "no bisection with id 999" in json.loads(r.stdout)["error"]["message"]
 
 
 def test_a_log_path_outside_bisectors_folders_is_never_read(
-        client: TestClient, world: tuple[SyntheticHistory, Path, dict[str, str]],
+        client: TestClient, served: tuple[SyntheticHistory, Path, dict[str, str]],
         tmp_path: Path) -> None:
     from sqlalchemy import update
 
@@ -275,7 +269,7 @@ def test_a_log_path_outside_bisectors_folders_is_never_read(
 
     def point(old: str, new: str) -> None:  # someone with write access to the store
         with store.session() as s:
-            s.execute(update(m.VerdictRow).where(m.VerdictRow.stdout_path == old)
+            s.execute(update(m.RunRow).where(m.RunRow.stdout_path == old)
                       .values(stdout_path=new))
 
     point(bad["stdout"], str(secret))

@@ -16,7 +16,7 @@ from typing import Any
 
 from bisector.artifacts.build import BuildRun
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.provider import Obtained, Unobtainable
+from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.executors.base import RunResult
 from bisector.infra import cancel

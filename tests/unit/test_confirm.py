@@ -20,7 +20,7 @@ from bisector.run.confirm import Confirmation
 from bisector.run.runner import Runner
 from bisector.run.strategies import noisy as noisy_run
 from bisector.run.strategies import perf as perf_search
-from bisector.store import verdicts
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun
 from tests.unit.fakes import (
@@ -55,7 +55,7 @@ def test_a_deterministic_culprit_is_confirmed_and_changes_nothing_the_search_saw
     assert [x["verdict"] for x in c["parent"]] == ["good"]
     assert c["revert"]["applied"] is False
     # Two more runs than probes, and the probes are only the search's.
-    probes = verdicts.probes(store, bid)
+    probes = run_store.probes(store, bid)
     assert len(ex.calls) == len(probes) + 2
     assert rec.message is None
 
@@ -232,9 +232,9 @@ def test_advice_fits_the_kind_of_oracle() -> None:
 
 # -- confirmation runs are never search evidence ---------------------------------------------
 
-def _save(store: Store, key: verdicts.Key, sha: str, outcome: Outcome,
+def _save(store: Store, key: run_store.Key, sha: str, outcome: Outcome,
           facts: dict[str, Any]) -> int:
-    return verdicts.save_run(store, key, NewRun(commit_sha=sha, outcome=outcome,
+    return run_store.save_run(store, key, NewRun(commit_sha=sha, outcome=outcome,
                                                 reason="stored", reusable=False,
                                                 started_at=datetime.now(UTC), facts=facts))
 
@@ -272,14 +272,14 @@ def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
     r.events, r.confirm = events, True
     with pytest.raises(KeyboardInterrupt):
         with_revert(r, None).run()
-    tagged = [x for xs in verdicts.samples(store, r.key, cands).values() for x in xs
+    tagged = [x for xs in run_store.samples(store, r.key, cands).values() for x in xs
               if x.facts.get("confirmation")]
     assert [x.facts["confirmation"] for x in tagged] == [{"bisection": bid, "role": "culprit"}]
-    before = len(verdicts.probes(store, bid))
+    before = len(run_store.probes(store, bid))
     again = make_runner(store, bid, cands, FakeExecutor(cands, 40), oracle=FLAKY)
     again.confirm = True
     rec = with_revert(again, None).run().record
-    probes = verdicts.probes(store, bid)
+    probes = run_store.probes(store, bid)
     assert len(probes) == before  # the same evidence: nothing adopted, nothing new to probe
     assert tagged[0].run.id not in {p.run.id for p in probes}
     assert rec.result["noisy"]["runs"] == before

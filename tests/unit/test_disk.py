@@ -16,7 +16,8 @@ from bisector.app import bisections as app_bisections
 from bisector.app import disk, views
 from bisector.app import gc as cleanup
 from bisector.artifacts.cache import wheel_dir
-from bisector.artifacts.provider import Provider, Recipe
+from bisector.artifacts.obtained import Recipe
+from bisector.artifacts.provider import Provider
 from bisector.base.errors import UsageError
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
@@ -142,7 +143,7 @@ def test_the_stores_record_of_use_counts_as_a_use(store: Store) -> None:
     assert art is not None
     bisections.save_oracle(store, ORACLE.sha256, ORACLE.name, ORACLE.content.decode(), {})
     with store.session() as s:  # an oracle ran on it yesterday
-        s.add(m.VerdictRow(commit_sha="a" * 40, oracle_sha256=ORACLE.sha256, env_fingerprint="f",
+        s.add(m.RunRow(commit_sha="a" * 40, oracle_sha256=ORACLE.sha256, env_fingerprint="f",
                            outcome="pass", started_at=datetime.now(UTC), artifact_id=art.id,
                            finished_at=datetime.fromtimestamp(NOW - DAY, UTC)))
     p = cleanup.collect(store, max_size=None, older_than_s=30 * DAY, dry_run=False)
@@ -229,12 +230,12 @@ def test_a_removed_wheel_is_not_cached_for_the_provider(store: Store) -> None:
     cands = shas(3)
     recipe = Recipe(TORCHLET, sys.executable)
     provider = Provider(ArtifactStore(store), lambda: None, cands, recipe)  # type: ignore[arg-type,return-value]
-    key = provider._source_key(cands[1])
+    key = recipe.source_key(cands[1])
     wheel(store, cands[1], key, 100, 40)
     assert provider.kind(1) == "cached"
     cleanup.collect(store, max_size=None, older_than_s=30 * DAY, dry_run=False)
     fresh = Provider(ArtifactStore(store), lambda: None, cands, recipe)  # type: ignore[arg-type,return-value]
-    assert fresh.kind(1) == "build" and fresh._existing(key) is None
+    assert fresh.kind(1) == "build" and fresh.cached.s.existing(key) is None
     row = ArtifactStore(store).get(key)
     assert row is not None and row.path  # the row stays: history of which probe ran on what
 

@@ -14,7 +14,8 @@ from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.infra.owner import owner_id
 from bisector.run.runner import Runner
 from bisector.run.strategies.plain import stored_verdicts
-from bisector.store import bisections, durations, verdicts
+from bisector.store import bisections, durations
+from bisector.store import runs as run_store
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import NewArtifact, NewRun
@@ -73,14 +74,14 @@ def test_oracle_seconds_count_runs_where_the_oracle_ran(store: Store) -> None:
     ok = arts.save(NewArtifact("ok", cands[1], ArtifactKind.SOURCE, ArtifactStatus.OK, {}))
     bad = arts.save(NewArtifact("no", cands[2], ArtifactKind.SOURCE, ArtifactStatus.FAILED, {},
                                 duration_s=50.0))
-    key = verdicts.Key(ORACLE.sha256, "env0")
+    key = run_store.Key(ORACLE.sha256, "env0")
     now = datetime.now(UTC)
     for pos, seconds, artifact, outcome in ((1, 2.0, ok.id, Outcome.PASS),
                                             (3, 4.0, ok.id, Outcome.FAIL),
                                             (2, 50.0, bad.id, Outcome.SKIP)):
-        run_id = verdicts.save_run(store, key, NewRun(cands[pos], outcome, "r", True, now,
+        run_id = run_store.save_run(store, key, NewRun(cands[pos], outcome, "r", True, now,
                                                       duration_s=seconds, artifact_id=artifact))
-        verdicts.add_probe(store, bid, owner_id(), position=pos, commit_sha=cands[pos],
+        run_store.add_probe(store, bid, owner_id(), position=pos, commit_sha=cands[pos],
                            run_id=run_id, verdict="good", round_=1)
     assert durations.oracle_seconds(store, ORACLE.sha256) == durations.Measured(3.0, 2)
     assert durations.oracle_seconds(store, "0" * 64) is None
@@ -114,10 +115,10 @@ def test_time_left_comes_from_probes_measured_on_this_repository(store: Store) -
 def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store) -> None:
     cands = shas(32)
     run(store, bisection(store, cands), cands, 20, Recorded())
-    key = verdicts.Key(ORACLE.sha256, "env0")
-    probed = {p.position: Verdict(p.verdict) for p in verdicts.probes(store, 1)}
+    key = run_store.Key(ORACLE.sha256, "env0")
+    probed = {p.position: Verdict(p.verdict) for p in run_store.probes(store, 1)}
     found = stored_verdicts(store, key, cands, Rules())
     assert {pos: v for pos, (_, v) in found.items()} == probed
     flipped = stored_verdicts(store, key, cands, Rules(find_fix=True))
     assert all(v is not probed[pos] for pos, (_, v) in flipped.items())
-    assert stored_verdicts(store, verdicts.Key(ORACLE.sha256, "env1"), cands, Rules()) == {}
+    assert stored_verdicts(store, run_store.Key(ORACLE.sha256, "env1"), cands, Rules()) == {}

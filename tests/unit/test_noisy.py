@@ -17,8 +17,8 @@ from bisector.core.noisy import (
     BetaPrior,
     Culprit,
     GiveUp,
+    Next,
     Posterior,
-    Probe,
     best_split,
     choose,
     decide,
@@ -159,7 +159,7 @@ def drive(n: int, culprit: int, fp: float, fn: float, rng: random.Random,
     post = Posterior(n, fp, fn)
     while True:
         step = decide(post, confidence)
-        if not isinstance(step, Probe):
+        if not isinstance(step, Next):
             return step, post.observations
         for p in step.positions:
             truth = p >= culprit
@@ -203,7 +203,7 @@ def test_the_truth_is_found_with_the_promised_probability(data: st.DataObject) -
 def test_decide_stops_on_confidence_and_gives_up_at_the_cap() -> None:
     post = Posterior(100, 0.1, 0.1)
     assert decide(post, max_runs=0) == GiveUp(1, pytest.approx(1 / 99))
-    assert isinstance(decide(post, max_runs=5, runs=4), Probe)
+    assert isinstance(decide(post, max_runs=5, runs=4), Next)
     assert isinstance(decide(post, max_runs=5, runs=5), GiveUp)
     for _ in range(3):
         for p in range(1, 99):
@@ -211,7 +211,7 @@ def test_decide_stops_on_confidence_and_gives_up_at_the_cap() -> None:
     step = decide(post)
     assert isinstance(step, Culprit) and step.position == 42 and step.probability >= 0.99
     assert decide(Posterior(2, 0.3, 0.3)) == Culprit(1, 1.0)
-    assert decide(Posterior(1000, 0.1, 0.1), width=4) == Probe((200, 400, 599, 799))
+    assert decide(Posterior(1000, 0.1, 0.1), width=4) == Next((200, 400, 599, 799))
 
 
 def test_endpoint_runs_count_but_say_nothing() -> None:
@@ -259,7 +259,7 @@ def _estimated_hunt(n: int, culprit: int, rate: float, prior: BetaPrior,
 
     fp, fn = estimate_rates([run(0) for _ in range(3)], [run(n - 1) for _ in range(3)], prior)
     post = Posterior(n, fp, fn)
-    while isinstance(step := decide(post), Probe):
+    while isinstance(step := decide(post), Next):
         for p in step.positions:
             post.observe(p, run(p))
     return isinstance(step, Culprit) and step.position == culprit

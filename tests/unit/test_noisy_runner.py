@@ -14,7 +14,8 @@ from bisector.base.kinds import State
 from bisector.core.verdict import Outcome
 from bisector.infra.owner import owner_id
 from bisector.oracle.script import Oracle
-from bisector.store import bisections, verdicts
+from bisector.store import bisections
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
@@ -40,7 +41,7 @@ def _runs(store: Store) -> list[tuple[str, bool]]:
 
     from bisector.store import models as m
     with store.session() as s:
-        return [(r.commit_sha, r.reusable) for r in s.scalars(select(m.VerdictRow))]
+        return [(r.commit_sha, r.reusable) for r in s.scalars(select(m.RunRow))]
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -149,8 +150,8 @@ def test_an_endpoint_that_only_skips_after_one_answer_stops(store: Store) -> Non
     assert not isinstance(stop, tuple) and stop.problem.value == "good_untestable"
 
 
-def _skip(store: Store, key: verdicts.Key, sha: str, facts: dict[str, object]) -> int:
-    return verdicts.save_run(store, key, NewRun(
+def _skip(store: Store, key: run_store.Key, sha: str, facts: dict[str, object]) -> int:
+    return run_store.save_run(store, key, NewRun(
         commit_sha=sha, outcome=Outcome.SKIP, reason="could not install", reusable=False,
         started_at=datetime.now(UTC), facts=facts))
 
@@ -166,7 +167,7 @@ def test_only_permanent_skips_of_other_bisections_count_against_a_commit(store: 
         _skip(store, r.key, cands[6], {})  # stored before permanence was kept: temporary
         _skip(store, r.key, cands[7], {"permanent": True})  # does not build: a fact
         own = _skip(store, r.key, cands[8], {"permanent": False})  # this bisection's own
-        assert verdicts.add_probe(store, bid, owner_id(), position=8, commit_sha=cands[8],
+        assert run_store.add_probe(store, bid, owner_id(), position=8, commit_sha=cands[8],
                                   run_id=own, verdict="skip", round_=1)
     ev, adopted = gather(r.view)
     assert ev.skips == {7: UNTESTABLE_SKIPS, 8: UNTESTABLE_SKIPS}
@@ -188,7 +189,7 @@ def test_a_flaky_skip_is_stored_with_whether_it_is_permanent(store: Store) -> No
             r.pipeline.probe(p, cands[p])
     finally:
         r.lease.release()
-    facts = {sha: x.facts for sha, xs in verdicts.samples(store, r.key, cands).items()
+    facts = {sha: x.facts for sha, xs in run_store.samples(store, r.key, cands).items()
              for x in xs}
     assert facts[cands[3]]["permanent"] is True and facts[cands[4]]["permanent"] is False
     assert "permanent" not in facts[cands[5]]  # an answer, not a skip

@@ -28,7 +28,7 @@ from bisector.run.prepare import prepare
 from bisector.run.strategies import perf as perf_search
 from bisector.run.strategies.base import Round
 from bisector.run.strategies.perf import Run
-from bisector.store import verdicts
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
@@ -92,8 +92,8 @@ def test_runs_without_samples_are_skips_saying_why(store: Store) -> None:
     r = make_runner(store, bid, cands, ex, oracle=PERF)
     with pytest.raises(EndpointError, match="could not be tested"):
         r.run()
-    key = verdicts.Key(PERF.sha256, "env0")
-    runs = verdicts.samples(store, key, [cands[0]])[cands[0]]
+    key = run_store.Key(PERF.sha256, "env0")
+    runs = run_store.samples(store, key, [cands[0]])[cands[0]]
     assert runs and all("no BISECTOR_RESULT line" in x.run.reason for x in runs)
 
 
@@ -128,7 +128,7 @@ def test_a_round_never_runs_a_commit_twice(store: Store) -> None:
 def stored_run(store: Store, sha: str, samples: list[float]) -> None:
     """A run stored under the PERF key as another bisection (another day) left it."""
     line = {"samples": samples, "unit": "ms", "direction": "lower-is-better"}
-    verdicts.save_run(store, verdicts.Key(PERF.sha256, "env0"), NewRun(
+    run_store.save_run(store, run_store.Key(PERF.sha256, "env0"), NewRun(
         commit_sha=sha, outcome=Outcome.PASS, reason="exit 0", reusable=False,
         started_at=datetime.now(UTC), exit_code=0, facts={"perf": line}))
 

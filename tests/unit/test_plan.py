@@ -17,7 +17,7 @@ from bisector.app.plan import (
     price,
     simulate,
 )
-from bisector.artifacts.provider import COST
+from bisector.artifacts.ranking import COST
 from bisector.base.errors import UsageError
 from bisector.core.sampling import Kind, Sampling, sampling_for
 from bisector.core.search import Verdict

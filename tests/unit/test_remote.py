@@ -16,7 +16,8 @@ from bisector.infra import cancel
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline
 from bisector.run.remote import ProbeFailed, Remote, TaskRecorder
-from bisector.store import bisections, tasks, verdicts
+from bisector.store import bisections, tasks
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from tests.unit.fakes import (
     ORACLE,
@@ -36,7 +37,7 @@ class ThreadQueue:
     def __init__(self, store: Store, bisection_id: int, candidates: list[str],
                  executor: FakeExecutor) -> None:
         rec = bisections.get(store, bisection_id)
-        self.key = verdicts.Key(rec.oracle_sha256, rec.env_fingerprint)
+        self.key = run_store.Key(rec.oracle_sha256, rec.env_fingerprint)
         self.store, self.candidates, self.executor = store, candidates, executor
         self.states: dict[int, str] = {}
         self.threads: list[threading.Thread] = []
@@ -83,7 +84,7 @@ def test_rounds_on_workers_find_the_culprit_within_the_bound(store: Store, k: in
     done = r.run()
     queue.close()
     assert done.record.culprit_sha == cands[211]
-    probes = verdicts.probes(store, bid)
+    probes = run_store.probes(store, bid)
     assert len({p.commit_sha for p in probes}) == len(probes) == len(ex.calls)
     assert max(p.round or 0 for p in probes) <= math.ceil(math.log(300, k + 1)) + 1
     every = tasks.of_bisection(store, bid)
@@ -108,7 +109,7 @@ def test_cancel_stops_an_in_process_run_and_resume_finishes(store: Store, k: int
                     lease=Lease(store, bid, beat_s=0.02)).run()
     rec = bisections.get(store, bid)
     assert rec.state is State.INTERRUPTED and rec.owner is None
-    stored = {p.commit_sha for p in verdicts.probes(store, bid)}
+    stored = {p.commit_sha for p in run_store.probes(store, bid)}
     assert first.calls[3].commit not in stored  # the cancelled run was not recorded
     done = make_runner(store, bid, cands, FakeExecutor(cands, culprit=120), width=k).run()
     assert done.record.culprit_sha == cands[120]

@@ -17,7 +17,8 @@ from bisector.base.kinds import State
 from bisector.core.verdict import Outcome, Rules
 from bisector.infra import cancel
 from bisector.run.lease import Lease
-from bisector.store import bisections, verdicts
+from bisector.store import bisections
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from tests.unit.fakes import (
     FakeExecutor,
@@ -40,7 +41,7 @@ def test_finds_the_culprit_and_records_every_probe(store: Store) -> None:
     done = make_runner(store, bid, cands, ex).run()
     assert done.record.state is State.DONE and done.record.culprit_sha == cands[37]
     assert done.record.owner is None
-    probes = verdicts.probes(store, bid)
+    probes = run_store.probes(store, bid)
     assert [p.commit_sha for p in probes] == [c.commit for c in ex.calls]
     assert len(ex.calls) <= math.ceil(math.log2(100)) + 2
 
@@ -56,14 +57,14 @@ def test_k_way_rounds_stay_within_the_bound(store: Store, k: int, n: int) -> Non
     assert done.record.culprit_sha == cands[culprit]
     assert done.rounds <= rounds_bound(n, k), (done.rounds, rounds_bound(n, k))
     by_round: dict[int, list[str | None]] = {}
-    for p in verdicts.probes(store, bid):
+    for p in run_store.probes(store, bid):
         assert p.round is not None
         by_round.setdefault(p.round, [])
     for call in ex.calls:
         assert call.gpu in {str(i) for i in range(k)}
     # No two probes of one round ran on the same GPU.
     gpu_by_commit = {c.commit: c.gpu for c in ex.calls}
-    for p in verdicts.probes(store, bid):
+    for p in run_store.probes(store, bid):
         by_round[p.round or 0].append(gpu_by_commit[p.commit_sha])
     for gpus in by_round.values():
         assert len(gpus) == len(set(gpus)) <= k
@@ -89,7 +90,7 @@ def test_a_second_bisection_reuses_every_verdict(store: Store) -> None:
     ex = FakeExecutor(cands, culprit=20)
     done = make_runner(store, second, cands, ex).run()
     assert done.record.culprit_sha == cands[20] and ex.calls == []
-    assert all(p.reused for p in verdicts.probes(store, second))
+    assert all(p.reused for p in run_store.probes(store, second))
     # Another environment shares nothing.
     third = new_bisection(store, cands, env="env1")
     ex3 = FakeExecutor(cands, culprit=20)
@@ -112,9 +113,9 @@ def test_an_unbuildable_commit_is_remembered_but_an_infra_skip_is_not(store: Sto
     bid = new_bisection(store, cands)
     src = FakeSource(broken={7}, flaky_infra={4})
     make_runner(store, bid, cands, FakeExecutor(cands, culprit=6), source=src).run()
-    probed = {p.commit_sha for p in verdicts.probes(store, bid)}
+    probed = {p.commit_sha for p in run_store.probes(store, bid)}
     assert {cands[7], cands[4]} <= probed
-    kept = verdicts.reusable(store, verdicts.Key(bisections.get(store, bid).oracle_sha256,
+    kept = run_store.reusable(store, run_store.Key(bisections.get(store, bid).oracle_sha256,
                                                  "env0"), cands)
     assert cands[7] in kept and kept[cands[7]].outcome is Outcome.SKIP
     assert cands[4] not in kept
@@ -130,7 +131,7 @@ def test_an_endpoint_that_is_wrong_stops(store: Store, first: str, problem: str)
         make_runner(store, bid, cands, FakeExecutor(cands, culprit=culprit)).run()
     rec = bisections.get(store, bid)
     assert rec.state is State.FAILED and rec.result["problem"] == problem and rec.owner is None
-    assert len(verdicts.probes(store, bid)) == 2  # nothing probed past the endpoints
+    assert len(run_store.probes(store, bid)) == 2  # nothing probed past the endpoints
 
 
 def test_find_fix_looks_for_the_first_passing_commit(store: Store) -> None:
@@ -181,7 +182,7 @@ def test_ctrl_c_in_flight_then_resume_reruns_only_what_was_in_flight(
         make_runner(store, bid, cands, first, width=k).run()
     rec = bisections.get(store, bid)
     assert rec.state is State.INTERRUPTED and rec.owner is None
-    stored = {p.commit_sha for p in verdicts.probes(store, bid)}
+    stored = {p.commit_sha for p in run_store.probes(store, bid)}
     assert first.calls[4].commit not in stored  # the interrupted run was not recorded
 
     again = FakeExecutor(cands, culprit=321)
@@ -242,9 +243,9 @@ def test_a_run_whose_lease_was_taken_stops_and_keeps_its_verdict(store: Store) -
         make_runner(store, bid, cands, FakeExecutor(cands, culprit=9, hook=steal)).run()
     rec = bisections.get(store, bid)
     assert rec.owner == "otherhost:1:1" and rec.state is State.RUNNING
-    assert len(verdicts.probes(store, bid)) == 2  # the third probe was not appended ...
-    key = verdicts.Key(rec.oracle_sha256, "env0")
-    assert len(verdicts.reusable(store, key, cands)) == 3  # ... but its verdict was kept
+    assert len(run_store.probes(store, bid)) == 2  # the third probe was not appended ...
+    key = run_store.Key(rec.oracle_sha256, "env0")
+    assert len(run_store.reusable(store, key, cands)) == 3  # ... but its verdict was kept
 
 
 def test_two_takers_of_a_dead_lease_cannot_both_win(store: Store) -> None:

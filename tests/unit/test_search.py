@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from bisector.core.search import (
     Culprit,
-    Probe,
+    Next,
     Problem,
     Stop,
     Verdict,
@@ -31,7 +31,7 @@ def drive(
     probed: list[int] = []
     for _ in range(10 * n + 10):
         step = next_step(n, known, width, cost=cost)
-        if not isinstance(step, Probe):
+        if not isinstance(step, Next):
             return step, probed
         for p in step.positions:
             assert p not in known, "never probe the same commit twice"
@@ -45,8 +45,8 @@ def history(n: int, culprit: int, skips: set[int] = frozenset()) -> dict[int, Ve
 
 
 def test_endpoints_are_probed_first() -> None:
-    assert next_step(10, {}) == Probe((0, 9))
-    assert next_step(10, {0: G}) == Probe((9,))
+    assert next_step(10, {}) == Next((0, 9))
+    assert next_step(10, {0: G}) == Next((9,))
 
 
 def test_good_endpoint_bad_stops() -> None:
@@ -75,7 +75,7 @@ def test_midpoint_and_culprit() -> None:
 def test_skip_steps_to_a_neighbour_not_the_skipped_commit() -> None:
     known = {0: G, 10: B, 5: S}
     step = next_step(11, known)
-    assert isinstance(step, Probe) and step.positions[0] in (4, 6)
+    assert isinstance(step, Next) and step.positions[0] in (4, 6)
 
 
 def test_skips_next_to_culprit_give_a_window() -> None:
@@ -93,7 +93,7 @@ def test_bad_before_good_is_not_monotonic() -> None:
 
 def test_multisection_returns_several_distinct_points() -> None:
     step = next_step(101, {0: G, 100: B}, width=3)
-    assert isinstance(step, Probe) and step.positions == (25, 50, 75)
+    assert isinstance(step, Next) and step.positions == (25, 50, 75)
 
 
 def test_multisection_uses_fewer_rounds() -> None:
@@ -102,7 +102,7 @@ def test_multisection_uses_fewer_rounds() -> None:
     truth = history(1001, 613)
     while True:
         step = next_step(1001, known, width=3)
-        if not isinstance(step, Probe):
+        if not isinstance(step, Next):
             break
         rounds += 1
         for p in step.positions:
@@ -160,9 +160,9 @@ def test_cost_aware_probe_takes_a_cheap_commit_inside_the_window() -> None:
     assert budget_window(list(range(1, 211))) == list(range(83, 129))
     plain = next_step(212, known)
     cheap = next_step(212, known, cost=lambda p: 0 if p == 90 else 3)
-    assert plain == Probe((105,)) and cheap == Probe((90,))
+    assert plain == Next((105,)) and cheap == Next((90,))
     # A cheap commit outside the window is not worth an extra run.
-    assert next_step(212, known, cost=lambda p: 0 if p == 40 else 3) == Probe((105,))
+    assert next_step(212, known, cost=lambda p: 0 if p == 40 else 3) == Next((105,))
 
 
 def test_budget_window_is_the_middle_alone_when_tight() -> None:

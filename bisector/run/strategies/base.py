@@ -20,7 +20,7 @@ from bisector.core import noisy
 from bisector.core.search import Culprit, Problem, Step, Stop, Window
 from bisector.core.verdict import Rules
 from bisector.oracle.script import OracleMeta
-from bisector.store import verdicts
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
 
@@ -28,7 +28,7 @@ from bisector.store.records import BisectionRecord
 # None: by the majority of their own verdicts.
 Judge = Callable[[list[dict[str, Any]]], str]
 # Verdicts judged elsewhere that this bisection logs as reused probes, with their reasons.
-Adopted = list[tuple[verdicts.Adopted, str]]
+Adopted = list[tuple[run_store.Adopted, str]]
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class View:
     store: Store
     record: BisectionRecord
     candidates: Sequence[str]
-    key: verdicts.Key
+    key: run_store.Key
     rules: Rules
     meta: OracleMeta
     width: int  # probes a round may hold (slots: GPUs, or workers)

@@ -28,7 +28,7 @@ from bisector.run.strategies.base import (
     answer_for,
     is_confirmation,
 )
-from bisector.store import verdicts
+from bisector.store import runs as run_store
 
 # Most commits a "most likely" answer lists (those holding the confidence's share of the mass).
 SUSPECTS_MAX = 20
@@ -60,12 +60,12 @@ def gather(view: View) -> tuple[Evidence, Adopted]:
     yesterday says nothing about today, so the commit is tried again). This bisection's own
     skips all count: a commit that keeps failing now is stepped around."""
     pos = {sha: i for i, sha in enumerate(view.candidates)}
-    logged = verdicts.logged_runs(view.store, view.record.id)
-    own = verdicts.own_runs(view.store, view.record.id)
+    logged = run_store.logged_runs(view.store, view.record.id)
+    own = run_store.own_runs(view.store, view.record.id)
     reports: list[tuple[int, bool]] = []
     skips: dict[int, int] = {}
     adopted: Adopted = []
-    found = verdicts.samples(view.store, view.key, list(view.candidates))
+    found = run_store.samples(view.store, view.key, list(view.candidates))
     for x in sorted((x for xs in found.values() for x in xs), key=lambda x: x.run.id):
         run, p = x.run, pos.get(x.run.commit_sha)
         if p is None or is_confirmation(x.facts):
@@ -78,7 +78,7 @@ def gather(view: View) -> tuple[Evidence, Adopted]:
         else:
             reports.append((p, v is Verdict.BAD))
         if run.id not in logged:
-            adopted.append((verdicts.Adopted(p, run.commit_sha, run.id, v.value), run.reason))
+            adopted.append((run_store.Adopted(p, run.commit_sha, run.id, v.value), run.reason))
     return Evidence(tuple(reports), skips), adopted
 
 
@@ -157,7 +157,7 @@ class Noisy:
     def decide(self) -> Decision:
         v, meta = self.view, self.view.meta
         if self.round is None:
-            self.round = verdicts.last_round(v.store, v.record.id)
+            self.round = run_store.last_round(v.store, v.record.id)
         n, want = v.n, sampling.endpoint_runs(meta)
         ev, adopted = gather(v)
         informed = self.round or None
@@ -165,7 +165,7 @@ class Noisy:
         if isinstance(short, Stop):
             return Decision(answer_for(v, short), adopted, informed)
         fp, fn, source = rates(v, ev)
-        paid = verdicts.paid_runs(v.store, v.record.id)
+        paid = run_store.paid_runs(v.store, v.record.id)
         post = noisy.Posterior.from_observations(n, fp, fn, ev.reports)
         cap = sampling.flaky_max_runs(meta.max_runs, n, fp, fn, meta.confidence)
         if short:
@@ -173,7 +173,7 @@ class Noisy:
         else:
             step = noisy.decide(post, confidence=meta.confidence, max_runs=cap,
                                 runs=paid, width=v.width)
-            if not isinstance(step, noisy.Probe):
+            if not isinstance(step, noisy.Next):
                 return Decision(_answer(v, step, post, len(ev.reports), fp, fn, source),
                                 adopted, informed)
             moved = testable(step.positions, ev, n)

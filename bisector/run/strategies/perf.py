@@ -31,7 +31,7 @@ from typing import Any
 
 from bisector.base import defaults
 from bisector.core import perf, sampling
-from bisector.core.search import Probe, Problem, Stop, Verdict, next_step
+from bisector.core.search import Next, Problem, Stop, Verdict, next_step
 from bisector.run.strategies.base import (
     Adopted,
     Decision,
@@ -41,7 +41,7 @@ from bisector.run.strategies.base import (
     answer_for,
     is_confirmation,
 )
-from bisector.store import verdicts
+from bisector.store import runs as run_store
 
 BASELINE_RUNS = defaults.PERF_BASELINE_RUNS  # own runs of the good endpoint, at least
 SPLIT_BASELINE_RUNS = defaults.PERF_SPLIT_BASELINE_RUNS  # when those runs disagree
@@ -85,11 +85,11 @@ def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
     """position -> its stored runs, oldest first, and the runs this bisection has not logged
     yet."""
     pos = {sha: i for i, sha in enumerate(view.candidates)}
-    logged = verdicts.logged_runs(view.store, view.record.id)
-    own = verdicts.own_runs(view.store, view.record.id)
+    logged = run_store.logged_runs(view.store, view.record.id)
+    own = run_store.own_runs(view.store, view.record.id)
     by_pos: dict[int, list[Run]] = {}
     adopted: Adopted = []
-    found = verdicts.samples(view.store, view.key, list(view.candidates))
+    found = run_store.samples(view.store, view.key, list(view.candidates))
     for x in sorted((x for xs in found.values() for x in xs), key=lambda x: x.run.id):
         if x.run.commit_sha not in pos or is_confirmation(x.facts):
             continue  # a confirmation run checks an answer; it is no evidence for one
@@ -97,7 +97,7 @@ def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
         by_pos.setdefault(p, []).append(Run.of(x.facts.get("perf"), x.run.id in own))
         if x.run.id not in logged:
             v = view.rules.judge(x.run.outcome)
-            adopted.append((verdicts.Adopted(p, x.run.commit_sha, x.run.id, v.value),
+            adopted.append((run_store.Adopted(p, x.run.commit_sha, x.run.id, v.value),
                             x.run.reason))
     return by_pos, adopted
 
@@ -160,7 +160,7 @@ class Performance:
         v, meta = self.view, self.view.meta
         assert meta.threshold is not None
         if self.round is None:
-            self.round = verdicts.last_round(v.store, v.record.id)
+            self.round = run_store.last_round(v.store, v.record.id)
         cap = sampling.perf_max_runs(meta.max_runs)
         by_pos, adopted = gather(v)
         informed = self.round or None
@@ -188,7 +188,7 @@ class Performance:
                 table.append(_row(v, p, a, like))
             if not wanted:
                 step = next_step(v.n, known, width=v.width)
-                if not isinstance(step, Probe):
+                if not isinstance(step, Next):
                     summary: dict[str, object] = {"perf": {
                         "threshold": meta.threshold, "unit": like.unit,
                         "direction": like.direction.value, "baseline_runs": len(base.runs),

@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bisector.core.search import Probe, Verdict, next_step, remaining_estimate
+from bisector.core.search import Next, Verdict, next_step, remaining_estimate
 from bisector.core.verdict import Rules
 from bisector.run.strategies.base import Adopted, Decision, Round, View, answer_for
-from bisector.store import bisections, verdicts
+from bisector.store import bisections
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import RunRecord
 
 
-def stored_verdicts(store: Store, key: verdicts.Key, candidates: Sequence[str],
+def stored_verdicts(store: Store, key: run_store.Key, candidates: Sequence[str],
                     rules: Rules) -> dict[int, tuple[RunRecord, Verdict]]:
     """position -> (stored run, its verdict under ``rules``) for every reusable verdict stored
     under ``key`` for the candidates.
@@ -31,19 +32,19 @@ def stored_verdicts(store: Store, key: verdicts.Key, candidates: Sequence[str],
     """
     position = {sha: i for i, sha in enumerate(candidates)}
     return {position[sha]: (run, rules.judge(run.outcome))
-            for sha, run in verdicts.reusable(store, key, list(candidates)).items()}
+            for sha, run in run_store.reusable(store, key, list(candidates)).items()}
 
 
 def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
     """This bisection's probes plus every reusable verdict stored for its candidates, and the
     verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
     own = {pos: Verdict(v) for pos, v in
-           verdicts.probed_positions(view.store, view.record.id).items()}
+           run_store.probed_positions(view.store, view.record.id).items()}
     adopted: Adopted = []
     for pos, (run, v) in sorted(stored_verdicts(view.store, view.key, view.candidates,
                                                 view.rules).items()):
         if pos not in own:
-            adopted.append((verdicts.Adopted(pos, view.candidates[pos], run.id, v.value),
+            adopted.append((run_store.Adopted(pos, view.candidates[pos], run.id, v.value),
                             run.reason))
             own[pos] = v
     return own, adopted
@@ -60,7 +61,7 @@ class Plain:
         if self.round is None:
             # Read when first asked, after the runner settled what workers finished unseen.
             self.in_flight = dict(bisections.get(v.store, v.record.id).in_flight or {})
-            self.round = max(verdicts.last_round(v.store, v.record.id),
+            self.round = max(run_store.last_round(v.store, v.record.id),
                              int(self.in_flight.get("round", 0)))
         have, adopted = known(v)
         positions = tuple(p for p in self.in_flight.get("positions", ()) if p not in have)
@@ -68,7 +69,7 @@ class Plain:
         self.in_flight = {}
         if not positions:
             step = next_step(v.n, have, width=v.width, cost=v.cost)
-            if not isinstance(step, Probe):
+            if not isinstance(step, Next):
                 return Decision(answer_for(v, step), adopted, None)
             positions = step.positions
         self.round = max(self.round, number)

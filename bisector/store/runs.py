@@ -1,13 +1,13 @@
-"""Oracle runs, the reusable verdicts among them, and each bisection's probes.
+"""Oracle runs (the ``run`` table), the reusable ones among them, and each bisection's probes.
 
-A verdict is a fact about (commit, oracle sha256, environment fingerprint) shared by every
+A run is a fact about (commit, oracle sha256, environment fingerprint) shared by every
 bisection: a partial unique index keeps one reusable row per key. A run that lands on a key
 another process has just decided is still kept (as history, not reusable), so no GPU time is
 ever thrown away, and the probe points at it.
 
 A probe is one bisection's use of a run, in order, which is what ``bisect log`` replays. It is
 written only while the bisection's lease is ours: a controller that lost its lease cannot
-append to a run someone else now drives.
+append to a bisection someone else now drives.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class Key:
     env_fingerprint: str
 
 
-def _run(v: m.VerdictRow) -> RunRecord:
+def _run(v: m.RunRow) -> RunRecord:
     return RunRecord(id=v.id, commit_sha=v.commit_sha, outcome=Outcome(v.outcome),
                      reason=v.reason, reusable=v.reusable, exit_code=v.exit_code,
                      duration_s=v.duration_s)
@@ -45,15 +45,15 @@ run_record = _run  # for store/tasks.py, which reads the run a task points at
 
 
 def reusable(store: Store, key: Key, shas: Iterable[str]) -> dict[str, RunRecord]:
-    """Every reusable verdict stored for these commits under ``key`` (a pure read)."""
+    """Every reusable run stored for these commits under ``key`` (a pure read)."""
     wanted = set(shas)
-    q = (select(m.VerdictRow)
-         .where(m.VerdictRow.oracle_sha256 == key.oracle_sha256,
-                m.VerdictRow.env_fingerprint == key.env_fingerprint,
-                m.VerdictRow.reusable.is_(True))
-         .order_by(m.VerdictRow.id))
+    q = (select(m.RunRow)
+         .where(m.RunRow.oracle_sha256 == key.oracle_sha256,
+                m.RunRow.env_fingerprint == key.env_fingerprint,
+                m.RunRow.reusable.is_(True))
+         .order_by(m.RunRow.id))
     if len(wanted) <= 100:  # a probe's own check: by commit, in the database
-        q = q.where(m.VerdictRow.commit_sha.in_(wanted))
+        q = q.where(m.RunRow.commit_sha.in_(wanted))
     with store.session() as s:
         rows = s.scalars(q)
         return {v.commit_sha: _run(v) for v in rows if v.commit_sha in wanted}
@@ -71,16 +71,16 @@ class Sample:
 def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[Sample]]:
     """Every run stored under ``key`` for these commits, oldest first, reusable or not.
 
-    A flaky oracle's runs are samples, not verdicts: each one is kept (never reusable, so the
-    one-verdict-per-key index is untouched) and every later bisection reads them all back as
+    A flaky oracle's runs are samples, not facts: each one is kept (never reusable, so the
+    one-reusable-run-per-key index is untouched) and every later bisection reads them all back as
     evidence, which is how reuse and resume work for noisy searches."""
     wanted = set(shas)
-    q = (select(m.VerdictRow)
-         .where(m.VerdictRow.oracle_sha256 == key.oracle_sha256,
-                m.VerdictRow.env_fingerprint == key.env_fingerprint)
-         .order_by(m.VerdictRow.id))
+    q = (select(m.RunRow)
+         .where(m.RunRow.oracle_sha256 == key.oracle_sha256,
+                m.RunRow.env_fingerprint == key.env_fingerprint)
+         .order_by(m.RunRow.id))
     if len(wanted) <= 100:
-        q = q.where(m.VerdictRow.commit_sha.in_(wanted))
+        q = q.where(m.RunRow.commit_sha.in_(wanted))
     out: dict[str, list[Sample]] = {}
     with store.session() as s:
         for v in s.scalars(q):
@@ -92,7 +92,7 @@ def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[Sampl
 def logged_runs(store: Store, bisection_id: int) -> set[int]:
     """Ids of the runs this bisection's probes point at (its own and adopted ones)."""
     with store.session() as s:
-        return {int(r) for r in s.scalars(select(m.Probe.verdict_id)
+        return {int(r) for r in s.scalars(select(m.Probe.run_id)
                                           .where(m.Probe.bisection_id == bisection_id))}
 
 
@@ -101,7 +101,7 @@ def own_runs(store: Store, bisection_id: int) -> set[int]:
     out: a performance search's baseline must come from its own runs, made alongside the
     commits it is compared with, not from another bisection's day on the machine."""
     with store.session() as s:
-        return {int(r) for r in s.scalars(select(m.Probe.verdict_id)
+        return {int(r) for r in s.scalars(select(m.Probe.run_id)
                                           .where(m.Probe.bisection_id == bisection_id,
                                                  m.Probe.reused.is_(False)))}
 
@@ -138,7 +138,7 @@ class Adopted:
 
 def adopt(store: Store, bisection_id: int, me: str, found: Sequence[Adopted],
           round_: int | None) -> bool:
-    """Log verdicts judged elsewhere as this bisection's reused probes (so the log shows them).
+    """Log runs made elsewhere as this bisection's reused probes (so the log shows them).
 
     False, and nothing written, when the lease is no longer ours.
     """
@@ -150,14 +150,14 @@ def adopt(store: Store, bisection_id: int, me: str, found: Sequence[Adopted],
         seq = next_seq(s, bisection_id)
         for i, a in enumerate(found):
             s.add(m.Probe(bisection_id=bisection_id, seq=seq + i, position=a.position,
-                          commit_sha=a.commit_sha, verdict_id=a.run_id, verdict=a.verdict,
+                          commit_sha=a.commit_sha, run_id=a.run_id, verdict=a.verdict,
                           reused=True, round=round_))
     return True
 
 
-def verdict_row(key: Key, run: NewRun, reusable: bool) -> m.VerdictRow:
+def run_row(key: Key, run: NewRun, reusable: bool) -> m.RunRow:
     """The row of one run (also written by a worker's fenced write, ``store/tasks.py``)."""
-    return m.VerdictRow(
+    return m.RunRow(
         commit_sha=run.commit_sha, oracle_sha256=key.oracle_sha256,
         env_fingerprint=key.env_fingerprint, outcome=run.outcome.value,
         exit_code=run.exit_code, reason=run.reason, reusable=reusable,
@@ -168,7 +168,7 @@ def verdict_row(key: Key, run: NewRun, reusable: bool) -> m.VerdictRow:
 
 def _insert_run(store: Store, key: Key, run: NewRun, reusable: bool) -> int:
     with store.session() as s:
-        row = verdict_row(key, run, reusable)
+        row = run_row(key, run, reusable)
         s.add(row)
         s.flush()
         return int(row.id)
@@ -191,15 +191,15 @@ def add_probe(store: Store, bisection_id: int, me: str, *, position: int, commit
         if not owned_by(s, bisection_id, me):
             return False
         s.add(m.Probe(bisection_id=bisection_id, seq=next_seq(s, bisection_id),
-                      position=position, commit_sha=commit_sha, verdict_id=run_id,
+                      position=position, commit_sha=commit_sha, run_id=run_id,
                       verdict=verdict, reused=reused, round=round_))
     return True
 
 
 def probes(store: Store, bisection_id: int) -> list[ProbeRecord]:
     with store.session() as s:
-        rows = s.execute(select(m.Probe, m.VerdictRow)
-                         .join(m.VerdictRow, m.Probe.verdict_id == m.VerdictRow.id)
+        rows = s.execute(select(m.Probe, m.RunRow)
+                         .join(m.RunRow, m.Probe.run_id == m.RunRow.id)
                          .where(m.Probe.bisection_id == bisection_id)
                          .order_by(m.Probe.seq)).all()
         return [ProbeRecord(p.seq, p.position, p.commit_sha, p.verdict, p.reused, p.round,

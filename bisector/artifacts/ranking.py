@@ -1,0 +1,165 @@
+"""Which way to a commit's torch is cheapest, without obtaining anything.
+
+The same ranking feeds the search (``cost``: probe cheap commits when the split allows) and
+``bisect plan`` (``kind``), so what the plan projects is what the run does. It also holds what
+the run has learnt about its bases: a prebuilt that failed is dropped here, a new source build
+becomes a base here, and every thread of the run sees both at once (under one lock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import git
+
+from bisector.artifacts import overlay
+from bisector.artifacts.installable import InstalledBase
+from bisector.artifacts.obtained import Recipe, Sources, usable
+from bisector.artifacts.prebuilt import Prebuilt
+from bisector.base.kinds import ArtifactStatus
+from bisector.store.artifacts import ArtifactStore
+
+# Probe cost classes, cheapest first; the search compares only their order.
+OUTSIDE = -1  # position of an installed base that is not a candidate
+COST = {"cached": 0, "prebuilt": 1, "overlay": 2, "build": 3, "broken": 4}
+
+
+class Ranking:
+    def __init__(self, artifacts: ArtifactStore, repo: Callable[[], git.Repo],
+                 candidates: list[str], recipe: Recipe, sources: Sources) -> None:
+        self.artifacts, self._repo, self.candidates = artifacts, repo, candidates
+        self.recipe, self.profile = recipe, recipe.profile
+        self.prebuilts = dict(sources.prebuilts)
+        self.installed: InstalledBase | None = sources.installed
+        # The installed base may sit outside the range (e.g. the parent of --good): then it is
+        # OUTSIDE, never probed itself, and only ever an overlay base decided by the exact diff.
+        self.installed_pos: int | None = None
+        if self.installed is not None:
+            self.installed_pos = (candidates.index(self.installed.commit)
+                                  if self.installed.commit in candidates else OUTSIDE)
+        self.position = {sha: i for i, sha in enumerate(candidates)}
+        self._changes: overlay.ChangeIndex | None = None
+        self._known: dict[str, ArtifactStatus] | None = None
+        self._base_memo: dict[int, int | None] = {}
+        self._lock = threading.RLock()
+
+    # -- what the run learns ----------------------------------------------------------------
+
+    def prebuilt(self, pos: int) -> Prebuilt | None:
+        with self._lock:
+            return self.prebuilts.get(pos)
+
+    def drop_prebuilt(self, pos: int) -> None:
+        """A prebuilt that could not be trusted (gone, wrong hash): never a base again."""
+        with self._lock:
+            self.prebuilts.pop(pos, None)
+            self._base_memo.clear()
+
+    def forget_stored(self, new_base: bool = True) -> None:
+        """The stored artifacts changed (a build landed, or a base was found removed by
+        ``bisect gc``): read them again; with ``new_base``, nearest bases are looked up again."""
+        with self._lock:
+            self._known = None
+            if new_base:
+                self._base_memo.clear()
+
+    def look_again(self, pos: int) -> None:
+        with self._lock:
+            self._base_memo.pop(pos, None)
+
+    # -- ranking ----------------------------------------------------------------------------
+
+    @property
+    def changes(self) -> overlay.ChangeIndex:
+        with self._lock:
+            if self._changes is None:
+                self._changes = overlay.ChangeIndex.build(self._repo(), self.candidates,
+                                                          self.profile)
+            return self._changes
+
+    def _known_artifacts(self) -> dict[str, ArtifactStatus]:
+        """commit -> status of the source artifacts already stored for the candidates."""
+        with self._lock:
+            if self._known is None:
+                keys = {self.recipe.source_key(sha): sha for sha in self.candidates}
+                self._known = {}
+                for a in self.artifacts.for_commits(self.candidates):
+                    if a.key in keys and usable(a):
+                        self._known[keys[a.key]] = a.status
+            return self._known
+
+    def built(self) -> set[int]:
+        """Positions whose source build is stored and still on disk: build once, overlay many
+        (a Python-only change next to a built commit needs no second build)."""
+        if not self.recipe.reuse_builds:
+            return set()
+        known = self._known_artifacts()
+        return {self.position[sha] for sha, status in known.items()
+                if status is ArtifactStatus.OK and sha in self.position}
+
+    def bases(self) -> list[int]:
+        with self._lock:
+            out = set(self.prebuilts)
+        out |= self.built()
+        if self.installed_pos is not None and self.installed_pos != OUTSIDE:
+            out.add(self.installed_pos)
+        return sorted(out)
+
+    def safe_between(self, a: int, b: int) -> bool:
+        """A wheel built at ``a`` would serve ``b`` as an overlay base: build reuse is on and
+        no change between them blocks an overlay (the quick index; the exact diff decides at
+        obtain time). The plan uses it to project build reuse."""
+        return self.recipe.reuse_builds and self.changes.blocker_between(a, b) is None
+
+    def overlay_base(self, pos: int) -> int | None:
+        """The nearest base whose difference to ``pos`` is overlay-safe (older on a tie).
+
+        The change index answers first; where it refuses (it is conservative: a change and its
+        revert both count) the exact diff against the nearest base on each side decides.
+        """
+        with self._lock:
+            if pos in self._base_memo:
+                return self._base_memo[pos]
+        found = self._find_base(pos)
+        with self._lock:
+            self._base_memo[pos] = found
+        return found
+
+    def _find_base(self, pos: int) -> int | None:
+        bases = self.bases()
+        if pos in bases:
+            return pos
+        best: tuple[int, int] | None = None
+        for b in bases:
+            if self.changes.blocker_between(b, pos) is None:
+                key = (abs(b - pos), b)
+                if best is None or key < best:
+                    best = key
+        if best is not None:
+            return best[1]
+        below = [b for b in bases if b < pos][-1:]
+        above = [b for b in bases if b > pos][:1]
+        for b in sorted([*below, *above], key=lambda q: (abs(q - pos), q)):
+            if overlay.check(self._repo(), self.candidates[b], self.candidates[pos],
+                             self.profile).ok:
+                return b
+        if self.installed_pos == OUTSIDE and self.installed is not None and overlay.check(
+                self._repo(), self.installed.commit, self.candidates[pos], self.profile).ok:
+            return OUTSIDE
+        return None
+
+    def kind(self, pos: int) -> str:
+        known = self._known_artifacts().get(self.candidates[pos])
+        if known is ArtifactStatus.OK:
+            return "cached"
+        if known is ArtifactStatus.FAILED:
+            return "broken"
+        if pos in self.prebuilts or pos == self.installed_pos:
+            return "prebuilt"
+        if self.overlay_base(pos) is not None:
+            return "overlay"
+        return "build"
+
+    def cost(self, pos: int) -> int:
+        return COST[self.kind(pos)]

@@ -1,0 +1,250 @@
+"""The chain of ways to a commit's torch, each one job: the installed torch, the commit's own
+prebuilt wheel, an artifact already stored, a Python-only overlay on a nearby base, a source
+build. ``provider.Provider`` asks them in that order; each answers, or passes (None) to the next.
+
+A prebuilt that fails (gone from the index, wrong hash) is dropped from the ranking for the
+rest of the run and the next way is tried, so a broken download can cost time but never a
+wrong verdict. One artifact key is obtained by one thread at a time; source builds run at most
+``Recipe.build_jobs`` at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import git
+
+from bisector.artifacts import overlay
+from bisector.artifacts.build import build_key, describe_stats, obtain_wheel, wheel_digest
+from bisector.artifacts.cache import artifact_key, wheel_dir
+from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
+from bisector.artifacts.installable import Installable
+from bisector.artifacts.obtained import Answer, Obtained, answer, installable, usable
+from bisector.artifacts.prebuilt import triton_of, triton_requirement
+from bisector.artifacts.ranking import Ranking
+from bisector.base.events import Events
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.infra import cancel
+from bisector.store.artifacts import ArtifactStore
+from bisector.store.records import ArtifactRecord, NewArtifact
+
+
+@dataclass
+class Shared:
+    """What every source of one run uses: the store, the clone, the ranking, the progress."""
+
+    artifacts: ArtifactStore
+    repo: Callable[[], git.Repo]
+    ranking: Ranking
+    events: Events
+    key_locks: defaultdict[str, threading.Lock] = field(
+        default_factory=lambda: defaultdict(threading.Lock))
+
+    def existing(self, key: str) -> ArtifactRecord | None:
+        a = self.artifacts.get(key)
+        return a if a is not None and usable(a) else None
+
+    def answer(self, a: ArtifactRecord, fresh: bool = False) -> Answer:
+        return answer(a, self.ranking.installed, fresh)
+
+
+class Source(Protocol):
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        """The torch of ``sha`` (at candidate ``pos``), or None: ask the next source."""
+        ...
+
+
+class Installed:
+    """``--installed-base``: the torch installed in a Python, recorded as an artifact."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        r = self.s.ranking
+        return self.get() if pos == r.installed_pos and r.installed is not None else None
+
+    def get(self) -> Obtained:
+        inst = self.s.ranking.installed
+        assert inst is not None
+        row = self.s.artifacts.save(NewArtifact(
+            inst.key, inst.commit, ArtifactKind.INSTALLED, ArtifactStatus.OK,
+            {"python": inst.python, "site": inst.site, "packages": list(inst.packages)},
+            path=inst.site))
+        return Obtained(Installable(inst.key, "installed", installed=inst), row)
+
+
+class Prebuilt:
+    """The commit's own release or nightly wheel: stored once downloaded, its hash checked."""
+
+    def __init__(self, shared: Shared, client_for: Callable[[str], IndexClient]) -> None:
+        self.s, self.client_for = shared, client_for
+
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        pb = self.s.ranking.prebuilt(pos)
+        if pb is None:
+            return None
+        key = artifact_key("prebuilt", sha, {"url": pb.url, "sha256": pb.sha256})
+        with self.s.key_locks[key]:  # two probes of a round may share one base wheel
+            row = self.s.existing(key)
+            if row is not None and row.status is ArtifactStatus.OK and row.path:
+                return Obtained(installable(row, self.s.ranking.installed), row)
+            dest = wheel_dir(key) / pb.filename
+            if dest.exists() and pb.sha256 and wheel_digest(dest)[0] != pb.sha256:
+                dest.unlink()  # changed on disk since it was downloaded: fetch it again
+            if not dest.exists() and not self._download(pos, pb.url, pb.filename, pb.sha256,
+                                                        dest):
+                return None
+            digest, size = wheel_digest(dest)
+            settings = {"url": pb.url, "filename": pb.filename, "kind": pb.kind,
+                        "version": pb.version, "triton": triton_of(pb.requires)}
+            row = self.s.artifacts.save(NewArtifact(
+                key, sha, ArtifactKind.PREBUILT, ArtifactStatus.OK, settings, path=str(dest),
+                sha256=digest, size=size))
+        return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest,
+                                    sha256=digest), row, fresh=True)
+
+    def _download(self, pos: int, url: str, filename: str, sha256: str | None,
+                  dest: Path) -> bool:
+        client = self.client_for(url.rsplit("/", 1)[0])
+        f = IndexFile(filename, url, {"sha256": sha256} if sha256 else {})
+        fetched = 0
+
+        def progress(done: int, total: int | None) -> None:
+            nonlocal fetched
+            if cancel.stopping():
+                raise cancel.Stopped("download stopped by the user")
+            fetched = done
+            self.s.events.download(filename, done, total)
+
+        try:
+            client.download(f, dest, progress)
+        except IndexProblem as e:
+            # Never a verdict from a wheel we could not trust: drop it, try the next way.
+            self.s.events.note(f"prebuilt wheel not used: {e.message}")
+            self.s.ranking.drop_prebuilt(pos)
+            return False
+        finally:
+            self.s.events.download(filename, fetched, fetched)  # ended, either way
+        return True
+
+
+class Cached:
+    """The commit built before (by any bisection): its wheel, or the fact that it fails."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        row = self.s.existing(self.s.ranking.recipe.source_key(sha))
+        return self.s.answer(row) if row is not None else None
+
+
+class Overlay:
+    """The commit's Python files laid over the nearest base (installed, prebuilt or built)
+    whose difference is only Python."""
+
+    def __init__(self, shared: Shared, installed: Installed, prebuilt: Prebuilt) -> None:
+        self.s, self.installed, self.prebuilt = shared, installed, prebuilt
+
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        r = self.s.ranking
+        while (base := r.overlay_base(pos)) is not None:
+            got = self.onto(base, sha)
+            if got is not None:
+                return got
+            if base in r.bases():
+                return None  # the exact diff refused what the quick index allowed: build
+            r.look_again(pos)  # the base was dropped (by this or another thread)
+        return None
+
+    def onto(self, base: int, sha: str) -> Obtained | None:
+        """``sha`` overlaid on the torch of candidate ``base``; None when the base is gone or
+        the exact diff is not Python-only."""
+        r = self.s.ranking
+        if base == r.installed_pos and r.installed is not None:
+            got: Answer | None = self.installed.get()
+            base_sha = r.installed.commit
+        else:
+            base_sha = r.candidates[base]
+            got = (self.prebuilt.obtain(base, base_sha) if r.prebuilt(base) is not None
+                   else self._built_base(base))
+        if not isinstance(got, Obtained):
+            return None  # the base dropped out; the caller picks the next one
+        base_row, base_inst = got.artifact, got.installable
+        assert base_row is not None
+        result = overlay.check(self.s.repo(), base_sha, sha, r.profile)
+        if not result.ok:
+            return None
+        self.s.events.phase(sha, f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
+        path = overlay.make_overlay(self.s.repo(), base_row.key, base_sha, sha, result,
+                                    r.profile)
+        key = overlay.overlay_key(base_row.key, sha, r.profile)
+        desc = f"{base_row.kind.value} {base_sha[:12]}"
+        settings = {"base_key": base_row.key, "base_path": base_row.path,
+                    "base_sha256": base_row.sha256,
+                    "base_commit": base_sha, "base_desc": desc,
+                    "changed": len(result.changed), "deleted": len(result.deleted)}
+        row = self.s.artifacts.save(NewArtifact(key, sha, ArtifactKind.OVERLAY,
+                                                ArtifactStatus.OK, settings, path=str(path)))
+        return Obtained(Installable(key, f"overlay of {sha[:12]} on {desc}",
+                                    wheel=base_inst.wheel, installed=base_inst.installed,
+                                    overlay=path, extra=base_inst.extra,
+                                    sha256=base_inst.sha256), row, fresh=True)
+
+    def _built_base(self, pos: int) -> Obtained | None:
+        """The stored source wheel of ``pos`` as an overlay base, or None when it is gone
+        (removed by ``bisect gc``: forget it, so the ranking stops counting on it)."""
+        r = self.s.ranking
+        row = self.s.existing(r.recipe.source_key(r.candidates[pos]))
+        if row is None or row.status is not ArtifactStatus.OK or not row.path:
+            r.forget_stored()
+            return None
+        return Obtained(installable(row, r.installed), row)
+
+
+class Build:
+    """A source build by the recipe's builder (host or container), at most ``build_jobs`` at
+    once; a failure is stored as a fact about the commit, an infrastructure error is not."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+        self._slots = threading.Semaphore(shared.ranking.recipe.build_jobs)
+
+    def obtain(self, pos: int, sha: str) -> Answer:
+        recipe, events = self.s.ranking.recipe, self.s.events
+        builder = recipe.builder
+        key, settings = build_key(recipe.profile, sha, recipe.python, builder)
+        where = "in the builder container" if builder and builder.where == "docker" \
+            else "from source"
+        with self.s.key_locks[key], self._slots:
+            res = obtain_wheel(
+                self.s.repo(), sha, recipe.profile, python=recipe.python,
+                timeout_s=recipe.timeout_s, builder=builder,
+                on_build=lambda: events.phase(sha, f"building {sha[:12]} {where}"),
+                on_line=lambda line: events.build_line(sha, line),
+            )
+        status = ArtifactStatus.OK if res.ok else (
+            ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
+        stats = {**res.stats, **({"error": res.infra} if res.infra else {})} or None
+        digest, size = wheel_digest(res.wheel) if res.wheel else (None, None)
+        if res.stats and res.duration_s:
+            how = "built" if res.ok else "build failed for"
+            events.note(f"{how} {sha[:12]} in {res.duration_s:.1f}s, "
+                        f"{describe_stats(res.stats)}")
+        triton = triton_requirement(self.s.repo(), sha, recipe.profile, nightly=True)
+        if triton:
+            settings = {**settings, "extra": [triton]}
+        row = self.s.artifacts.save(NewArtifact(
+            key, sha, ArtifactKind.SOURCE, status, settings,
+            path=str(res.wheel) if res.wheel else None, sha256=digest, size=size,
+            log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
+            stats=stats))
+        # A new base: commits near it may overlay on it now.
+        self.s.ranking.forget_stored(new_base=status is ArtifactStatus.OK)
+        return self.s.answer(row, fresh=not res.cached)

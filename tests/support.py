@@ -1,0 +1,293 @@
+"""What the test modules share: paths, the CLI (in-process through click's CliRunner, or as a
+subprocess), the shared synthetic world, and small process and store helpers.
+
+The fixtures here (``private_cache``) are made available to every test by tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pickle
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from bisector.app.demo.torchlet import SyntheticHistory, generate
+
+ROOT = Path(__file__).resolve().parent.parent
+BISECT = [sys.executable, "-m", "bisector"]
+ORACLES = ROOT / "tests" / "oracles"
+
+
+# -- the CLI ---------------------------------------------------------------------------------
+
+def run_cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
+            exe: Sequence[str] = BISECT, check: bool = False,
+            timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``bisect ARGS`` in a subprocess (exit codes, signals, several processes at once), with
+    this process's environment plus ``env``."""
+    r = subprocess.run([*exe, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                       env={**os.environ, **(env or {})})
+    if check and r.returncode != 0:
+        raise AssertionError(f"bisect {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
+    return r
+
+
+class _Entry(click.Command):
+    """``bisector.cli:main`` as click's CliRunner calls a command: the installed ``bisect``'s
+    error mapping (one ``error:`` line, the exit code of bisector.base.errors, JSON errors
+    under ``--json``), in this process."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             **_: Any) -> None:  # type: ignore[override]
+        from bisector.cli import main
+
+        main(list(args or ()), prog_name=prog_name)
+
+
+_ENTRY = _Entry("bisect")
+
+
+def invoke(*args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None,
+           input: str | None = None) -> Result:
+    """``bisect ARGS`` in-process (milliseconds, not the second a new interpreter costs):
+    ``result.exit_code``, ``result.stdout``, ``result.stderr``. A traceback is raised, never
+    taken for an exit code. ``cwd`` is changed and ``env`` set (None: unset) for the call
+    only."""
+    old = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        return CliRunner().invoke(_ENTRY, list(args), env=env, input=input,
+                                  catch_exceptions=False, prog_name="bisect")
+    finally:
+        os.chdir(old)
+
+
+def start(db: Path, repo: Path, good: str, bad: str, oracle: str = "torchlet_norm",
+          *extra: str) -> subprocess.CompletedProcess[str]:
+    """``bisect start ... --json`` in a subprocess: a whole bisection, as a user runs it."""
+    return run_cli("--db", str(db), "start", "--repo", str(repo), "--good", good, "--bad", bad,
+                   "--oracle", oracle, "--json", *extra)
+
+
+def bisect(db: Path, hist: SyntheticHistory, *args: str) -> dict[str, Any]:
+    """A whole bisection of ``hist`` (first to last commit of main, no confirmation) that must
+    succeed; its ``--json`` result."""
+    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
+                "--bad", hist.main[-1], "--no-confirm", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(r.stdout)
+    return data
+
+
+def cli(db: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """``bisect --db DB ARGS`` in-process; must exit 0; its stdout."""
+    r = invoke("--db", str(db), *args, env=env)
+    assert r.exit_code == 0, r.stderr
+    return r.stdout
+
+
+def one_line_error(r: subprocess.CompletedProcess[str] | Result, needle: str,
+                   code: int | None = None) -> None:
+    """A refused command: non-zero exit (``code`` when given), one ``error: `` line on stderr
+    that holds ``needle``, no traceback."""
+    rc = r.returncode if isinstance(r, subprocess.CompletedProcess) else r.exit_code
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert rc != 0 if code is None else rc == code, (rc, r.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in r.stderr
+
+
+# -- the shared world ------------------------------------------------------------------------
+
+# One synthetic history for every module that needs only "a history with a planted
+# regression": 24 commits on main, the regression at 15, no broken build, no branches. Its
+# commits (and so its content-addressed wheels) are the same in every module and worker.
+WORLD_SHAPE: dict[str, Any] = {"commits": 24, "culprit": 15, "broken": (), "release_at": None,
+                               "side_branch_at": None, "seed": 170398}
+
+
+def make_world(shared: Path) -> SyntheticHistory:
+    """The world, generated once under ``shared`` (the caller holds the lock)."""
+    saved = shared / "world.pickle"
+    if not saved.exists():
+        hist = generate(shared / "world" / "torchlet", **WORLD_SHAPE)
+        saved.write_bytes(pickle.dumps(hist))
+    hist = pickle.loads(saved.read_bytes())
+    assert isinstance(hist, SyntheticHistory)
+    return hist
+
+
+def copy_world(world: SyntheticHistory, dest: Path) -> SyntheticHistory:
+    """A module's own copy of the world's repository (same commits, so the same wheels), for
+    tests that write into it or run git there while another worker does too."""
+    shutil.copytree(world.path, dest, symlinks=True)
+    return dataclasses.replace(world, path=dest)
+
+
+# -- git, processes, ports, stores -----------------------------------------------------------
+
+def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """``git -C repo ARGS`` with an identity, file-protocol submodules allowed; its stdout."""
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=V", "-c", "user.email=v@example.com",
+         "-c", "protocol.file.allow=always", *args],
+        check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` runs and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _probes(db: Path, bisection: int) -> list[str]:
+    """Probes stored so far; none while the controller is still creating the database."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT commit_sha FROM probe WHERE bisection_id=? ORDER BY seq",
+                           (bisection,)).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()
+    return [r[0] for r in rows]
+
+
+def wait_for(cond: Any, timeout: float = 120.0, every: float = 0.2) -> Any:
+    """Poll ``cond()`` until it is truthy or ``timeout`` passes; its last value."""
+    end = time.time() + timeout
+    value = cond()
+    while not value and time.time() < end:
+        time.sleep(every)
+        value = cond()
+    return value
+
+
+def snapshot(path: Path) -> bytes | list[str]:
+    """A SQLite store's full content (its SQL dump), or the file's bytes when it is none."""
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return list(con.iterdump())
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return path.read_bytes()
+
+
+def make_unrelated_repo(path: Path) -> Path:
+    """A repository whose branches ``main`` and ``other`` share no history."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "commit", "-q", "--allow-empty", "-m", "a")
+    git(path, "checkout", "-q", "--orphan", "other")
+    git(path, "commit", "-q", "--allow-empty", "-m", "b")
+    return path
+
+
+@pytest.fixture
+def private_cache(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A test that tampers with its caches, or counts its builds, gets its own: never the
+    session's shared one."""
+    cache = home / "cache"
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(cache))
+    return cache
+
+
+# -- the installed-base overlay procedure (tests/gpu/overlay_proof.py runs it on torch) -------
+
+TORCHLET_BUG = "return _C.dot(xs, xs) ** 0.5 if len(xs) < 2 else _C.dot(xs, xs)"
+TORCHLET_FIX = "return math.sqrt(_C.dot(xs, xs))"
+HARMLESS = ("torchlet/utils.py", "torchlet/nn/functional.py")
+
+
+def _sub_tree(repo: Path, folder: str, old: str, new: str) -> int:
+    edits = 0
+    for path in sorted((repo / folder).rglob("*.py")):
+        text = path.read_text()
+        if n := text.count(old):
+            path.write_text(text.replace(old, new))
+            edits += n
+    return edits
+
+
+def installed_dir(python: str, package: str) -> Path:
+    code = (f"import importlib.util; s = importlib.util.find_spec({package!r}); "
+            f"print(list(s.submodule_search_locations)[0])")
+    out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def installed_base_history(pkg_dir: Path, repo: Path, harmless: int) -> dict[str, str]:
+    """A repository whose root commit is the installed package's ``*.py`` tree (with the bug),
+    then the fix (tag ``fixed``), ``harmless`` Python-only commits, the commit that brings the
+    bug back, and ``harmless`` more."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for src in pkg_dir.rglob("*.py"):
+        if "__pycache__" not in src.parts:
+            dest = repo / pkg_dir.name / src.relative_to(pkg_dir)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", f"Import the installed {pkg_dir.name} Python tree")
+    root = git(repo, "rev-parse", "HEAD")
+
+    def harmless_commits(first: int) -> None:
+        for i in range(first, first + harmless):
+            with (repo / HARMLESS[i % len(HARMLESS)]).open("a") as f:
+                f.write(f"\n# harmless change {i}\n")
+            git(repo, "commit", "-q", "-am", f"Harmless Python change {i}")
+
+    assert _sub_tree(repo, "torchlet", TORCHLET_BUG, TORCHLET_FIX), "the fix changed nothing"
+    git(repo, "commit", "-q", "-am", "Compute the norm with math.sqrt (the fix)")
+    git(repo, "tag", "fixed")
+    harmless_commits(0)
+    assert _sub_tree(repo, "torchlet", TORCHLET_FIX, TORCHLET_BUG), "the bug came not back"
+    git(repo, "commit", "-q", "-am", "Simplify the norm (reintroduces the bug)")
+    culprit = git(repo, "rev-parse", "HEAD")
+    harmless_commits(harmless)
+    return {"root": root, "culprit": culprit}
+
+
+def bisect_installed_base(repo: Path, shas: dict[str, str], python: str, db: Path,
+                          *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``bisect start --good fixed --bad main --installed-base ROOT --offline`` over that
+    history with the installed package as the only base; the result and the stored artifact
+    kinds."""
+    r = run_cli("--db", str(db), "start", "--repo", str(repo), "--good", "fixed", "--bad",
+                "main", "--oracle", "torchlet_norm", "--profile", "torchlet", "--python",
+                python, "--installed-base", shas["root"], "--offline", "--json", *extra,
+                env=env)
+    assert r.returncode == 0, r.stderr
+    data: dict[str, Any] = json.loads(r.stdout)
+    con = sqlite3.connect(db)
+    try:
+        data["artifact_kinds"] = [row[0] for row in con.execute("SELECT kind FROM artifact")]
+    finally:
+        con.close()
+    return data
