@@ -1,5 +1,5 @@
-"""The one composition root: every entry point (the CLI today; a scheduler, a worker or a web
-view tomorrow) calls these functions and nothing below them.
+"""A bisection's use cases: create, run, resume, cancel. Every entry point (the CLI, the watch's
+tick, a worker, the web view) calls these; the parts they run are built in ``run/factory.py``.
 
 Each function takes plain values (a :class:`~bisector.run.config.Request`, a bisection id, a
 :class:`~bisector.store.db.Store`) and returns plain data; none of them prints. Progress goes to

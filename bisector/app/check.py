@@ -16,19 +16,17 @@ from typing import Any
 from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.trees import Trees
 from bisector.base.errors import BisectorError, BuildError, UsageError
 from bisector.core.search import Verdict
 from bisector.core.verdict import Polarity
-from bisector.executors.base import Executor, RunResult
-from bisector.executors.local import LocalExecutor, SystemExecutor
+from bisector.executors.base import RunResult
 from bisector.oracle.command import oracle_for
 from bisector.oracle.script import Oracle
 from bisector.project import history
 from bisector.project.interpreter import choose_python
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import CheckRequest
-from bisector.run.factory import CachedHostBuilder, judge_for, ready_pipeline
+from bisector.run.factory import CachedHostBuilder, env_executor, judge_for, ready_pipeline
 from bisector.run.prepare import pick_profile
 
 
@@ -76,11 +74,11 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -
     interpreter = choose_python(req.python, profile.import_name)
     note(interpreter.note)
     python = interpreter.path
-    executor: Executor = LocalExecutor(python, profile.import_name)
+    executor = env_executor(python, profile.import_name)
     sha = ""
     if system:
         inst, env = Installable("system", "system"), f"system Python {python}"
-        executor = SystemExecutor(python, profile.import_name)
+        executor = env_executor(python, profile.import_name, system=True)
     elif wheel is not None:
         if not wheel.is_file():
             raise UsageError(f"wheel {wheel} does not exist: check the path")
@@ -91,7 +89,7 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -
         assert commit is not None
         r = history.open_repo(repo)
         sha = history.resolve(r, commit, "commit")
-        executor = LocalExecutor(python, profile.import_name, trees=Trees(str(repo)))
+        executor = env_executor(python, profile.import_name, repo=repo)
         key, _ = build_key(profile, sha, python)
         built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python))
         if not built.ok or built.wheel is None:

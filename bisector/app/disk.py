@@ -1,7 +1,7 @@
 """What bisector keeps on disk, by kind: ``bisect du``, and the inventory ``bisect gc`` plans on.
 
-Every cache lives under the cache folder (``settings.cache_dir``) and every log under the
-data folder (``settings.data_dir``); nothing here looks anywhere else. An *item* is what gc
+Every cache lives under the cache folder (``paths.cache_dir``) and every log under the
+data folder (``paths.data_dir``); nothing here looks anywhere else. An *item* is what gc
 removes as one piece: a wheel's folder (its key), an overlay, an environment, uv's whole cache,
 an oracle run's log folder. Its size counts each file once, as ``du`` does: a file hardlinked
 into several items (uv links the same torch into its cache and into every environment) counts

@@ -164,7 +164,7 @@ class Removal:
                 "scratch_swept": self.swept, "errors": self.errors}
 
 
-def plan(items: list[Item], *, max_size: int | None, older_than_s: float | None,
+def choose(items: list[Item], *, max_size: int | None, older_than_s: float | None,
          now: float) -> Removal:
     """Everything older than ``older_than_s`` (logs included), then least recently used
     managed items until the managed kinds fit in ``max_size``; protected items never."""
@@ -190,14 +190,14 @@ def plan(items: list[Item], *, max_size: int | None, older_than_s: float | None,
 def collect(store: Store, *, max_size: int | None, older_than_s: float | None,
             dry_run: bool, now: float | None = None,
             grace_s: float = defaults.GC_GRACE_S) -> Removal:
-    """Inventory, protect, plan, and (unless ``dry_run``) remove; the plan says what went."""
+    """Inventory, protect, choose, and (unless ``dry_run``) remove; the Removal says what went."""
     now = time.time() if now is None else now
     recorded = ArtifactStore(store).last_uses()
     items = disk.inventory({u.key: u.last_used.timestamp() for u in recorded})
     need = needs(store)
     need.failed = {u.key for u in recorded if u.status is ArtifactStatus.FAILED}
     protect(items, need, now, grace_s)
-    p = plan(items, max_size=max_size, older_than_s=older_than_s, now=now)
+    p = choose(items, max_size=max_size, older_than_s=older_than_s, now=now)
     p.dry_run = dry_run
     if not dry_run:
         p.swept = sweep_scratch()

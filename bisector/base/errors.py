@@ -69,7 +69,7 @@ class BuildError(BisectorError):
 
 class LeaseLost(BisectorError):
     """Another process took this bisection over (this one's heartbeat went stale); this one
-    stops writing to it. Every run it finished is kept as a verdict."""
+    stops writing to it. Every run it finished is kept as a run."""
 
     exit_code = 10
 

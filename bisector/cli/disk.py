@@ -76,9 +76,10 @@ def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bo
     if limit is None and age is None:
         raise UsageError("say what to remove: --max-size SIZE or --older-than AGE, e.g. "
                          "bisect gc --max-size 50G --dry-run")
-    plan = cleanup.collect(c.store(create=False), max_size=limit, older_than_s=age, dry_run=dry_run)
+    removal = cleanup.collect(c.store(create=False), max_size=limit, older_than_s=age,
+                              dry_run=dry_run)
     if json_out:
-        click.echo(json.dumps(plan.as_dict(), indent=2))
+        click.echo(json.dumps(removal.as_dict(), indent=2))
         return
-    for line in describe(plan):
+    for line in describe(removal):
         (err if line.startswith("error:") else out).print(escape(line), soft_wrap=True)

@@ -5,7 +5,7 @@ Why one lifecycle (cibuildwheel's ``OCIContainer`` is the model): a container th
 controller holds a GPU, gigabytes of memory and a bind mount of the cache, so every container
 must end the same careful way, whichever code started it:
 
-* a unique name ``bisector-<role>-...`` and labels saying who made it (``bisector.infra.owner``, the
+* a unique name ``bisector-<role>-...`` and labels saying who made it (``bisector.owner``, the
   controller's ``host:pid``) and why (``bisector.role``), so a sweep can find it by label;
 * a deadline, past which it is stopped (SIGTERM, SIGKILL after a grace period) and, should the
   engine not answer, killed from outside;
@@ -46,7 +46,7 @@ from bisector.infra.owner import local_pid_alive, owner_id
 # The SDK has no type information (and the repo's own docker/ folder would shadow it for mypy).
 docker: Any = importlib.import_module("docker")
 
-LABEL = "bisector.infra.owner"
+LABEL = "bisector.owner"  # a label since the first release: old orphans are still found
 ROLE = "bisector.role"
 SCOPE = "bisector.scope"
 SCOPE_ENV = "BISECTOR_CONTAINER_SCOPE"

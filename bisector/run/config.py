@@ -67,7 +67,7 @@ class Request:
     match: str | None = None  # the failure that is the bug (core/signature.py)
     timeout: float | None = None  # a command oracle's (an oracle file says its own)
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
-    command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (command_oracle.py)
+    command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (oracle/command.py)
     manual: bool = False  # a person answers for each probe (manual.py)
 
     @property

@@ -1,8 +1,9 @@
 """Building a run's parts from its configuration, in one place.
 
-``start``, ``resume``, ``plan`` and (later) a worker all get their executor, builder and
-artifact provider here, from the stored :class:`~bisector.run.config.RunConfig`, so a resumed run
-builds and executes exactly the way it started.
+``start``, ``resume``, ``plan``, ``check``, the watch's tick and a worker's task all get their
+judge, pipeline, executor, builder and artifact provider here, from the stored
+:class:`~bisector.run.config.RunConfig`, so a resumed run builds and executes exactly the way
+it started.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bisector.base.paths import cache_dir, host_build_env
 from bisector.core.verdict import Polarity, Rules
 from bisector.executors.base import Executor
 from bisector.executors.docker import DockerExecutor
-from bisector.executors.local import LocalExecutor
+from bisector.executors.local import LocalExecutor, SystemExecutor
 from bisector.executors.manual import ManualExecutor
 from bisector.oracle.command import bind_match
 from bisector.oracle.manual import Asks
@@ -66,12 +67,22 @@ def executor_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Execut
 
 class CachedHostBuilder(HostBuilder):
     """A host build whose uv and ccache caches live in bisector's cache folder (see
-    ``settings.host_build_env``), not in ``~/.cache``: ``bisect du`` counts them and
+    ``paths.host_build_env``), not in ``~/.cache``: ``bisect du`` counts them and
     ``bisect gc`` can reclaim them. The place's settings, and so the artifact keys, are
     HostBuilder's: wheels built before stay valid."""
 
     def run(self, cmd: list[str], env: dict[str, str], **kw: Any) -> BuildRun:
         return super().run(cmd, {**host_build_env(), **env}, **kw)
+
+
+def env_executor(python: str, import_name: str | None, *, system: bool = False,
+                 repo: Path | None = None) -> Executor:
+    """The executor of one environment outside a bisection (``bisect check``, the watch's
+    tick): the interpreter as it is (``system``), else a uv virtualenv per artifact, with the
+    commit trees of ``repo`` for command oracles."""
+    if system:
+        return SystemExecutor(python, import_name)
+    return LocalExecutor(python, import_name, trees=Trees(str(repo)) if repo else None)
 
 
 def builder_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Builder:

@@ -5,7 +5,7 @@ rounds, the answer); with a :class:`Remote` its ``dispatch`` enqueues instead of
 threads. Each probe is a ``probe_task`` row (``store/tasks.py``) plus a queue job naming it; the
 coordinator polls the rows, appends each finished one to the bisection's probes, and goes on
 when the round is complete. The queue itself is behind :class:`Queue` (Procrastinate on
-PostgreSQL, ``workers/queue.py``), so nothing here knows about it.
+PostgreSQL, ``queue/procrastinate.py``), so nothing here knows about it.
 
 The worker's side is :class:`TaskRecorder`: the probe pipeline's recorder whose every write is
 fenced by the attempt the worker started, so a worker that was given up on (killed, or silent

@@ -1,6 +1,6 @@
 """The files of the synthetic torch-like project ("torchlet") and the people who commit them.
 
-Kept apart from the history generator (``synthetic.py``) so each module does one job: this one
+Kept apart from the history generator (``torchlet.py``) so each module does one job: this one
 is data, the generator writes history with it.
 """
 

@@ -36,9 +36,10 @@ from bisector.artifacts.prebuilt import GIT_VERSION, Prebuilt, pick_wheels
 from bisector.base.errors import RepoError, UsageError
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.executors.base import Executor
-from bisector.executors.local import LocalExecutor, SystemExecutor, collect_facts
+from bisector.executors.local import collect_facts
 from bisector.project import history
 from bisector.project.profiles import Profile
+from bisector.run.factory import env_executor
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import NewArtifact
@@ -194,8 +195,8 @@ def environment(store: Store, torch: Torch, place: Place,
     import_name = place.profile.import_name
     if torch.kind == "installed":
         return (Installable("system", f"installed torch of {place.python}"),
-                SystemExecutor(place.python, import_name))
-    executor = LocalExecutor(place.python, import_name)
+                env_executor(place.python, import_name, system=True))
+    executor = env_executor(place.python, import_name)
     if torch.path is not None:
         digest, _ = wheel_digest(torch.path)
         key = artifact_key("wheel", torch.commit, {"sha256": digest})
