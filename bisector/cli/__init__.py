@@ -22,7 +22,7 @@ from rich.table import Table
 
 from bisector.app import reports as report
 from bisector.base.errors import BisectorError, InterruptedBisection
-from bisector.cli import config_file, disk, tools, watch, workers
+from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import range_options
 from bisector.cli.progress import RichEvents, err, out
@@ -60,6 +60,9 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     see `--help` of each command for the values in force."""
     ctx.obj = Ctx(db=db or default_db(), debug=debug)
     loaded = config_file.load(cli, config_file.files())
+    if ctx.invoked_subcommand != "trust":
+        for line in loaded.notes():
+            click.echo(line, err=True)
     if loaded.default_map:
         ctx.default_map = loaded.default_map
         ctx.meta[config_file.META_KEY] = loaded.sources
@@ -331,6 +334,7 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> No
 for command in (tools.oracles, tools.check, tools.oracle, tools.images):
     cli.add_command(command)
 cli.add_command(disk.du)
+cli.add_command(trust.trust)
 cli.add_command(disk.gc)
 cli.add_command(watch.tick)
 cli.add_command(watch.watch)

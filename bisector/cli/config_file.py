@@ -7,7 +7,14 @@ file it came from. Two files are read, the later winning key by key:
 
 1. the user's: ``$BISECTOR_CONFIG``, else ``bisector.toml`` in the user config folder
    (``$BISECTOR_HOME/config`` when that is set, so tests never read a real one);
-2. the repository's: the nearest ``bisector.toml`` from the current folder up to its git root.
+2. the repository's: ``bisector.toml`` at the root of the git clone the current folder is in
+   (never a parent folder of the clone, nothing outside a git repository).
+
+A repository's file is untrusted input (a clone can hold anything): until the user trusts its
+exact content (``bisect trust``, app/trust.py) only the inert keys in :data:`INERT` apply; keys
+that run a program, name a host, a path, an image or a database, or weaken isolation or caches
+are ignored, with one line naming them and the command that trusts the file, and so are its
+``[watch]``, ``[[suite]]`` and ``[notify]`` tables.
 
 Layout: ``[defaults]`` applies to every command that has the option; ``[start]``, ``[plan]``,
 ``[oracle.new]`` ... to one command. Keys are the option names without dashes in front
@@ -27,6 +34,7 @@ from typing import Any
 import click
 import platformdirs
 
+from bisector.app import trust
 from bisector.base.errors import UsageError
 from bisector.base.paths import read_toml
 
@@ -34,7 +42,16 @@ FILE_NAME = "bisector.toml"
 ALL = "defaults"
 # Tables another part of bisector reads from the same file (the nightly watch).
 RESERVED = frozenset({"watch", "suite", "suites", "notify"})
-META_KEY = "bisector.config_sources"  # ctx.meta: (command path, param name) -> where it came from
+META_KEY = "bisector.config_sources"
+# What a repository's file may set before the user trusts it: choices about the search and
+# its output, nothing that picks a program, a host, a path, an image, a database or weakens
+# isolation. Every other key (and every key a later release adds) waits for `bisect trust`.
+INERT = frozenset({
+    "good", "bad", "regress", "find-fix", "ancestry-path", "confirm", "match", "timeout",
+    "profile", "variant", "prebuilt", "offline", "manual", "cuda-arch", "max-jobs", "jobs",
+    "build-jobs", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json", "format", "limit",
+    "wide", "columns", "description",
+})  # ctx.meta: (command path, param name) -> where it came from
 
 
 @dataclass
@@ -45,6 +62,19 @@ class Loaded:
     default_map: dict[str, Any] = field(default_factory=dict)
     sources: dict[tuple[str, str], str] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    ignored: dict[Path, list[str]] = field(default_factory=dict)  # untrusted file -> keys
+
+    def notes(self) -> list[str]:
+        """One line per untrusted file whose keys were ignored."""
+        return [f"note: {path} is not trusted, so {', '.join(keys)} from it "
+                f"{'is' if len(keys) == 1 else 'are'} ignored: review it, then run "
+                f"bisect trust {path}" for path, keys in self.ignored.items()]
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    path: Path
+    trusted: bool  # the user's own file, or a repository's whose content the user trusted
 
 
 def user_file() -> Path:
@@ -58,24 +88,28 @@ def user_file() -> Path:
 
 
 def repo_file(start: Path) -> Path | None:
-    """The nearest ``bisector.toml`` from ``start`` up to the git root (a folder holding
-    ``.git``), or None: a file above the repository belongs to someone else."""
+    """``bisector.toml`` at the root of the git clone holding ``start`` (the nearest folder
+    with ``.git``), or None: outside a clone, or above one, a file belongs to someone else."""
     here = start.resolve()
     for folder in (here, *here.parents):
-        if (folder / FILE_NAME).is_file():
-            return folder / FILE_NAME
         if (folder / ".git").exists():
-            return None
+            f = folder / FILE_NAME
+            return f if f.is_file() else None
     return None
 
 
-def files(cwd: Path | None = None) -> list[Path]:
-    """The files read, user first (the repository's wins)."""
-    out = [f for f in (user_file(),) if f.is_file()]
+def files(cwd: Path | None = None) -> list[ConfigFile]:
+    """The files read, user first (the repository's wins, key by key, where it may)."""
+    out = [ConfigFile(f, True) for f in (user_file(),) if f.is_file()]
     repo = repo_file(cwd or Path.cwd())
-    if repo is not None and repo not in out:
-        out.append(repo)
+    if repo is not None and all(repo.resolve() != f.path.resolve() for f in out):
+        out.append(ConfigFile(repo, trust.is_trusted(repo)))
     return out
+
+
+def trusted_paths(found: list[ConfigFile]) -> list[Path]:
+    """The files whose every table applies (the watch reads only these)."""
+    return [f.path for f in found if f.trusted]
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()
@@ -122,15 +156,20 @@ def _unknown(what: str, name: str, known: list[str], where: str) -> UsageError:
     return UsageError(f"{where}: unknown {what} {name!r}; {hint}")
 
 
-def load(group: click.Group, paths: list[Path]) -> Loaded:
-    """Check every file against the commands and merge them into one ``default_map``."""
+def load(group: click.Group, found: list[ConfigFile]) -> Loaded:
+    """Check every file against the commands and merge them into one ``default_map``; an
+    untrusted file's keys outside :data:`INERT` are checked too, then ignored and named."""
     commands = _commands(group)
-    loaded = Loaded(files=list(paths))
-    for path in paths:
+    loaded = Loaded(files=[f.path for f in found])
+    for cf in found:
+        path = cf.path
+        ignored: list[str] = []
         data = read_toml(path, "fix it or remove it (set BISECTOR_CONFIG to use another file)")
         tables: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
         for name, value in data.items():
             if name in RESERVED:
+                if not cf.trusted:
+                    ignored.append(f"[{name}]")
                 continue
             if name == ALL:
                 if not isinstance(value, dict):
@@ -156,6 +195,11 @@ def load(group: click.Group, paths: list[Path]) -> Loaded:
                                    list(opts), f"{path} [{table}]")
                 where = f"{path} [{table}] {key} = {value!r}"
                 value = _check_value(cmd, opts[key], value, where, path.parent)
+                if not cf.trusted and key not in INERT:
+                    shown = f"[{table}] {key}"
+                    if shown not in ignored:
+                        ignored.append(shown)
+                    continue
                 node = loaded.default_map
                 for part in cmd_path:
                     node = node.setdefault(part, {})
@@ -163,6 +207,8 @@ def load(group: click.Group, paths: list[Path]) -> Loaded:
                 assert name is not None
                 node[name] = value
                 loaded.sources[(" ".join(cmd_path), name)] = f"{path} [{table}]"
+        if ignored:
+            loaded.ignored[path] = ignored
     return loaded
 
 

@@ -72,7 +72,8 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch.config import load
 
-    paths = [config_path] if config_path else config_file.files()
+    # Only trusted files: a suite runs oracles, an index is a host, a notifier a program.
+    paths = [config_path] if config_path else config_file.trusted_paths(config_file.files())
     if config_path and not config_path.is_file():
         raise UsageError(f"--config {config_path}: no such file; fix the path")
     cfg = load(paths)

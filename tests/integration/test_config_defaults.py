@@ -21,6 +21,7 @@ def test_a_repository_file_gives_start_its_defaults_and_the_flag_still_wins(
         '[start]\nconfirm = false\noracle = "torchlet_norm"\n[defaults]\njobs = 2\n')
     sub = hist.path / "torchlet"
     sub.mkdir(exist_ok=True)
+    assert invoke("trust", cwd=sub).exit_code == 0  # `oracle` runs a program: trusted only
     r = run_cli("start", "--repo", "..", "--good", hist.main[0], "--bad", hist.main[-1],
                 "--json", cwd=sub)
     assert r.returncode == 0, r.stderr

@@ -9,7 +9,7 @@ import pytest
 
 from bisector.base.errors import UsageError
 from bisector.cli import cli
-from bisector.cli.config_file import files, load, repo_file
+from bisector.cli.config_file import ConfigFile, files, load, repo_file
 
 
 def write(path: Path, text: str) -> Path:
@@ -25,7 +25,7 @@ def test_tables_merge_user_then_repository_and_a_commands_table_beats_defaults(
     repo = write(tmp_path / "repo" / "bisector.toml",
                  '[start]\njobs = 4\nconfirm = false\nrepo = "."\n[defaults]\njobs = 3\n'
                  '[oracle.new]\ndir = "oracles"\n')
-    got = load(cli, [user, repo])
+    got = load(cli, [ConfigFile(user, True), ConfigFile(repo, True)])
     assert got.default_map["start"]["jobs"] == 4  # its own table, though [defaults] came after
     assert got.default_map["plan"]["jobs"] == 3  # the repository's [defaults] beats the user's
     assert got.default_map["start"]["build_jobs"] == 5  # the user's, nothing overrode it
@@ -53,13 +53,13 @@ def test_a_bad_key_or_value_is_one_line_naming_the_file_key_and_fix(
         tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path / "bisector.toml", text)
     with pytest.raises(UsageError, match=message) as e:
-        load(cli, [path])
+        load(cli, [ConfigFile(path, True)])
     assert str(path) in e.value.message and "\n" not in e.value.message
 
 
 def test_the_watch_tables_are_left_to_the_watch(tmp_path: Path) -> None:
     path = write(tmp_path / "bisector.toml", '[watch]\nevery = "daily"\n[[suite]]\nname = "x"\n')
-    assert load(cli, [path]).default_map == {}
+    assert load(cli, [ConfigFile(path, True)]).default_map == {}
 
 
 def test_the_repository_file_is_searched_up_to_the_git_root_only(
@@ -73,8 +73,23 @@ def test_the_repository_file_is_searched_up_to_the_git_root_only(
     assert repo_file(clone / "src" / "deep") == mine
     monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("BISECTOR_CONFIG", raising=False)
-    assert files(clone / "src") == [mine]
+    assert files(clone / "src") == [ConfigFile(mine, False)]  # untrusted until `bisect trust`
     user = write(tmp_path / "home" / "config" / "bisector.toml", "[list]\nlimit = 3\n")
-    assert files(clone / "src") == [user, mine]
+    assert files(clone / "src") == [ConfigFile(user, True), ConfigFile(mine, False)]
     monkeypatch.setenv("BISECTOR_CONFIG", str(tmp_path / "elsewhere.toml"))
-    assert files(clone / "src") == [mine]  # the named file does not exist: only the repo's
+    # The named file does not exist: only the repository's.
+    assert files(clone / "src") == [ConfigFile(mine, False)]
+
+
+def test_an_untrusted_file_sets_only_inert_keys_and_names_the_rest(tmp_path: Path) -> None:
+    repo = write(tmp_path / "bisector.toml",
+                 '[defaults]\njobs = 3\npython = "/x/py"\n[start]\nconfirm = false\n'
+                 'executor = "local"\n[notify]\ncommand = "x"\n')
+    got = load(cli, [ConfigFile(repo, False)])
+    assert got.default_map["start"] == {"jobs": 3, "confirm": False}
+    assert "python" not in got.default_map.get("check", {})
+    assert sorted(got.ignored[repo]) == ["[defaults] python", "[notify]", "[start] executor"]
+    (note,) = got.notes()
+    assert str(repo) in note and "bisect trust" in note
+    with pytest.raises(UsageError, match="unknown option"):  # still checked, typos included
+        load(cli, [ConfigFile(write(tmp_path / "t.toml", "[start]\npyhton = 1\n"), False)])
