@@ -48,8 +48,8 @@ def fast(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
 SEED = 27040  # fixed: a failure reproduces with the same history
 
 
-def _history(path: Path) -> SyntheticHistory:
-    return generate(path, commits=40, culprit=27, broken=(), seed=SEED, release_at=None,
+def _history(path: Path, seed: int = SEED) -> SyntheticHistory:
+    return generate(path, commits=40, culprit=27, broken=(), seed=seed, release_at=None,
                     side_branch_at=None)
 
 
@@ -368,7 +368,8 @@ def test_a_build_worker_builds_ahead_of_the_probes(fast: None, pg_url: str, tmp_
     """A CPU-only `--queue build` worker builds each probe's commit before a GPU worker runs
     the probe, which then finds the wheel built (one box here: one cache)."""
     monkeypatch.setenv("BISECTOR_WORKER_STALE_S", "30")  # nobody dies here: no false "gone"
-    hist = _history(tmp_path / "repo")
+    # Its own seed: the other tests of this module built the shared history's wheels already.
+    hist = _history(tmp_path / "repo", seed=SEED + 1)
     oracle = _oracle(tmp_path / "slow_norm_marked.py", tmp_path / "marks", sleep_s=0.5)
     fleet.start(range(2))
     fleet.start(range(1), "--queue", "build", "--name", "builder")
