@@ -69,7 +69,8 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
     slots: list[str | None] = cfg.slots() if remote is None else [None] * (width or 1)
     return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
                   slots=slots, events=events, subject=subject,
-                  confirm=cfg.request.confirm and not cfg.request.manual, remote=remote)
+                  confirm=cfg.request.confirm and not cfg.request.manual,
+                  reconfirm=cfg.request.reconfirm, remote=remote)
 
 
 def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,

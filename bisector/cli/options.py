@@ -73,6 +73,9 @@ RANGE_OPTIONS = [
     click.option("--confirm/--no-confirm", default=True, show_default=True,
                  help="Before answering, run the culprit and its parent again and, where "
                  "git revert applies cleanly onto --bad, the revert (expected good)."),
+    click.option("--reconfirm", is_flag=True, help="Run the confirmation again even where "
+                 "this culprit was confirmed before with the same oracle and environment "
+                 "(otherwise that confirmation is reused: 0 new runs)."),
     click.option("--memory", default=defaults.MEMORY, show_default=True,
                  help="Memory limit of each oracle container."),
     click.option("--pids", default=defaults.PIDS, show_default=True,

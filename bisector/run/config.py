@@ -28,7 +28,7 @@ from bisector.core.verdict import Polarity, Rules, TimeoutRule
 from bisector.oracle.command import check_match
 
 # Options that change how fast a run goes, never what it finds: left out of the reproduce line.
-SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs"})
+SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm"})
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,7 @@ class Request:
     jobs: int | None = None  # None: one per GPU of --gpus, else defaults.JOBS
     build_jobs: int = defaults.BUILD_JOBS
     confirm: bool = True  # re-run the culprit, its parent and its revert before answering
+    reconfirm: bool = False  # fresh confirmation runs even where one under the key exists
     match: str | None = None  # the failure that is the bug (core/signature.py)
     timeout: float | None = None  # a command oracle's (an oracle file says its own)
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment

@@ -36,6 +36,7 @@ from bisector.oracle.script import Oracle
 from bisector.project import history
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
+from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun
@@ -76,6 +77,7 @@ class Context:
     events: Events
     gpu: str | None
     revert: Callable[[str, str], str | None]  # (culprit, onto) -> the revert commit, or None
+    reconfirm: bool = False  # fresh runs even where this culprit was confirmed before
 
 
 class _Keep(NullRecorder):
@@ -167,6 +169,16 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
     parent's runs as evidence (:func:`weigh`); without either the group's majority verdict
     counts."""
     cands, times = ctx.candidates, sampling.confirm_runs(ctx.oracle.meta)
+    judged_by = "posterior" if posterior is not None else "samples" if judge else "verdicts"
+    earlier = None if ctx.reconfirm else bisections.confirmed_before(
+        ctx.store, oracle_sha256=ctx.key.oracle_sha256, env_fingerprint=ctx.key.env_fingerprint,
+        culprit_sha=cands[position], judged_by=judged_by, exclude=ctx.bisection_id)
+    if earlier is not None:
+        # Same commit, same oracle bytes, same environment: the runs would be the same facts.
+        ctx.events.note(f"{cands[position][:12]} was confirmed by bisection {earlier[0]} with "
+                        f"this oracle and environment: reused, 0 new runs (--reconfirm runs "
+                        f"it again)")
+        return {**earlier[1], "reused_from": earlier[0]}
     ctx.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
     culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
@@ -177,8 +189,7 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],
         "culprit_verdict": said_culprit, "parent_verdict": said_parent,
-        "judged_by": ("posterior" if posterior is not None else
-                      "samples" if judge else "verdicts"),
+        "judged_by": judged_by,
     }
     if posterior is not None:
         confidence = ctx.oracle.meta.confidence

@@ -66,6 +66,7 @@ class Runner:
         subject: Callable[[str], str] = lambda _sha: "",
         lease: Lease | None = None,
         confirm: bool = False,
+        reconfirm: bool = False,
         remote: Remote | None = None,
         strategy: Callable[[View], Strategy] = strategy_for,
     ) -> None:
@@ -81,7 +82,7 @@ class Runner:
             store, record.id, self.key, self.lease.me)
         self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
         self._seq = 0
-        self.confirm = confirm
+        self.confirm, self.reconfirm = confirm, reconfirm
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.remote = remote
         self.view = View(store, record, candidates, self.key, rules, oracle.meta, self.width,
@@ -201,7 +202,7 @@ class Runner:
     def confirming(self) -> confirm.Context:
         return confirm.Context(self.store, self.key, self.record.id, self.candidates,
                                self.source, self.pipeline.executor, self.oracle, self.rules,
-                               self.events, self.slots[0], self.revert)
+                               self.events, self.slots[0], self.revert, self.reconfirm)
 
     def check_lease(self) -> None:
         """Stop if the lease was lost, or if `bisect cancel` asked (between rounds)."""

@@ -179,3 +179,25 @@ def cancel_requested(store: Store, bisection_id: int) -> bool:
     with store.session() as s:
         return s.scalar(select(m.Bisection.cancel_requested_at)
                         .where(m.Bisection.id == bisection_id)) is not None
+
+
+def confirmed_before(store: Store, *, oracle_sha256: str, env_fingerprint: str,
+                     culprit_sha: str, judged_by: str,
+                     exclude: int) -> tuple[int, dict[str, Any]] | None:
+    """The newest finished bisection under the same key (oracle bytes, environment) whose
+    culprit was this commit and whose confirmation, judged the same way, confirmed it: its id
+    and that confirmation. A repeat of the same hunt then needs no fresh runs."""
+    with store.session() as s:
+        rows = s.scalars(
+            select(m.Bisection)
+            .where(m.Bisection.culprit_sha == culprit_sha,
+                   m.Bisection.oracle_sha256 == oracle_sha256,
+                   m.Bisection.env_fingerprint == env_fingerprint,
+                   m.Bisection.state == State.DONE.value, m.Bisection.id != exclude)
+            .order_by(m.Bisection.id.desc()))
+        for b in rows:
+            checked = (b.result or {}).get("confirmation")
+            if (isinstance(checked, dict) and checked.get("status") == "confirmed"
+                    and checked.get("judged_by", "verdicts") == judged_by):
+                return int(checked.get("reused_from", b.id)), dict(checked)
+    return None
