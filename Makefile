@@ -45,6 +45,10 @@ base-image: ## Make the local Debian base image from this machine's apt sources 
 bench: $(STAMP) ## Benchmarks, printed as ratios against baselines measured in the same run
 	$(BIN)/python -m bench.run
 
+dist: $(STAMP) ## Build the wheel and sdist into dist/ (pip install dist/bisector-*.whl)
+	rm -rf dist
+	$(BIN)/uv build --out-dir dist
+
 clean: ## Remove the virtualenv, caches and the demo store
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
