@@ -13,6 +13,7 @@ BUILD_TIMEOUT_S = 3600.0  # one source build
 ORACLE_TIMEOUT_S = 600.0  # an oracle without `timeout` in its metadata
 JOBS = 1  # probes at once
 BUILD_JOBS = 1  # source builds at once (each already uses every core)
+DEMO_NIGHTLY_EVERY = 16  # `bisect demo --nightlies`: one nightly per this many commits on main
 CONTAINER_GRACE_S = 10  # SIGTERM -> SIGKILL for a container past its deadline
 PROCESS_GRACE_S = 5.0  # the same for a local process group
 # ccache's default 5 GB holds about one PyTorch CUDA configuration; a bisection walks many.
@@ -21,6 +22,12 @@ CCACHE_MAXSIZE = os.environ.get("BISECTOR_CCACHE_MAXSIZE", "25G")
 # than LEASE_STALE_S belongs to a controller that is gone and may be taken over.
 LEASE_BEAT_S = float(os.environ.get("BISECTOR_LEASE_BEAT_S", "30"))
 LEASE_STALE_S = float(os.environ.get("BISECTOR_LEASE_STALE_S", "600"))
+# How often a coordinator looks whether `bisect cancel` asked: a cancel stops it this fast.
+CANCEL_POLL_S = float(os.environ.get("BISECTOR_CANCEL_POLL_S", "1"))
+# How long a store call waits for a database server that went away (a restart) before the
+# coordinator gives up, saying `bisect resume N`; the wait between tries doubles up to the cap.
+STORE_RETRY_S = float(os.environ.get("BISECTOR_STORE_RETRY_S", "60"))
+STORE_RETRY_CAP_S = 5.0
 # An oracle's stdout and stderr keep at most this much (head and tail) on disk.
 OUTPUT_CAP = 64 * 2**20
 
@@ -54,3 +61,7 @@ WORKER_STALE_S = float(os.environ.get("BISECTOR_WORKER_STALE_S", "60"))
 TASK_POLL_S = float(os.environ.get("BISECTOR_TASK_POLL_S", "1"))
 # SIGTERM (systemctl stop): a worker finishes its probe for this long, then hands it back.
 WORKER_SHUTDOWN_S = 240.0
+
+# The prior from the failure (core/prior.py): the share of the probability mass the evidence
+# moves onto the commits it points at; the rest stays uniform (see core/prior.py for why 0.5).
+PRIOR_WEIGHT = 0.5

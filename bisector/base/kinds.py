@@ -12,6 +12,13 @@ class ExecutorKind(enum.StrEnum):
     DOCKER = "docker"  # one container of the runtime image per probe
 
 
+class PriorMode(enum.StrEnum):
+    """Whether the search weighs candidates by what the failure names (core/prior.py)."""
+
+    AUTO = "auto"  # from the bad endpoint's failure; plain bisection when it names nothing
+    NONE = "none"  # plain bisection
+
+
 class BuildPlace(enum.StrEnum):
     """Where source builds run."""
 
@@ -37,6 +44,9 @@ class State(enum.StrEnum):
 
     RUNNING = "running"
     INTERRUPTED = "interrupted"
+    # `bisect cancel` stopped it: kept as it was, never taken up again by the watch; only an
+    # explicit `bisect resume` finishes it.
+    CANCELLED = "cancelled"
     DONE = "done"  # a culprit
     AMBIGUOUS = "ambiguous"  # a window of suspects hidden by skips
     FAILED = "failed"  # an endpoint did not behave as claimed

@@ -2,7 +2,9 @@
 
 No git, no I/O, no clock; the same observations always give the same step. Positions are those of
 :mod:`bisector.core.search` (``0`` the good endpoint, ``n - 1`` the bad one) and the culprit ``c``
-is the first bad position, ``1 <= c <= n - 1``, uniform a priori.
+is the first bad position, ``1 <= c <= n - 1``, uniform a priori unless a
+:class:`~bisector.core.prior.Prior` (from what the failure names) is given: then the segments
+start as the prior's and each carries its own weight.
 
 The model: a run at ``p`` is truly bad iff ``p >= c``; it reports bad with probability
 ``1 - fn`` when truly bad and ``fp`` when truly good, independently of every other run. A skipped
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from operator import mul
 
+from bisector.core.prior import Prior
 from bisector.core.search import Next as Next  # the same step; a position may repeat
 
 DEFAULT_CONFIDENCE = 0.99
@@ -98,9 +101,11 @@ class Posterior:
     lazily after an update, so a search step's many queries share one O(segments) pass.
     """
 
-    def __init__(self, n: int, fp: float, fn: float) -> None:
+    def __init__(self, n: int, fp: float, fn: float, prior: Prior | None = None) -> None:
         if n < 2:
             raise ValueError("a bisection needs at least the good and the bad endpoint")
+        if prior is not None and prior.n != n:
+            raise ValueError(f"a prior over {prior.n} candidates for {n}")
         _check_rates(fp, fn)
         self.n, self.fp, self.fn = n, fp, fn
         # log of (likelihood for c <= p) / (likelihood for c > p), per reported verdict.
@@ -109,6 +114,10 @@ class Posterior:
         self._ends: list[int] = [n - 1]
         self._lens: list[int] = [n - 1]
         self._logw: list[float] = [0.0]
+        if prior is not None:  # one segment per run of equal prior weight
+            self._ends = list(prior.ends)
+            self._lens = [e - s for e, s in zip(prior.ends, (0, *prior.ends[:-1]), strict=True)]
+            self._logw = [math.log(w) for w in prior.per]
         self._history: list[tuple[int, bool]] = []
         self._dirty = True
         self._w: list[float] = []  # per-element weight of each segment, max 1
@@ -121,9 +130,10 @@ class Posterior:
 
     @classmethod
     def from_observations(cls, n: int, fp: float, fn: float,
-                          obs: Iterable[tuple[int, bool]]) -> Posterior:
+                          obs: Iterable[tuple[int, bool]],
+                          prior: Prior | None = None) -> Posterior:
         """Replay ``(position, reported bad)`` pairs under (possibly re-estimated) rates."""
-        post = cls(n, fp, fn)
+        post = cls(n, fp, fn, prior)
         for position, bad in obs:
             post.observe(position, bad)
         return post
@@ -310,12 +320,18 @@ def default_max_runs(n: int, fp: float, fn: float,
 
 
 def decide(posterior: Posterior, confidence: float = DEFAULT_CONFIDENCE,
-           max_runs: int | None = None, runs: int | None = None, width: int = 1) -> NoisyStep:
+           max_runs: int | None = None, runs: int | None = None, width: int = 1,
+           judge: Posterior | None = None) -> NoisyStep:
     """Stop with the culprit once its probability reaches ``confidence``; give up (with the most
     likely one) once ``runs`` (default: the posterior's observations; a caller reusing earlier
     bisections' runs passes only those it paid for) reach ``max_runs``; else probe ``width``
-    positions (:func:`choose`)."""
-    position, probability = posterior.best()
+    positions (:func:`choose`).
+
+    ``judge``: the posterior that says when to stop and what the answer is, when it is not the
+    one that chooses the probes. A search with a prior from the failure chooses with it and is
+    judged by the same observations from the uniform prior: the prior says where to look, never
+    what is believed enough (a wrong prior would otherwise make the confidence a lie)."""
+    position, probability = (judge or posterior).best()
     if probability >= confidence:
         return Culprit(position, probability)
     cap = max_runs if max_runs is not None else default_max_runs(

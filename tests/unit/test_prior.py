@@ -1,0 +1,226 @@
+"""The prior from the failure (issue 23): evidence, weights, and the weighted search's bound.
+
+The bound is the promise that makes the prior safe to have on by default: whatever the prior
+says (right, vague, or all of it on wrong commits), a deterministic search makes at most
+ceil(log2 n) + 2 probes, and with K probes a round at most ceil(log_(K+1) n) + 1 rounds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from random import Random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bisector.core import noisy
+from bisector.core.prior import Change, Evidence, Prior, build, read_evidence, same_file, score
+from bisector.core.search import Culprit, Next, Verdict, next_step, rounds_budget
+
+G, B = Verdict.GOOD, Verdict.BAD
+
+TRACEBACK = """\
+Traceback (most recent call last):
+  File "/home/u/repro.py", line 9, in <module>
+    f(x)
+  File "/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", line 451, in _fn
+    return fn(*args, **kwargs)
+  File "/venv/site-packages/torch/_inductor/codegen/triton.py", line 77, in codegen_reduction
+    raise AssertionError("bad reduction")
+torch._inductor.exc.InductorError: AssertionError: bad reduction
+"""
+
+
+def drive(n: int, culprit: int, prior: Prior | None, width: int = 1) -> tuple[int, int]:
+    """(probes, rounds) of a search for ``culprit``; it must find it."""
+    known: dict[int, Verdict] = {}
+    rounds = 0
+    while True:
+        step = next_step(n, known, width, prior=prior)
+        if not isinstance(step, Next):
+            assert step == Culprit(culprit), (step, culprit)
+            return len(known), rounds
+        rounds += 1
+        for p in step.positions:
+            assert p not in known
+            known[p] = B if p >= culprit else G
+
+
+def mixed(n: int, points: set[int], weight: float = 0.5) -> Prior:
+    """The prior :func:`build` makes when the evidence names ``points`` equally."""
+    return Prior.from_weights([(1 - weight) / (n - 1) + (weight / len(points) if c in points
+                                                         else 0.0) for c in range(1, n)],
+                              matched=len(points))
+
+
+# -- evidence --------------------------------------------------------------------------------
+
+def test_traceback_gives_files_functions_and_the_exception_module() -> None:
+    ev = read_evidence(TRACEBACK)
+    assert "/venv/site-packages/torch/_inductor/codegen/triton.py" in ev.files
+    assert "torch/_inductor/exc.py" in ev.files  # from the exception's dotted name
+    assert ev.files[-1] == "torch/_inductor/exc.py"
+    assert ev.source == "traceback"
+    assert ("codegen_reduction",) in ev.functions.values()
+    assert all("<module>" not in fs for fs in ev.functions.values())
+
+
+def test_command_paths_and_pytest_frames() -> None:
+    ev = read_evidence("torch/_inductor/ir.py:120: in realize\nE   RuntimeError: x\n",
+                       ("python", "-m", "pytest", "test/inductor/test_ops.py::test_sum", "-x"))
+    assert ev.files == ("torch/_inductor/ir.py", "test/inductor/test_ops.py")
+    assert ev.functions["torch/_inductor/ir.py"] == ("realize",)
+    assert not read_evidence("all fine\n", ("python", "-c", "print(1)"))
+
+
+def test_same_file_compares_whole_trailing_components() -> None:
+    assert same_file("/v/site-packages/torch/_inductor/ir.py", "torch/_inductor/ir.py")
+    assert not same_file("torch/_inductor/myir.py", "torch/_inductor/ir.py")
+    assert not same_file("a/ir.py", "ir.py")  # a bare name names too many files
+    assert same_file("ir.py", "ir.py")
+
+
+def test_score_file_function_directory_and_tag() -> None:
+    ev = read_evidence(TRACEBACK)
+    triton = "torch/_inductor/codegen/triton.py"
+    assert score(ev, Change((triton,))) == 1.0
+    assert score(ev, Change((triton,), ("codegen_reduction",))) == 2.0
+    assert score(ev, Change(("torch/_inductor/codegen/cpp.py",))) == 0.25
+    assert score(ev, Change(("docs/x.md",), subject="[inductor] tidy")) == 0.25
+    assert score(ev, Change(("docs/x.md",), subject="[distributed] tidy")) == 0.0
+
+
+def test_build_mixes_with_uniform_and_none_without_a_match() -> None:
+    ev = read_evidence(TRACEBACK)
+    changes = [Change()] + [Change(("README.md",))] * 9 + [Change(("torch/_inductor/exc.py",))]
+    prior = build(ev, changes)
+    assert prior is not None and prior.matched == 1 and prior.n == 11
+    assert math.isclose(prior.prob(10), 0.5 / 10 + 0.5)
+    assert math.isclose(prior.prob(3), 0.5 / 10)
+    assert math.isclose(prior.mass_upto(10), 1.0)
+    assert len(prior.ends) == 2  # one segment per run of equal weights
+    assert build(ev, [Change(("README.md",))] * 11) is None
+    assert build(Evidence(), changes) is None
+
+
+# -- the bound -------------------------------------------------------------------------------
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(2, 5000), st.data())
+def test_property_any_prior_keeps_the_probe_bound(n: int, data: st.DataObject) -> None:
+    """Random histories, random culprits, random priors: right ones, scattered ones, and
+    adversarial ones with all the evidence on wrong commits (even with no uniform share)."""
+    culprit = data.draw(st.integers(1, n - 1), label="culprit")
+    kind = data.draw(st.sampled_from(["right", "wrong", "random", "extreme"]), label="kind")
+    m = data.draw(st.integers(1, min(50, n - 1)), label="points")
+    rng = Random(data.draw(st.integers(0, 2**32), label="seed"))
+    points = set(rng.sample(range(1, n), m))
+    if kind == "right":
+        points.add(culprit)
+    elif kind in ("wrong", "extreme"):
+        points.discard(culprit)
+        points = points or {1 + culprit % (n - 1)} - {culprit}
+    if kind == "random":
+        prior = Prior.from_weights([rng.random() + 1e-9 for _ in range(1, n)])
+    elif not points:  # n == 2: nothing else to point at
+        prior = Prior.uniform(n)
+    else:
+        prior = mixed(n, points, 0.999999 if kind == "extreme" else 0.5)
+    probes, _ = drive(n, culprit, prior)
+    assert probes <= math.ceil(math.log2(n)) + 2
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 3000), st.integers(2, 6), st.data())
+def test_property_k_quantiles_keep_the_round_bound(n: int, k: int, data: st.DataObject) -> None:
+    culprit = data.draw(st.integers(1, n - 1))
+    rng = Random(data.draw(st.integers(0, 2**32)))
+    points = set(rng.sample(range(1, n), min(n - 1, data.draw(st.integers(1, 20)))))
+    if data.draw(st.booleans()):
+        points.discard(culprit)
+    prior = mixed(n, points or {culprit})
+    _, rounds = drive(n, culprit, prior, width=k)
+    assert rounds <= rounds_budget(n, k) + 1  # + the endpoints' round
+
+
+def test_k_picks_are_the_prior_quantiles_when_the_budget_allows() -> None:
+    prior = Prior.from_weights([1.0] * 50 + [9.0] * 10 + [1.0] * 39)  # mass around 51..60
+    step = next_step(101, {0: G, 100: B}, width=3, prior=prior)
+    assert isinstance(step, Next) and len(step.positions) == 3
+    plain = next_step(101, {0: G, 100: B}, width=3)
+    assert isinstance(plain, Next) and plain.positions == (25, 50, 75)
+    assert all(45 <= p <= 62 for p in step.positions[1:]), step  # drawn to the heavy part
+
+
+def test_good_priors_save_probes_and_wrong_ones_cost_little() -> None:
+    rng = Random(7)
+    rows: dict[str, tuple[list[int], list[int]]] = {"right": ([], []), "wrong": ([], [])}
+    for _ in range(300):
+        n = rng.randint(50, 5000)
+        c = rng.randint(1, n - 1)
+        for kind, (with_prior, plain) in rows.items():
+            points = set(rng.sample(range(1, n), 5)) - {c}
+            if kind == "right":
+                points = set(list(points)[:4]) | {c}
+            with_prior.append(drive(n, c, mixed(n, points))[0])
+            plain.append(drive(n, c, None)[0])
+    right, wrong = rows["right"], rows["wrong"]
+    assert statistics.mean(right[0]) < 0.75 * statistics.mean(right[1])
+    assert statistics.mean(wrong[0]) <= statistics.mean(wrong[1]) + 0.5
+
+
+def test_cost_with_a_prior_stays_inside_the_budget() -> None:
+    n, c = 700, 233
+    prior = mixed(n, {233, 400})
+    known: dict[int, Verdict] = {}
+    while True:
+        step = next_step(n, known, cost=lambda p: 0 if p % 10 == 0 else 3, prior=prior)
+        if not isinstance(step, Next):
+            break
+        for p in step.positions:
+            known[p] = B if p >= c else G
+    assert step == Culprit(c) and len(known) <= math.ceil(math.log2(n)) + 2
+
+
+# -- the noisy posterior ---------------------------------------------------------------------
+
+def test_noisy_posterior_starts_from_the_prior() -> None:
+    prior = mixed(1000, {700})
+    post = noisy.Posterior(1000, 0.1, 0.1, prior=prior)
+    assert math.isclose(post.prob(700), prior.prob(700))
+    assert math.isclose(post.mass_at_or_before(699), prior.mass_upto(699))
+    post.observe(500, True)  # a lie at 500 shifts, it does not erase
+    assert post.prob(700) > 0
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_noisy_search_with_a_prior_still_finds_the_culprit(right: bool) -> None:
+    rng = Random(3)
+    n, c = 2000, 1234
+    prior = mixed(n, {c} if right else {300})
+    runs = []
+    for _ in range(20):
+        post = noisy.Posterior(n, 0.1, 0.1, prior=prior)
+        judge = noisy.Posterior(n, 0.1, 0.1)
+        while True:
+            step = noisy.decide(post, judge=judge)
+            if not isinstance(step, noisy.Next):
+                break
+            for p in step.positions:
+                bad = (p >= c) != (rng.random() < 0.1)
+                post.observe(p, bad)
+                judge.observe(p, bad)
+        assert isinstance(step, noisy.Culprit) and step.position == c
+        runs.append(post.observations)
+    plain = []
+    for _ in range(20):
+        post = noisy.Posterior(n, 0.1, 0.1)
+        while not isinstance(step := noisy.decide(post), noisy.Culprit):
+            assert isinstance(step, noisy.Next)
+            for p in step.positions:
+                post.observe(p, (p >= c) != (rng.random() < 0.1))
+        plain.append(post.observations)
+    if right:
+        assert statistics.mean(runs) < 0.8 * statistics.mean(plain)
