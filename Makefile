@@ -20,6 +20,8 @@ install: $(STAMP) ## Make .venv with bisector and the dev tools
 
 demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no Docker)
 	BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo
+	@echo 'The nightly path, offline (wheels served from 127.0.0.1, a range of dates, overlays):'
+	@echo '  BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo --nightlies'
 
 test: $(STAMP) ## Run lint, types and every test this machine can run (Docker ones when `docker info` works)
 	scripts/test-deps

@@ -9,11 +9,14 @@ tails, refs): the environment autoescapes everything, and nothing is marked safe
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from bisector.app.reports import culprit_facts
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("bisector.app", "templates"),
@@ -80,7 +83,8 @@ def timeline(d: dict[str, Any]) -> dict[str, Any]:
             p["sha"], f"probe {p['seq']}: {p['sha'][:12]} {verdict} ({how}) "
             f"{p.get('subject', '')}", p["position"] == culprit_pos))
     height = TOP + ROW * (len(markers) + 1) + 12
-    nightlies = [{"x": x(pb["position"]), "label": f"{pb['kind']} {pb['version']}"}
+    nightlies = [{"x": x(pb["position"]), "label": f"{pb['kind']} {pb['version']}",
+                  "short": _wheel_day(str(pb["version"]))}
                  for pb in d["prebuilts"] if pb["position"] is not None]
     return {
         "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT, "axis": TOP - 10,
@@ -91,9 +95,16 @@ def timeline(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _wheel_day(version: str) -> str:
+    """What a timeline line is labelled with: a nightly's day (``2.9.0.dev20250110+cu128``
+    -> ``2025-01-10``), else the version itself."""
+    m = re.search(r"\.dev(\d{4})(\d{2})(\d{2})", version)
+    return f"{m[1]}-{m[2]}-{m[3]}" if m else version
+
+
 def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
-    facts: dict[str, Any] = next((p["facts"] for p in d["probes"] if p["facts"].get("python")), {})
-    return {"d": d, "t": timeline(d), "issue": issue, "facts": facts,
+    # The culprit's own facts, as the issue report's Versions block: not the first probe's.
+    return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
             "repo_name": d["github"] or Path(d["repo"]).name}
 
 

@@ -50,6 +50,9 @@ CONFIRM_PERF_RUNS = 3
 # Disk (`bisect gc`): nothing used this recently is removed, whatever the limits say: a wheel a
 # build has just published may not have its row yet, and `bisect check` records nothing.
 GC_GRACE_S = 600.0
+# An in-use mark (infra/inuse.py) of a process on another host sharing the cache cannot be
+# checked for life: it keeps what it marks this long after it was taken.
+IN_USE_REMOTE_S = 86400.0
 # The cache size cap applied after each bisection; None: no cap (BISECTOR_MAX_CACHE sets one).
 MAX_CACHE: str | None = None
 

@@ -12,20 +12,21 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from bisector.app import reports as report
+from bisector.base import defaults
 from bisector.base.errors import BisectorError, InterruptedBisection
+from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import range_options
-from bisector.cli.progress import RichEvents, err, out
+from bisector.cli.progress import RichEvents, err, escape, out
 from bisector.project.history import printable
 from bisector.run.config import Request, request_from
 from bisector.store.db import Store, default_db, open_store
@@ -80,7 +81,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
     events = RichEvents(err)
     # An unknown id is a one-line error before anything else.
     bisections.bisection(store, bisection_id)
-    err.print(f"bisection [bold]{bisection_id}[/] (store: {store.url})")
+    err.print(f"bisection [bold]{bisection_id}[/] (store: {escape(store.url)})")
     # SIGINT may start out ignored (a background job of a non-interactive shell); a bisection
     # must always stop cleanly and say how to resume, so both signals are handled explicitly.
     old = signal.signal(signal.SIGTERM, _sigterm)
@@ -116,11 +117,11 @@ def _print_show(store: Store, bisection_id: int, json_out: bool,
     if json_out or fmt == "json":
         click.echo(json.dumps(data, indent=2, default=str))
     elif fmt == "issue":
-        click.echo(views.issue_report(store, bisection_id), nl=False)
+        click.echo(safe_text(views.issue_report(store, bisection_id)), nl=False)
     elif fmt == "html":
-        click.echo(views.html_report(store, bisection_id), nl=False)
+        click.echo(safe_text(views.html_report(store, bisection_id)), nl=False)
     else:
-        click.echo(report.show_markdown(data))
+        click.echo(safe_text(report.show_markdown(data)))
     return data
 
 
@@ -295,38 +296,57 @@ def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
     if json_out:
         click.echo(json.dumps(views.log_data(store, bisection_id), indent=2))
     else:
-        click.echo(views.log(store, bisection_id))
+        click.echo(safe_text(views.log(store, bisection_id)))
 
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
               help="Where to write the demo history (default: the data directory).")
 @click.option("--jobs", type=int, default=None, help="Probes at once (no GPU needed).")
+@click.option("--nightlies", is_flag=True, help="The nightly path, offline: the history's "
+              "nightly wheels served from 127.0.0.1, the range given as two dates, probes on "
+              "nightlies and overlays on them.")
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def demo(c: Ctx, directory: Path | None, jobs: int | None, json_out: bool) -> None:
+def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
+         json_out: bool) -> None:
     """Generate the bundled torchlet history (240 commits, a planted regression, broken builds,
-    release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end."""
+    release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end; with
+    --nightlies, by dates over its nightly wheels."""
     import shutil
+    from contextlib import nullcontext
 
     # lazy: `bisect --help` and completion import none of this
-    from bisector.app import bisections
+    from bisector.app import bisections, issue
+    from bisector.app.demo import nightlies as demo_nightlies
     from bisector.app.demo.torchlet import generate
     from bisector.base.paths import data_dir
 
     path = directory or data_dir() / "demo" / "torchlet"
     if path.exists():
         shutil.rmtree(path)
-    hist = generate(path)
+    hist = generate(path, nightly_every=defaults.DEMO_NIGHTLY_EVERY if nightlies else None)
     err.print(f"demo history: {len(hist.main)} commits on main in {path}; the planted regression "
               f"is {hist.culprit[:12]} (the bisection does not know that)")
-    # The demo's builds take seconds: with several probes at once, build as many at once.
-    req = Request(repo=path, good="v0.1.0", bad="v0.2.0", oracle="torchlet_norm", jobs=jobs,
-                  build_jobs=jobs or 1)
-    store, bisection_id = bisections.create(c.store, req)
-    data = _run_and_report(c, store, bisection_id, json_out, resume=False)
+    served = (demo_nightlies.served(hist, path.parent / "index") if nightlies
+              else nullcontext(None))
+    with served as index:
+        # The demo's builds take seconds: with several probes at once, build as many at once.
+        req = Request(repo=path, good="v0.1.0", bad="v0.2.0", oracle="torchlet_norm",
+                      jobs=jobs, build_jobs=jobs or 1)
+        if index is not None:
+            days = [demo_nightlies.day(stamp) for _, _, stamp in hist.nightlies]
+            err.print(f"serving {len(days)} nightly wheels at {index}; bisecting by dates "
+                      f"{days[1]}..{days[-1]}")
+            req = replace(req, good=days[1], bad=days[-1], nightly_index=index)
+        store, bisection_id = bisections.create(c.store, req)
+        data = _run_and_report(c, store, bisection_id, json_out, resume=False)
     found = (data["culprit"] or {}).get("sha")
+    pair = issue.between(data)
+    if nightlies and pair is not None:
+        err.print(f"regressed between nightly {pair[0]['version']} and nightly "
+                  f"{pair[1]['version']}")
     err.print("[green]found the planted regression[/]" if found == hist.culprit
-               else "[red]did not find the planted regression[/]")
+              else "[red]did not find the planted regression[/]")
     if found != hist.culprit:
         sys.exit(1)
 
@@ -348,7 +368,7 @@ def _json_error(args: list[str], message: str, kind: str, exit_code: int) -> Non
     object naming the error, not an empty stream and a line on stderr it never reads."""
     if "--json" in args or "--format=json" in args or any(
             a == "--format" and b == "json" for a, b in itertools.pairwise(args)):
-        click.echo(json.dumps({"error": {"message": message, "kind": kind,
+        click.echo(json.dumps({"error": {"message": safe_text(message), "kind": kind,
                                          "exit_code": exit_code}}))
 
 

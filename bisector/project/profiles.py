@@ -83,7 +83,7 @@ TORCHLET = Profile(
     marker_paths=("torchlet/__init__.py", "csrc/_C.c"),
     default_variant="cpu",
     base_version_file="torchlet/version.py",
-    # The layout of the test index (tests/index_server.py): files under <index>/files/.
+    # The layout of the test index (bisector/app/demo/index.py): files under <index>/files/.
     nightly_file_url="{index}/files/{filename}",
     overlay_safe=("torchlet/*.py", "*.md", "docs/*", "tests/*"),
     overlay_unsafe=("csrc/*", "setup.py", "pyproject.toml"),

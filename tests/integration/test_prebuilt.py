@@ -1,6 +1,6 @@
 """Prebuilt wheels, nightlies mapped to commits, overlays and cost-aware probing, end to end.
 
-Everything is real: a package index served on 127.0.0.1 (tests/index_server.py) with wheels of
+Everything is real: a package index served on 127.0.0.1 (bisector/app/demo/index.py) with wheels of
 the synthetic project built at every 16th commit and published like PyTorch's nightlies (a
 ``nightly`` branch, ``.devYYYYMMDD+cpu`` versions, ``git_version`` in ``version.py``).
 """
@@ -19,6 +19,8 @@ import git
 import pytest
 from sqlalchemy import select
 
+from bisector.app.demo.index import IndexServer
+from bisector.app.demo.nightlies import publish
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem, parse_simple_page
 from bisector.artifacts.obtained import Obtained, Recipe, Sources
@@ -30,8 +32,6 @@ from bisector.project.profiles import TORCHLET
 from bisector.store import models as m
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import open_store
-from tests.index_server import IndexServer
-from tests.nightlies import publish
 from tests.support import run_cli
 
 EVERY = 16

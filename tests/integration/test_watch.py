@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from bisector.app.demo.index import IndexServer
+from bisector.app.demo.nightlies import publish
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.index_server import IndexServer
-from tests.nightlies import publish
 from tests.support import BISECT, ROOT, run_cli
 
 NOTIFIER = """\

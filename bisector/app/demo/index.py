@@ -1,4 +1,6 @@
-"""A real package index on 127.0.0.1 with the layout of download.pytorch.org's nightly folders.
+"""A package index on 127.0.0.1 with the layout of download.pytorch.org's nightly folders:
+what ``bisect demo --nightlies`` serves its wheels from (no network), and what the tests run the
+index client against (a real server, not a mock).
 
 ``<root>/<index>/<project>/`` answers PEP 691 JSON or PEP 503 HTML by the Accept header; wheel
 links point to ``<root>/<index>/files/<name>`` (nightlies carry no hash fragment, as on the real
