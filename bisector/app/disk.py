@@ -36,7 +36,7 @@ LOGS = "logs"
 # Listed by du, never removed by gc: ccache caps itself (CCACHE_MAXSIZE); scratch folders
 # belong to live processes (a dead one's go with the sweep start and gc run); reports are
 # results, not caches.
-KEPT = ("ccache", "scratch", "reports", "other")
+KEPT = ("ccache", "scratch", "reports", "links", "other")
 KINDS = (*MANAGED, LOGS, *KEPT)
 DESCRIBE = {
     "wheels": "built and downloaded wheels (one folder per artifact key)",
@@ -49,6 +49,7 @@ DESCRIBE = {
     "ccache": "host builds' compiler cache (capped by CCACHE_MAXSIZE)",
     "scratch": "exported trees and installs in progress",
     "reports": "reports of finished bisections",
+    "links": "symbolic links in place of a cache or log folder: never followed, never removed",
     "other": "anything else in the cache folder",
 }
 LEDGER = "gc-removed.jsonl"
@@ -128,36 +129,70 @@ def _children(folder: Path) -> list[Path]:
         return []
 
 
+def _linked(top: Path, folder: Path) -> bool:
+    """Whether ``folder`` or a folder between it and ``top`` is a symbolic link: gc never looks
+    through one (lstat), so a link to a folder outside the cache is never a way out of it."""
+    while folder != top and top in folder.parents:
+        if folder.is_symlink():
+            return True
+        folder = folder.parent
+    return False
+
+
+def _inside(top: Path, folder: Path) -> list[Path]:
+    """The entries of a folder of ``top``, none when it, or a folder on the way, is a link
+    (``links`` names it instead); an entry that is itself a link is an item, never opened."""
+    return [] if _linked(top, folder) else _children(folder)
+
+
 def _places() -> Iterator[tuple[str, Path]]:
     """(kind, item path) for everything bisector keeps, in the order sizes are counted."""
     cache, data = cache_dir(), data_dir()
-    for shard in _children(cache / "wheels"):
+    for shard in _inside(cache, cache / "wheels"):
+        if shard.is_symlink():  # a link where a shard folder should be: an item, as a link
+            yield "wheels", shard
+            continue
         for d in _children(shard):
-            yield ("overlays" if (d / OVERLAY_MANIFEST).exists() else "wheels"), d
+            yield ("overlays" if not d.is_symlink() and (d / OVERLAY_MANIFEST).exists()
+                   else "wheels"), d
     for uv in (cache / "uv", cache / "docker" / "uv-cache"):
-        if uv.exists():
+        if uv.exists() and not _linked(cache, uv.parent):
             yield "uv", uv
     for root in (cache / "envs", cache / "docker" / "envs"):
-        for d in _children(root):
+        for d in _inside(cache, root):
             if not d.name.endswith(".log"):  # a Docker environment's install log goes with it
                 yield "envs", d
-    for d in _children(cache / "oracles"):
+    for d in _inside(cache, cache / "oracles"):
         yield "oracles", d
-    for d in _children(cache / "trees"):
+    for d in _inside(cache, cache / "trees"):
         yield "trees", d
     if (cache / "ccache").exists():
         yield "ccache", cache / "ccache"
-    for d in _children(cache / "tmp"):
+    for d in _inside(cache, cache / "tmp"):
         yield "scratch", d
-    known = {"wheels", "uv", "envs", "docker", "oracles", "trees", "ccache", "tmp"}
+    for folder in links():
+        yield "links", folder
+    known = {"wheels", "uv", "envs", "docker", "oracles", "trees", "ccache", "tmp", "in-use"}
     for d in _children(cache):
         if d.name not in known:
             yield "other", d
     for sub in ("runs", "builds"):
-        for d in _children(data / "logs" / sub):
+        for d in _inside(data, data / "logs" / sub):
             yield LOGS, d
     for d in _children(data / "reports"):
         yield "reports", d
+
+
+# The folders gc opens; a link in place of one (or of a folder above it) is never followed.
+FOLDERS = ("wheels", "envs", "docker", "docker/envs", "oracles", "trees", "tmp")
+
+
+def links() -> list[Path]:
+    """Cache and log folders that are symbolic links: listed as ``links``, never opened."""
+    cache, data = cache_dir(), data_dir()
+    found = [cache / f for f in FOLDERS if (cache / f).is_symlink()]
+    found += [data / f for f in ("logs", "logs/runs", "logs/builds") if (data / f).is_symlink()]
+    return found
 
 
 def _measure(item: Item, seen: set[tuple[int, int]]) -> None:

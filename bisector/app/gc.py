@@ -8,9 +8,16 @@ oracle's dependencies and the Python tag or image id the bisection recorded, by 
 own formula), its oracle's copy, and the logs of its commits and builds. While any bisection is
 *running*, uv's caches are kept too (an install in progress reads them). The log of a build
 that failed is kept as long as its row: it is the reason a later probe of that commit gives.
-A protected item is kept whatever the limits say; so is anything used in the last
-``GC_GRACE_S`` (a wheel a build just published before its row was written, an environment
-``bisect check`` is using).
+A protected item is kept whatever the limits say; so is anything a live process has marked in
+use (``infra/inuse.py``: the environment, wheel and tree of every probe running now, a
+``bisect tick``'s or ``bisect check``'s included; the mark of a dead owner counts for nothing),
+and anything used in the last ``GC_GRACE_S`` (a wheel a build just published before its row was
+written). An item is moved away only while gc holds it exclusively, so a probe that comes at
+that moment waits, then makes it again.
+
+gc never follows a symbolic link out of its folders: a link inside them is an item removed as
+a link, and a cache folder (``wheels``, ``envs``...) that is itself a link is listed as
+``links`` and never opened, with one line saying so.
 
 Times alone would have been simpler ("keep everything used since the oldest unfinished
 bisection started") but one interrupted bisection from last spring would then pin every cache
@@ -42,6 +49,7 @@ from bisector.base.errors import BisectorError
 from bisector.base.kinds import ArtifactStatus, State
 from bisector.base.paths import cache_dir
 from bisector.executors.base import env_name
+from bisector.infra import inuse
 from bisector.oracle.script import parse_metadata
 from bisector.store import bisections
 from bisector.store.artifacts import ArtifactStore
@@ -93,10 +101,14 @@ def _dependencies(store: Store, oracle_sha256: str) -> tuple[str, ...]:
 
 def protect(items: list[Item], need: Needs, now: float, grace_s: float) -> None:
     """Set ``Item.protected`` to the reason gc must leave it, on every item that must stay."""
+    live = inuse.marks()
     for i in items:
         name = i.path.name
+        busy = inuse.busy(i.path, live) if i.kind in MANAGED else None
         if i.kind not in (*MANAGED, LOGS):
             i.protected = f"{i.kind} are never removed by gc"
+        elif busy is not None:
+            i.protected = busy
         elif i.kind in ("wheels", "overlays") and name in need.keys:
             i.protected = need.keys[name]
         elif i.kind == "envs" and name in need.envs:
@@ -126,6 +138,7 @@ class Removal:
     dry_run: bool = True
     errors: list[str] = field(default_factory=list)
     swept: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # one line per thing gc would not touch
 
     @property
     def managed_before(self) -> int:
@@ -161,7 +174,7 @@ class Removal:
                 "managed_bytes_before": self.managed_before,
                 "managed_bytes_after": self.managed_after, "over_cap": self.over_cap,
                 "kept": [{"reason": r, **v} for r, v in sorted(self.kept().items())],
-                "scratch_swept": self.swept, "errors": self.errors}
+                "scratch_swept": self.swept, "notes": self.notes, "errors": self.errors}
 
 
 def choose(items: list[Item], *, max_size: int | None, older_than_s: float | None,
@@ -199,9 +212,18 @@ def collect(store: Store, *, max_size: int | None, older_than_s: float | None,
     protect(items, need, now, grace_s)
     p = choose(items, max_size=max_size, older_than_s=older_than_s, now=now)
     p.dry_run = dry_run
+    p.notes = [f"not followed: {i.path} is a symbolic link to {os.readlink(i.path)}; gc never "
+               f"follows a link out of its folders (make it a real folder to have gc manage it)"
+               for i in items if i.kind == "links" and i.path.is_symlink()]
     if not dry_run:
         p.swept = sweep_scratch()
-        gone = [i for i in p.remove if _remove(i, p.errors)]
+        gone = []
+        for i in p.remove:
+            with inuse.exclusive(i.path) as busy:
+                if busy is not None:  # taken since the inventory: it stays
+                    i.protected = busy
+                elif _remove(i, p.errors):
+                    gone.append(i)
         p.remove = gone
         disk.record_removed(gone, now)
     return p
@@ -209,10 +231,11 @@ def collect(store: Store, *, max_size: int | None, older_than_s: float | None,
 
 def _remove(item: Item, errors: list[str]) -> bool:
     """Out of sight first (one rename into the scratch folder), then deleted; logs, which live
-    in the data folder, are deleted where they are. False when it could not go."""
+    in the data folder, are deleted where they are. False when it could not go. A link is
+    removed as a link: what it points to is never touched."""
     target = item.path
-    if item.kind != LOGS:
-        scratch = cache_dir() / "tmp"
+    scratch = cache_dir() / "tmp"
+    if item.kind != LOGS and not scratch.is_symlink():
         scratch.mkdir(parents=True, exist_ok=True)
         moved = scratch / f"gc-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         try:
@@ -222,8 +245,9 @@ def _remove(item: Item, errors: list[str]) -> bool:
             return True  # another gc (or a discard) was first
         except OSError:
             pass  # another filesystem or no permission to rename: delete in place
+    if item.kind == "envs":
         log = item.path.with_name(item.path.name + ".log")
-        if item.kind == "envs" and log.is_file():
+        if log.is_file() and not log.is_symlink():
             log.unlink(missing_ok=True)
     failed: list[str] = []
     if target.is_dir() and not target.is_symlink():
@@ -281,5 +305,6 @@ def describe(p: Removal) -> list[str]:
     if p.over_cap:
         lines.append("still over the cap: what is left is needed by unfinished bisections or "
                      "in use")
+    lines += p.notes
     lines += [f"error: {e}" for e in p.errors]
     return lines

@@ -67,7 +67,9 @@ def sweep_scratch() -> list[str]:
     import re
 
     root = cache_dir() / "tmp"
-    removed = []
+    removed: list[str] = []
+    if root.is_symlink():
+        return removed  # a link out of the cache: never followed (``bisect gc`` says so)
     for d in root.glob("*") if root.is_dir() else []:
         m = re.search(r"-(\d+)-[^-]*$", d.name)
         if not m:

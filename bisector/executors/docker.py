@@ -34,7 +34,8 @@ from bisector.base.errors import UsageError
 from bisector.base.paths import FACTS_SCRIPT, cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip
-from bisector.executors.local import collect_output
+from bisector.executors.local import collect_output, in_use
+from bisector.infra import inuse
 from bisector.infra.containers import (
     ContainerFailed,
     client,
@@ -212,7 +213,8 @@ class DockerExecutor:
                              "container cannot see the host's installed torch")
         name = self.env_name(inst.key, deps)
         final = self.data / "envs" / name
-        if name in self._ready or (final / ".bisector-ready").exists():
+        # On disk, not only remembered: gc may have removed it since this process made it.
+        if (final / ".bisector-ready").exists():
             self._ready.add(name)
             return name
         (self.data / "envs").mkdir(parents=True, exist_ok=True)
@@ -262,6 +264,13 @@ class DockerExecutor:
 
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
+        """:meth:`_run`, with what it uses in the cache marked in use (``bisect gc`` leaves it)."""
+        env = self.data / "envs" / self.env_name(inst.key, oracle.meta.dependencies)
+        with inuse.using(in_use(inst, oracle, commit, env), f"probe of {commit[:12]}"):
+            return self._run(inst=inst, oracle=oracle, commit=commit, run_dir=run_dir, gpu=gpu)
+
+    def _run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+             gpu: str | None = None) -> RunResult:
         """Run the oracle once in a fresh container; ``gpu`` pins it to that one GPU.
 
         Raises :class:`bisector.infra.cancel.Stopped` when the run is being stopped; every other

@@ -25,11 +25,11 @@ from bisector.artifacts.cache import file_sha256, scratch_dir
 from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay
-from bisector.artifacts.trees import run_tree
+from bisector.artifacts.trees import run_tree, trees_dir
 from bisector.base.paths import FACTS_SCRIPT, cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip
-from bisector.infra import cancel
+from bisector.infra import cancel, inuse
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import call, cap_output, reaped, reaper_env, run_logged, tail
 from bisector.oracle.command import is_command, program
@@ -150,13 +150,18 @@ class LocalExecutor:
         gpu: str | None = None,
     ) -> RunResult:
         run_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            venv = self.ensure_env(inst, oracle.meta.dependencies)
-        except (InstallFailed, OSError, subprocess.SubprocessError) as e:
-            return infra_skip(f"environment install failed: {e}".strip())
-        facts = json.loads((venv / "bisector-facts.json").read_text())
-        result = run_in_place(str(venv / "bin" / "python"), oracle, commit, run_dir, facts,
-                              gpu, self.trees)
+        deps = oracle.meta.dependencies
+        # Marked in use from before it is looked at until the oracle is done: `bisect gc`
+        # leaves what a live probe uses (infra/inuse.py).
+        with inuse.using(in_use(inst, oracle, commit, self.env_dir(inst.key, deps)),
+                         f"probe of {commit[:12] or inst.obtained}"):
+            try:
+                venv = self.ensure_env(inst, deps)
+            except (InstallFailed, OSError, subprocess.SubprocessError) as e:
+                return infra_skip(f"environment install failed: {e}".strip())
+            facts = json.loads((venv / "bisector-facts.json").read_text())
+            result = run_in_place(str(venv / "bin" / "python"), oracle, commit, run_dir,
+                                  facts, gpu, self.trees)
         touched = changed_files(venv)
         if touched:
             # The oracle edited its own environment: its answer is kept for this run only,
@@ -166,6 +171,13 @@ class LocalExecutor:
                 f"{result.reason}; the oracle changed its environment ({len(touched)} files, "
                 f"e.g. {touched[0]}): not reused"))
         return result
+
+
+def in_use(inst: Installable, oracle: Oracle, commit: str, env: Path | None) -> list[Path | None]:
+    """What a probe uses in the cache: its environment, the wheel's folder or the overlay it
+    installs, and the exported tree a command runs in (paths outside the cache are skipped)."""
+    return [env, inst.wheel.parent if inst.wheel is not None else None, inst.overlay,
+            trees_dir() / commit if commit and is_command(oracle) else None]
 
 
 MANIFEST_FILE = "bisector-manifest.json"
@@ -384,4 +396,5 @@ class SystemExecutor:
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
         facts = collect_facts(self.python, self.import_name, inst.obtained)
-        return run_in_place(self.python, oracle, commit, run_dir, facts, gpu, self.trees)
+        with inuse.using(in_use(inst, oracle, commit, None), f"probe of {commit[:12]}"):
+            return run_in_place(self.python, oracle, commit, run_dir, facts, gpu, self.trees)
