@@ -26,6 +26,7 @@ from bisector.queue import need_queue
 from bisector.run.config import Request, RunConfig
 from bisector.run.factory import Parts, stored_config, stored_oracle
 from bisector.run.prepare import discover, prepare, record
+from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote
 from bisector.run.runner import Finished, Runner
 from bisector.store import bisections, tasks, workers
@@ -70,7 +71,8 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
     return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
                   slots=slots, events=events, subject=subject,
                   confirm=cfg.request.confirm and not cfg.request.manual,
-                  reconfirm=cfg.request.reconfirm, remote=remote)
+                  reconfirm=cfg.request.reconfirm, remote=remote,
+                  prior=FailurePrior(cfg.request.prior, parts.repos, cfg.request.command))
 
 
 def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,

@@ -39,6 +39,7 @@ from bisector.core.search import Culprit, Next, Verdict, next_step
 from bisector.run.config import Request
 from bisector.run.factory import Parts
 from bisector.run.prepare import Prepared, discover, prepare
+from bisector.run.prior import FailurePrior, note, planned
 from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import durations
 from bisector.store import runs as run_store
@@ -115,6 +116,7 @@ class PlanReport:
     # How the index's wheels were found: {"listed": n, "direct URL": m} (an installed base is
     # neither); the index lists only its newest nightlies, older ones are found past it.
     prebuilt_sources: dict[str, int] = field(default_factory=dict)
+    prior: dict[str, Any] = field(default_factory=dict)  # which prior a run would use (--prior)
 
     def as_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -382,9 +384,14 @@ def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
         prebuilt.append({"position": cands.index(sha) if sha in cands else None,
                          "commit": sha, "kind": "installed", "filename": cfg.installed.site})
     found = p.discovery
-    return make_plan(
+    prior = planned(FailurePrior(cfg.request.prior, parts.repos, cfg.request.command), store,
+                    key, cands, cfg.rules, cfg.width)
+    report = make_plan(
         parts.provider, len(cands), table,
         missing=[pb.filename for pb in found.missing] if found else [],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
         prebuilt=prebuilt, notes=list(p.span.notes), known=known, cost_sources=sources,
         sampling=sampling_for(p.oracle.meta, cfg.request.confirm))
+    report.prior = prior
+    report.notes.append(note(prior))
+    return report

@@ -16,6 +16,7 @@ from bisector.core.verdict import Polarity
 from bisector.infra.owner import owner_alive
 from bisector.project import history
 from bisector.run.config import RunConfig, reproduce_command
+from bisector.run.prior import note as prior_note
 from bisector.store import bisections, views
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
@@ -148,6 +149,10 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
         "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
         "reproduce": reproduce_command(cfg.request),
+        # Which prior the search used (--prior), its evidence, and the probes it saved.
+        "prior": (b.result or {}).get("prior") or {
+            "mode": cfg.request.prior.value, "used": None,
+            "why": "built once the bad endpoint has failed in this bisection"},
         "probes": [],
         "oracle_runs": 0,
         "rounds": 0,
@@ -241,6 +246,8 @@ def show_markdown(d: dict[str, Any]) -> str:
         f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)"
         + (f" in {d['rounds']} rounds of up to {d['jobs']} at once" if d["jobs"] > 1 else ""),
     ]
+    if d.get("prior"):
+        lines.append(f"- {prior_note(d['prior'])}")
     if (d["result"] or {}).get("noisy"):
         lines.append(f"- {noisy_summary(d['result']['noisy'])}")
     if (d["result"] or {}).get("confirmation"):

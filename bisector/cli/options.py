@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from bisector.base import defaults
-from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity
 
 RANGE_OPTIONS = [
@@ -70,6 +70,12 @@ RANGE_OPTIONS = [
     click.option("--manual", is_flag=True, help="Judge each probe yourself, as git bisect "
                  "good/bad: bisector prepares the commit's environment and tree, prints a "
                  "command that opens a shell there, and asks whether the bug shows."),
+    click.option("--prior", type=click.Choice([p.value for p in PriorMode]), default="auto",
+                 show_default=True, help="auto: once the bad endpoint has failed, probe "
+                 "where its traceback points first (commits that changed the files and "
+                 "functions it names, or that a command oracle names), never beyond "
+                 "ceil(log2 n) + 2 probes; plain bisection when it names nothing. none: "
+                 "plain bisection."),
     click.option("--confirm/--no-confirm", default=True, show_default=True,
                  help="Before answering, run the culprit and its parent again and, where "
                  "git revert applies cleanly onto --bad, the revert (expected good)."),

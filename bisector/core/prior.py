@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bisector.base import defaults
+from bisector.core.search import Next, Verdict, next_step
 from bisector.core.signature import failure_line
 
 FILE = 1.0
@@ -269,3 +270,23 @@ def build(evidence: Evidence, changes: Sequence[Change],
     base = (1.0 - weight) / (n - 1)
     return Prior.from_weights([base + weight * s / total for s in scores],
                               matched=sum(1 for s in scores if s > 0), weight=weight)
+
+
+def probes_to(n: int, culprit: int, prior: Prior | None = None, width: int = 1) -> int:
+    """Probes a deterministic search makes to find ``culprit`` (endpoints included)."""
+    known: dict[int, Verdict] = {}
+    while isinstance(step := next_step(n, known, width, prior=prior), Next):
+        for p in step.positions:
+            known[p] = Verdict.BAD if p >= culprit else Verdict.GOOD
+    return len(known)
+
+
+def expected_probes(n: int, prior: Prior, width: int = 1,
+                    points: int = 32) -> tuple[float, float]:
+    """(plain bisection, with the prior): the mean probes of a deterministic search if the
+    prior is right, over ``points`` culprits at equal steps of its mass (its quantiles)."""
+    culprits = [prior.first_at_least(0, n - 1, (i + 0.5) / points) for i in range(points)]
+    culprits = [min(n - 1, max(1, c)) for c in culprits]
+    plain = math.fsum(probes_to(n, c, None, width) for c in culprits) / points
+    weighted = math.fsum(probes_to(n, c, prior, width) for c in culprits) / points
+    return plain, weighted

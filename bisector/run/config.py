@@ -23,7 +23,7 @@ from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base import defaults
 from bisector.base.errors import UsageError
-from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
 from bisector.oracle.command import check_match
 
@@ -70,6 +70,7 @@ class Request:
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
     command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (oracle/command.py)
     manual: bool = False  # a person answers for each probe (manual.py)
+    prior: PriorMode = PriorMode.AUTO  # weigh candidates by what the failure names (prior.py)
 
     @property
     def gpu_list(self) -> tuple[str, ...]:

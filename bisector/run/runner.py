@@ -31,6 +31,7 @@ from bisector.oracle.script import Oracle
 from bisector.run import confirm
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, Source, StoreRecorder
+from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote, cancelled_message
 from bisector.run.strategies import strategy_for
 from bisector.run.strategies.base import Adopted, Answer, Round, Strategy, View
@@ -69,6 +70,7 @@ class Runner:
         reconfirm: bool = False,
         remote: Remote | None = None,
         strategy: Callable[[View], Strategy] = strategy_for,
+        prior: FailurePrior | None = None,
     ) -> None:
         self.store, self.record, self.candidates = store, record, candidates
         self.oracle, self.rules, self.source = oracle, rules, source
@@ -86,7 +88,7 @@ class Runner:
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.remote = remote
         self.view = View(store, record, candidates, self.key, rules, oracle.meta, self.width,
-                         source.cost if self.width == 1 else None)
+                         source.cost if self.width == 1 else None, prior)
         self.strategy = strategy(self.view)
 
     @property
@@ -186,6 +188,10 @@ class Runner:
         raises with its message once written."""
         b, result, message = self.record, dict(answer.result), answer.message
         culprit = None if answer.culprit is None else self.candidates[answer.culprit]
+        info = self.view.prior.info if self.view.prior is not None else None
+        if info is not None:  # which prior the search used, and what it saved
+            result["prior"] = info.summary(len(self.candidates), self.width,
+                                           run_store.paid_runs(self.store, b.id), answer.culprit)
         if answer.culprit is not None and self.confirm:
             result["confirmation"] = checked = confirm.confirm(
                 self.confirming(), answer.culprit, answer.judge, answer.posterior)

@@ -89,6 +89,30 @@ def samples(store: Store, key: Key, shas: Iterable[str]) -> dict[str, list[Sampl
     return out
 
 
+@dataclass(frozen=True)
+class Output:
+    """Where a stored run's output is: its files (full, capped) and the tail kept in the row."""
+
+    outcome: Outcome
+    stdout_path: str | None
+    stderr_path: str | None
+    output_tail: str
+    facts: dict[str, Any]
+
+
+def outputs(store: Store, key: Key, sha: str) -> list[Output]:
+    """Every run stored under ``key`` at one commit, newest first (the prior reads the bad
+    endpoint's failure from them)."""
+    q = (select(m.RunRow)
+         .where(m.RunRow.oracle_sha256 == key.oracle_sha256,
+                m.RunRow.env_fingerprint == key.env_fingerprint,
+                m.RunRow.commit_sha == sha)
+         .order_by(m.RunRow.id.desc()))
+    with store.session() as s:
+        return [Output(Outcome(v.outcome), v.stdout_path, v.stderr_path, v.output_tail or "",
+                       dict(v.facts or {})) for v in s.scalars(q)]
+
+
 def logged_runs(store: Store, bisection_id: int) -> set[int]:
     """Ids of the runs this bisection's probes point at (its own and adopted ones)."""
     with store.session() as s:

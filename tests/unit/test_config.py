@@ -13,7 +13,7 @@ from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base import defaults
 from bisector.base.errors import UsageError
-from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.cli import start
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
 from bisector.run.config import (
@@ -39,7 +39,7 @@ EVERYTHING = Request(
     max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2,
     confirm=False, reconfirm=True,
     match=r"NameError: .*_Runner__", timeout=30.0, dependency=("pytest", "expecttest>=0.2"),
-    command=("python", "test/x.py", "-k", "it's"), manual=True,
+    command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
 )
 
 

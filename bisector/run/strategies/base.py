@@ -17,9 +17,11 @@ from typing import Any, Protocol
 
 from bisector.base.kinds import State
 from bisector.core import noisy
+from bisector.core.prior import Prior
 from bisector.core.search import Culprit, Problem, Step, Stop, Window
 from bisector.core.verdict import Rules
 from bisector.oracle.script import OracleMeta
+from bisector.run.prior import FailurePrior
 from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
@@ -43,6 +45,7 @@ class View:
     meta: OracleMeta
     width: int  # probes a round may hold (slots: GPUs, or workers)
     cost: Callable[[int], int] | None = None  # the provider's cost rank, for cheap split points
+    prior: FailurePrior | None = None  # the prior from the failure (run/prior.py); None: plain
 
     @property
     def n(self) -> int:
@@ -88,6 +91,15 @@ class Strategy(Protocol):
     special."""
 
     def decide(self) -> Decision: ...
+
+
+def prior_for(view: View, ready: bool) -> Prior | None:
+    """The prior the search splits, once ``ready`` (the bad endpoint has shown the failure:
+    the prior is read from its run); None before, and for a plain search."""
+    if view.prior is None or not ready:
+        return None
+    info = view.prior.get(view.store, view.key, view.candidates, view.rules)
+    return info.prior if info is not None else None
 
 
 def answer_for(view: View, step: Step, extra: dict[str, object] | None = None,

@@ -27,6 +27,7 @@ from bisector.run.strategies.base import (
     View,
     answer_for,
     is_confirmation,
+    prior_for,
 )
 from bisector.store import runs as run_store
 
@@ -171,8 +172,13 @@ class Noisy:
         if short:
             positions = short
         else:
-            step = noisy.decide(post, confidence=meta.confidence, max_runs=cap,
-                                runs=paid, width=v.width)
+            # With a prior from the failure, it chooses where to run; the uniform posterior
+            # (``post``) still says when to stop and what the answer is (core/noisy.decide).
+            prior = prior_for(v, True)
+            chooser = post if prior is None else noisy.Posterior.from_observations(
+                n, fp, fn, ev.reports, prior)
+            step = noisy.decide(chooser, confidence=meta.confidence, max_runs=cap,
+                                runs=paid, width=v.width, judge=post)
             if not isinstance(step, noisy.Next):
                 return Decision(_answer(v, step, post, len(ev.reports), fp, fn, source),
                                 adopted, informed)

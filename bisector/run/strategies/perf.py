@@ -40,6 +40,7 @@ from bisector.run.strategies.base import (
     View,
     answer_for,
     is_confirmation,
+    prior_for,
 )
 from bisector.store import runs as run_store
 
@@ -187,7 +188,8 @@ class Performance:
                 wanted += [p] * a.more
                 table.append(_row(v, p, a, like))
             if not wanted:
-                step = next_step(v.n, known, width=v.width)
+                ready = known.get(v.n - 1) is Verdict.BAD
+                step = next_step(v.n, known, width=v.width, prior=prior_for(v, ready))
                 if not isinstance(step, Next):
                     summary: dict[str, object] = {"perf": {
                         "threshold": meta.threshold, "unit": like.unit,

@@ -15,7 +15,7 @@ from typing import Any
 
 from bisector.core.search import Next, Verdict, next_step, remaining_estimate
 from bisector.core.verdict import Rules
-from bisector.run.strategies.base import Adopted, Decision, Round, View, answer_for
+from bisector.run.strategies.base import Adopted, Decision, Round, View, answer_for, prior_for
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -68,7 +68,9 @@ class Plain:
         number = int(self.in_flight.get("round", 0)) if positions else self.round + 1
         self.in_flight = {}
         if not positions:
-            step = next_step(v.n, have, width=v.width, cost=v.cost)
+            ready = have.get(0) is Verdict.GOOD and have.get(v.n - 1) is Verdict.BAD
+            step = next_step(v.n, have, width=v.width, cost=v.cost,
+                             prior=prior_for(v, ready))
             if not isinstance(step, Next):
                 return Decision(answer_for(v, step), adopted, None)
             positions = step.positions

@@ -1,0 +1,141 @@
+"""Which prior a bisection's search uses, built once the bad endpoint has run.
+
+``--prior auto`` (the default): when the bad endpoint has a stored run under the bisection's
+key, its output (the files, else the tail kept in the row; a failing run first) and a command
+oracle's words are read for evidence (:func:`bisector.core.prior.read_evidence`), the files
+are named as the repository names them at the bad endpoint, and each candidate's changes are
+read from git (:mod:`bisector.project.evidence`); :func:`bisector.core.prior.build` weighs
+them. No evidence, or none that a candidate matches: no prior, the search is plain. ``none``:
+never a prior. The same stored runs and history give the same prior, so resume needs nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from bisector.base.kinds import PriorMode, Verdict
+from bisector.core.prior import Evidence, Prior, build, expected_probes, probes_to, read_evidence
+from bisector.core.verdict import Rules
+from bisector.project import evidence as repo_evidence
+from bisector.store import runs as run_store
+from bisector.store.db import Store
+
+# Bytes read from the end of each output file: a traceback is at the end, and an oracle may
+# print megabytes before it.
+TAIL_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class PriorInfo:
+    """The prior a search uses (None: plain), what it came from, and why."""
+
+    mode: PriorMode
+    prior: Prior | None
+    evidence: Evidence
+    why: str
+
+    def summary(self, n: int, width: int = 1, probes: int | None = None,
+                culprit: int | None = None) -> dict[str, object]:
+        """For ``show``, ``plan`` and the reports: which prior, the evidence, and the probes
+        a deterministic search is expected to make with it and without it (if it is right),
+        and, once the culprit is known, how many plain bisection would have made for it."""
+        out: dict[str, object] = {"mode": self.mode.value, "used": self.prior is not None,
+                                  "why": self.why, "evidence": self.evidence.summary()}
+        if self.prior is not None:
+            plain, weighted = expected_probes(n, self.prior, width)
+            out.update(matched=self.prior.matched, candidates=n - 1,
+                       weight=self.prior.weight,
+                       expected_probes={"plain": round(plain, 2), "prior": round(weighted, 2)})
+        if probes is not None:
+            out["probes"] = probes
+        if culprit is not None:
+            out["plain_probes"] = probes_to(n, culprit, None, width)
+        return out
+
+
+def _text(out: run_store.Output) -> str:
+    parts = []
+    for name in (out.stderr_path, out.stdout_path):
+        if not name:
+            continue
+        try:
+            with Path(name).open("rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - TAIL_BYTES))
+                parts.append(f.read().decode(errors="replace"))
+        except OSError:
+            continue
+    return "\n".join(parts) or out.output_tail
+
+
+class FailurePrior:
+    """Builds the prior on the first ask after the bad endpoint has a run, then keeps it."""
+
+    def __init__(self, mode: PriorMode, repo: Callable[[], git.Repo],
+                 command: Sequence[str] = ()) -> None:
+        self.mode, self.repo, self.command = mode, repo, tuple(command)
+        self.info: PriorInfo | None = None
+
+    def get(self, store: Store, key: run_store.Key, candidates: Sequence[str],
+            rules: Rules) -> PriorInfo | None:
+        """The prior, or None while the bad endpoint has no stored run yet."""
+        if self.info is not None:
+            return self.info
+        if self.mode is PriorMode.NONE:
+            self.info = PriorInfo(self.mode, None, Evidence(), "--prior none")
+            return self.info
+        bad = candidates[-1]
+        outs = [o for o in run_store.outputs(store, key, bad) if not o.facts.get("confirmation")]
+        if not outs:
+            return None
+        failing = [o for o in outs if rules.judge(o.outcome) is Verdict.BAD]
+        text = _text((failing or outs)[0])
+        found = read_evidence(text, self.command)
+        self.info = self.make(found, candidates)
+        return self.info
+
+    def make(self, found: Evidence, candidates: Sequence[str]) -> PriorInfo:
+        if not found:
+            return PriorInfo(self.mode, None, found, "the bad endpoint's output names no file")
+        repo = self.repo()
+        named = repo_evidence.resolve(repo, candidates[-1], found)
+        if not named:
+            return PriorInfo(self.mode, None, found,
+                             "no file the failure names is in the repository")
+        prior = build(named, repo_evidence.changes(repo, candidates, named))
+        if prior is None:
+            return PriorInfo(self.mode, None, named,
+                             "no candidate changed what the failure names")
+        return PriorInfo(self.mode, prior, named,
+                         f"{prior.matched} of {len(candidates) - 1} candidates changed what "
+                         f"the failure names ({len(named.files)} file(s))")
+
+
+def planned(source: FailurePrior, store: Store, key: run_store.Key, candidates: Sequence[str],
+            rules: Rules, width: int = 1) -> dict[str, object]:
+    """What ``bisect plan`` says about the prior: the one a run would use now when the bad
+    endpoint already has a stored run, else that it is built once the bad endpoint has run."""
+    info = source.get(store, key, candidates, rules)
+    if info is None:
+        return {"mode": source.mode.value, "used": None,
+                "why": "built from the bad endpoint's failure once it has run"}
+    return info.summary(len(candidates), width)
+
+
+def note(summary: dict[str, object]) -> str:
+    """One line for ``plan`` and ``show``."""
+    mode, why = summary.get("mode"), summary.get("why")
+    expected = summary.get("expected_probes")
+    if not summary.get("used") or not isinstance(expected, dict):
+        return f"prior: {mode}, plain bisection ({why})" if summary.get("used") is False \
+            else f"prior: {mode} ({why})"
+    line = (f"prior: {mode}, from the failure: {why}; expected probes if it is right "
+            f"{expected['prior']} (plain bisection {expected['plain']})")
+    if "plain_probes" in summary and "probes" in summary:
+        line += (f"; this bisection: {summary['probes']} probes, plain bisection "
+                 f"{summary['plain_probes']} for this culprit")
+    return line
