@@ -12,6 +12,9 @@
    noisy posterior search, over simulated hunts (BENCH_NOISY_HUNTS per setting).
 7. Build once, overlay many: source builds vs probes on a range with no prebuilt wheels
    (bench/build_reuse.py; BENCH_REUSE_COMMITS).
+8. A prior from the failure: probes with the prior vs plain bisection on the same culprits, over
+   simulated priors of varying quality, and the bound ceil(log2 n) + 2 (bench/prior.py;
+   BENCH_PRIOR_HUNTS).
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
@@ -37,6 +40,7 @@ from pathlib import Path
 import git
 
 from bench.build_reuse import bench_build_reuse
+from bench.prior import bench_prior
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
@@ -407,6 +411,7 @@ def main() -> None:
         bench_builder_ccache(tmp)
         bench_noisy()
         bench_build_reuse(tmp, line)
+        bench_prior()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
