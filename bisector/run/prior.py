@@ -131,9 +131,9 @@ def note(summary: dict[str, object]) -> str:
     mode, why = summary.get("mode"), summary.get("why")
     expected = summary.get("expected_probes")
     if not summary.get("used") or not isinstance(expected, dict):
-        return f"prior: {mode}, plain bisection ({why})" if summary.get("used") is False \
-            else f"prior: {mode} ({why})"
-    line = (f"prior: {mode}, from the failure: {why}; expected probes if it is right "
+        return f"Prior: {mode}, plain bisection ({why})" if summary.get("used") is False \
+            else f"Prior: {mode} ({why})"
+    line = (f"Prior: {mode}, from the failure: {why}; expected probes if it is right "
             f"{expected['prior']} (plain bisection {expected['plain']})")
     if "plain_probes" in summary and "probes" in summary:
         line += (f"; this bisection: {summary['probes']} probes, plain bisection "

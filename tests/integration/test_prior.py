@@ -56,7 +56,7 @@ def test_the_prior_finds_the_same_culprit_in_fewer_probes(home: Path,
 
     shown = invoke("--db", str(home / "prior.db"), "show", "1")
     assert shown.exit_code == 0
-    assert f"prior: auto, from the failure: {prior['matched']} of 39 candidates" in shown.stdout
+    assert f"Prior: auto, from the failure: {prior['matched']} of 39 candidates" in shown.stdout
 
     # `plan` with the same request reads the stored failure of the bad endpoint.
     r = run_cli("--db", str(home / "prior.db"), "plan", "--repo", str(hist.path), "--good",
