@@ -70,6 +70,27 @@ def refine(outcome: Outcome, stdout: str, stderr: str, regex: str,
     return Outcome.SKIP, f"{what}: {last_line(stderr, stdout)}"
 
 
+def cannot_import(text: str, package: str, package_error: str | None = None) -> str | None:
+    """The line of ``text`` saying that ``package`` itself cannot be imported, else None.
+
+    That is ``No module named '<package>'`` (the environment does not have it: the wrong
+    interpreter, an install that failed), or the very error the environment's own import of
+    the package raised when its facts were taken (``package_error``, a missing shared library
+    say). Either says nothing about the commit, so it must never be a verdict. A missing
+    submodule (``No module named 'torch.foo'``) of a package that imports is left alone: that
+    can be the regression."""
+    missing = re.compile(rf"^\s*(?:ModuleNotFoundError|ImportError): No module named "
+                         rf"'?{re.escape(package)}'?\s*$", re.MULTILINE)
+    m = missing.search(text)
+    if m:
+        return m.group().strip()
+    if package_error:
+        for line in text.splitlines():
+            if line.strip() and line.strip() == package_error.strip():
+                return line.strip()[:LONGEST]
+    return None
+
+
 def failure_line(text: str) -> str | None:
     """The line that says what failed: the exception line of the last Python traceback (the
     first unindented line after it), else the last line naming an exception (pytest's ``E``

@@ -1,11 +1,18 @@
 """Which Python runs the user's code when ``--python`` is not given.
 
-bisector lives in its own virtualenv, which has no torch: defaulting to bisector's interpreter
-made ``bisect check --env system`` test an environment the user never runs, and every verdict
-said "skip: cannot import torch". The interpreter that matters is the one the user types,
-``python3`` on PATH, and among several the one that has the project installed. ``check``,
-``start`` and ``plan`` all call :func:`choose_python`, so they can never disagree, and the choice
-is always reported: a verdict from the wrong interpreter answers the wrong question.
+The interpreter that matters is the one whose probed package (torch, or the profile's) is
+installed here. bisector usually lives in its own virtualenv without torch, so that one is
+skipped then, and ``python3`` on PATH, among several the one that has the package, is used; but
+bisector installed into torch's own virtualenv is exactly the user's environment, so
+``sys.executable`` comes first whenever it imports the package. Skipping it there ran a system
+``python3`` without torch, and every probe said "bad: No module named 'torch'".
+
+Whether a candidate imports the package is asked from an empty folder with ``-E`` (no
+``PYTHONPATH``): ``python -c`` puts the current folder on ``sys.path``, so inside a source
+checkout the system ``python3`` "imports torch" from the checkout and then cannot in the
+scratch folder the oracle runs in. ``check``, ``start``, ``plan`` and the watch all call
+:func:`choose_python`, so they can never disagree, and the choice is always reported with its
+reason: a verdict from the wrong interpreter answers the wrong question.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,10 +37,14 @@ class Interpreter:
 
 
 def choose_python(given: str | None, package: str | None) -> Interpreter:
-    """``given`` (``--python``) as is; else the first python3, then python, on PATH that imports
-    ``package`` (bisector's own virtualenv skipped); else the first of them at all, said so."""
+    """``given`` (``--python``) as is; else bisector's own interpreter when it imports
+    ``package``; else the first python3, then python, on PATH that imports it (bisector's own
+    virtualenv left out: it lacks the package); else the first of them at all, said so."""
     if given:
         return Interpreter(given, f"Python: {given} (from --python)")
+    if package is not None and imports(sys.executable, package):
+        return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own, and it "
+                           f"imports {package}; pass --python to choose another)")
     found = on_path()
     if not found:
         return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own: there is "
@@ -45,13 +57,12 @@ def choose_python(given: str | None, package: str | None) -> Interpreter:
         if imports(cand, package):
             cand = resolve(cand)
             return Interpreter(cand, f"Python: {cand} (the first on PATH that imports "
-                               f"{package}; pass --python to choose another)")
-    if imports(sys.executable, package):  # bisector installed into the user's own environment
-        return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own; it is "
-                           f"the only one that imports {package})")
+                               f"{package}; bisector's own does not; pass --python to choose "
+                               f"another)")
     first = resolve(found[0])
-    return Interpreter(first, f"Python: {first} (no python3 or python on PATH imports "
-                       f"{package}; pass --python of the environment that has it)")
+    return Interpreter(first, f"Python: {first} (neither bisector's own Python nor any python3 "
+                       f"or python on PATH imports {package}; pass --python of the environment "
+                       f"that has it)")
 
 
 def resolve(python: str) -> str:
@@ -93,12 +104,16 @@ def on_path() -> list[str]:
 
 
 def imports(python: str, package: str) -> bool:
-    """Whether ``python -c "import package"`` succeeds (a broken or hung interpreter: no)."""
-    try:
-        r = subprocess.run([python, "-c", f"import {package}"], capture_output=True,
-                           stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    """Whether ``python -E -c "import package"`` succeeds from an empty folder (a broken or hung
+    interpreter: no). Neither the current folder (a source checkout's ``torch/``) nor
+    ``PYTHONPATH`` counts: the oracle runs elsewhere, with them scrubbed."""
+    with tempfile.TemporaryDirectory(prefix="bisector-import-") as empty:
+        try:
+            r = subprocess.run([python, "-E", "-c", f"import {package}"], capture_output=True,
+                               stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S, check=False,
+                               cwd=empty)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     return r.returncode == 0
 
 

@@ -221,7 +221,8 @@ class Pipeline:
             run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
             run = self.executor.run(inst=got.installable, oracle=self.oracle, commit=sha,
                                     run_dir=run_dir, gpu=gpu)
-            run = with_signature(run, self.oracle, self.rules.polarity)
+            run = with_signature(without_package(run, self.oracle), self.oracle,
+                                 self.rules.polarity)
             artifact_id = got.artifact.id if got.artifact else None
             obtained = got
         if self.oracle.meta.performance and run.outcome is not Outcome.SKIP:
@@ -276,6 +277,31 @@ def with_signature(run: RunResult, oracle: Oracle, polarity: Polarity) -> RunRes
     if refined is None:
         return run
     return replace(run, outcome=refined[0], reason=refined[1])
+
+
+def without_package(run: RunResult, oracle: Oracle) -> RunResult:
+    """A failed run whose output says the probed package itself cannot be imported (see
+    :func:`bisector.core.signature.cannot_import`) becomes a skip saying so, never a verdict:
+    it is a fact about the environment (the wrong interpreter, a broken install), not about
+    the commit, and under either polarity it would be judged wrongly (bad, or good under
+    ``--regress success``). Unless the oracle's own signature matches that output: then the
+    oracle says this failure is the bug. Not reusable: a fixed environment answers again."""
+    package = run.facts.get("probed") or run.facts.get("package")
+    if run.outcome is not Outcome.FAIL or not isinstance(package, str) or not package:
+        return run
+    out = _end_of(run.stdout_path, SIGNATURE_READ)
+    err = _end_of(run.stderr_path, SIGNATURE_READ)
+    text = (f"{out or ''}\n{err or ''}" if out is not None or err is not None
+            else run.output_tail)
+    error = run.facts.get("package_error")
+    line = signature.cannot_import(text, package, error if isinstance(error, str) else None)
+    if line is None:
+        return run
+    match = oracle.match if oracle.judging else oracle.meta.match
+    if match is not None and signature.compile_match(match).search(text):
+        return run
+    return replace(run, outcome=Outcome.SKIP, reusable=False,
+                   reason=f"the environment cannot import {package}: {line}")
 
 
 def with_samples(run: RunResult) -> RunResult:

@@ -20,6 +20,9 @@ def main() -> None:
     }
     mod_name = sys.argv[1] if len(sys.argv) > 1 else ""
     if mod_name:
+        # Which package was asked for, also when it does not import: a failing oracle whose
+        # output says the same import failed is judged a skip, not bad (run/pipeline.py).
+        facts["probed"] = mod_name
         try:
             mod = __import__(mod_name)
             facts["package"] = mod_name
