@@ -11,6 +11,7 @@ are rewritten wherever they appear, so nothing of the box leaks into a public is
 
 from __future__ import annotations
 
+import html
 import re
 import shlex
 from collections.abc import Callable
@@ -20,12 +21,14 @@ from typing import Any
 
 from bisector.app.reports import (
     confirmation_summary,
+    culprit_facts,
     noisy_summary,
     perf_table,
     suspect_probabilities,
     suspects_heading,
     tail,
 )
+from bisector.base.escape import code, fence, md
 from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
@@ -59,14 +62,6 @@ def scrubber(repo_path: str, recorded: dict[str, str] | None = None) -> Callable
         return text
 
     return scrub
-
-
-def fenced(text: str, info: str = "") -> list[str]:
-    """A code block that ``text`` cannot close: the fence is longer than any backtick run in
-    it (an oracle's output could otherwise end the block and render as live Markdown)."""
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return [fence + info, text, fence]
 
 
 def _is_path(value: str) -> bool:
@@ -167,21 +162,12 @@ def versions(facts: dict[str, Any], environment: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _facts(d: dict[str, Any]) -> dict[str, Any]:
-    """Facts of the run at the culprit, else of any run that recorded some."""
-    culprit = (d["culprit"] or {}).get("sha")
-    runs = [p for p in d["probes"] if p["facts"].get("python")]
-    at = [p for p in runs if p["sha"] == culprit]
-    facts: dict[str, Any] = (at or runs or [{"facts": {}}])[0]["facts"]
-    return facts
-
-
 def _output(p: dict[str, Any], label: str, new: str, old: str,
             scrub: Callable[[str], str]) -> list[str]:
     verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
     text = scrub(tail(p.get("output_tail") or "", 30)) or "(no output)"
-    return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {p['reason']}):", "",
-            *fenced(text), ""]
+    return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {md(p['reason'])}):", "",
+            *fence(text), ""]
 
 
 def issue_markdown(d: dict[str, Any], req: Request) -> str:
@@ -194,21 +180,21 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
     c = d["culprit"]
     lines: list[str] = []
     if c:
-        lines += [f"### `{oracle['name']}` {since} {c['sha'][:12]}"
-                  + (f": {c['subject']}" if c.get("subject") else ""), ""]
-        who = f" by {c['author']}" if c.get("author") else ""
+        lines += [f"### {code(oracle['name'])} {since} {c['sha'][:12]}"
+                  + (f": {md(c['subject'])}" if c.get("subject") else ""), ""]
+        who = f" by {md(c['author'])}" if c.get("author") else ""
         pr = (f" in [#{c['pr']}]({c['pr_url']})" if c.get("pr_url")
               else f" in #{c['pr']}" if c.get("pr") else "")
         lines.append(f"The first {new} commit is `{c['sha']}`{pr}{who}"
                      + (f" ({c['date'][:10]})." if c.get("date") else "."))
     elif d["suspects"]:
-        lines += [f"### `{oracle['name']}` {fails}: one of {len(d['suspects'])} commits", "",
-                  suspects_heading(d)]
-        lines += [f"- `{x['sha'][:12]}` {x.get('subject', '')}{q}"
+        lines += [f"### {code(oracle['name'])} {fails}: one of {len(d['suspects'])} commits",
+                  "", suspects_heading(d)]
+        lines += [f"- `{x['sha'][:12]}` {md(x.get('subject', ''))}{q}"
                   for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False)]
     else:
         lines += [f"### bisector #{d['id']}: {d['state']}", "",
-                  scrub(d["message"] or "no culprit was named")]
+                  *(md(m) for m in scrub(d["message"] or "no culprit was named").splitlines())]
     lines.append("")
     if (d["result"] or {}).get("noisy"):
         lines += [noisy_summary(d["result"]["noisy"]) + ".", ""]
@@ -223,7 +209,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         lines += [f"It {changed} between {lo['kind']} {lo['version']} ({old}) and "
                   f"{hi['kind']} {hi['version']} ({new}).", ""]
     rng = f"{d['good']['ref']}...{d['bad']['ref']}"
-    rng = f"[{rng}]({d['compare_url']})" if d["compare_url"] else f"`{rng}`"
+    rng = f"[{md(rng)}]({d['compare_url']})" if d["compare_url"] else code(rng)
     lines += [f"Bisected {rng} ({d['candidates']} commits, {d['walk']}) with "
               f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
               f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
@@ -237,15 +223,16 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
                  else "the commit before it in the range")
         lines += _output(by_pos[pos - 1], label, new, old, scrub)
     saved = portable_request(req, "").oracle
-    save_as = f" (save it as <code>{saved[2:]}</code>)" if saved.startswith("./") else ""
+    save_as = (f" (save it as <code>{html.escape(saved[2:])}</code>)" if saved.startswith("./")
+               else "")
     # A command oracle's source is its stored document; a #!/bin/bash oracle is not Python.
     command = argv_of(oracle["source"]) is not None
     lang = "python" if foreign_interpreter(oracle["source"].encode()) is None else ""
     lines += [f"<details><summary>{'Command oracle' if command else 'Oracle'} "
-              f"<code>{oracle['name']}</code> "
+              f"<code>{html.escape(oracle['name'])}</code> "
               f"(sha256 {oracle['sha256'][:12]}){save_as}</summary>", "",
-              *fenced(scrub(oracle["source"].rstrip()), "" if command else lang), "",
+              *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
-              "Reproduce with bisector:", "", *fenced(scrub(reproduce(d, req))), "",
-              "### Versions", "", *fenced(scrub(versions(_facts(d), d["environment"])))]
+              "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
+              "### Versions", "", *fence(scrub(versions(culprit_facts(d), d["environment"])))]
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from typing import Any
 
 import git
 
+from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
 from bisector.infra.owner import owner_alive
@@ -102,11 +103,8 @@ def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]
         c = history.commit_info(repo, sha)
     except (ValueError, git.BadName, git.GitCommandError):
         return info
-    pr_url = c.pr_url or (
-        f"https://github.com/{slug}/pull/{c.pr_number}" if slug and c.pr_number else None
-    )
     info.update(subject=c.subject, author=c.author, author_email=c.author_email, date=c.date,
-                pr=c.pr_number, pr_url=pr_url)
+                pr=c.pr_number, pr_url=history.pr_link(slug, c.pr_number, c.pr_url))
     return info
 
 
@@ -215,6 +213,9 @@ def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
 
 
 def show_markdown(d: dict[str, Any]) -> str:
+    """``bisect show``: Markdown for a terminal and for pasting. Every string from a repository
+    or an oracle is escaped (:mod:`bisector.base.escape`), code blocks are fenced longer than
+    any backtick run they hold."""
     old, new = d["terms"]["old"], d["terms"]["new"]
     lines = [f"## bisector #{d['id']}: {d['state']}", ""]
     c = d["culprit"]
@@ -222,8 +223,9 @@ def show_markdown(d: dict[str, Any]) -> str:
         title = f"First {new} commit: `{c['sha']}`"
         lines += [title, ""]
         if c.get("subject"):
-            lines.append(f"- **{c['subject']}**")
-            lines.append(f"- Author: {c.get('author')} <{c.get('author_email')}>, {c.get('date')}")
+            lines.append(f"- **{md(c['subject'])}**")
+            lines.append(f"- Author: {md(c.get('author') or '')} "
+                         f"({md(c.get('author_email') or '')}), {c.get('date')}")
         if c.get("pr"):
             link = f" ({c['pr_url']})" if c.get("pr_url") else ""
             lines.append(f"- Pull request: #{c['pr']}{link}")
@@ -231,15 +233,15 @@ def show_markdown(d: dict[str, Any]) -> str:
     elif d["suspects"]:
         lines += [suspects_heading(d), ""]
         for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False):
-            lines.append(f"- `{x['sha'][:12]}` {x.get('subject', '')}{q}")
+            lines.append(f"- `{x['sha'][:12]}` {md(x.get('subject', ''))}{q}")
         lines.append("")
     if d["message"]:
-        lines += [f"> {d['message']}", ""]
+        lines += [*(f"> {md(m)}" for m in d["message"].splitlines()), ""]
     lines += [
-        f"- Range: {d['good']['ref']} (`{d['good']['sha'][:12]}`) .. "
-        f"{d['bad']['ref']} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
+        f"- Range: {code(d['good']['ref'])} (`{d['good']['sha'][:12]}`) .. "
+        f"{code(d['bad']['ref'])} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
         f"({d['walk']})",
-        f"- Oracle: `{d['oracle']['name']}` (sha256 {d['oracle']['sha256'][:12]}), "
+        f"- Oracle: {code(d['oracle']['name'])} (sha256 {d['oracle']['sha256'][:12]}), "
         f"the bug = oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}"
         f"{'; looking for the commit that fixed it' if d['find_fix'] else ''}",
         f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
@@ -247,7 +249,7 @@ def show_markdown(d: dict[str, Any]) -> str:
         + (f" in {d['rounds']} rounds of up to {d['jobs']} at once" if d["jobs"] > 1 else ""),
     ]
     if d.get("prior"):
-        lines.append(f"- {prior_note(d['prior'])}")
+        lines.append(f"- {md(prior_note(d['prior']))}")
     if (d["result"] or {}).get("noisy"):
         lines.append(f"- {noisy_summary(d['result']['noisy'])}")
     if (d["result"] or {}).get("confirmation"):
@@ -263,14 +265,14 @@ def show_markdown(d: dict[str, Any]) -> str:
         lines.append(f"- Source builds: {len(builds)}, "
                      f"{sum(b['seconds'] for b in builds):.0f}s in all{cache}")
     for note in d["notes"]:
-        lines.append(f"- Note: {note}")
+        lines.append(f"- Note: {md(note)}")
     lines += ["", "| # | commit | verdict | time | torch from | reason | subject |",
               "|---|---|---|---|---|---|---|"]
     for p in d["probes"]:
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
         t = "reused" if p["reused"] else f"{p['duration_s']:.2f}s"
-        subject = (p.get("subject") or "").replace("|", "\\|")[:60]
-        reason = p["reason"].replace("|", "\\|")[:80]
+        subject = md((p.get("subject") or "")[:60])
+        reason = md(p["reason"][:80])
         how = p.get("artifact") or ""
         if p.get("gpu") is not None:
             how += f" (GPU {p['gpu']})"
@@ -280,16 +282,16 @@ def show_markdown(d: dict[str, Any]) -> str:
                      f"| {subject} |")
     failed = [p for p in d["probes"] if p.get("build_log")]
     for p in failed:
-        lines += ["", f"Build log of `{p['sha'][:12]}` ({p['build_log']}), last lines:", "```",
-                  p.get("build_log_tail") or "", "```"]
+        lines += ["", f"Build log of `{p['sha'][:12]}` ({md(p['build_log'])}), last lines:",
+                  *fence(p.get("build_log_tail") or "")]
     # The oracle's own words where it failed or could not decide: the first thing anyone asks.
     for p in d["probes"]:
         if p["outcome"] != "pass" and not p.get("build_log") and p.get("output_tail"):
             verdict = {"bad": new}.get(p["verdict"], p["verdict"])
             lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
-                      f"{p['reason']}), last lines:", "```", tail(p["output_tail"]), "```"]
+                      f"{md(p['reason'])}), last lines:", *fence(tail(p["output_tail"]))]
     if d["reproduce"]:
-        lines += ["", "Reproduce with:", "```", d["reproduce"], "```"]
+        lines += ["", "Reproduce with:", *fence(d["reproduce"])]
     return "\n".join(lines)
 
 
@@ -353,6 +355,17 @@ def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
         out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {med} | {change} | {verdict} "
                    f"| {p} |")
     return out
+
+
+def culprit_facts(d: dict[str, Any]) -> dict[str, Any]:
+    """What the environment was at the culprit (its own probe's facts: the version, git
+    version and libraries of the commit the report names), else of any run that recorded
+    some. Every report (issue, HTML, web page) shows these."""
+    culprit = (d["culprit"] or {}).get("sha")
+    runs = [p for p in d["probes"] if p["facts"].get("python")]
+    at = [p for p in runs if p["sha"] == culprit]
+    facts: dict[str, Any] = (at or runs or [{"facts": {}}])[0]["facts"]
+    return facts
 
 
 def tail(text: str, lines: int = 15) -> str:

@@ -1,5 +1,10 @@
 """What the CLI and the web view read of a stored bisection: show, list, log, the issue text and
 the HTML report, each from the store alone, and the two reports written when a bisection ends.
+
+This is the one way out of the store for a bisection: every view is redacted
+(:mod:`bisector.base.redact`: index URLs' credentials and tokens, secret variables) and its
+strings hold no control character (:mod:`bisector.base.escape`), whatever renders it next. The
+store keeps the raw values, which a resumed run needs.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from bisector.app import disk
 from bisector.app import reports as report
 from bisector.app.html import render_report
 from bisector.app.issue import issue_markdown
+from bisector.base import escape, redact
 from bisector.base.paths import data_dir
 from bisector.run.factory import stored_config
 from bisector.store.db import Store
@@ -19,24 +25,27 @@ from bisector.store.db import Store
 
 def show(store: Store, bisection_id: int) -> dict[str, Any]:
     # Logs removed by `bisect gc` are named as such, so no rendering points at a missing file.
-    return disk.mark_removed_logs(report.show_data(store, bisection_id,
-                                                   stored_config(store, bisection_id)))
+    d: dict[str, Any] = escape.safe(disk.mark_removed_logs(
+        report.show_data(store, bisection_id, stored_config(store, bisection_id))))
+    return d
 
 
 def issue_report(store: Store, bisection_id: int) -> str:
-    """The paste-ready GitHub issue text (no local paths)."""
-    return issue_markdown(show(store, bisection_id), stored_config(store, bisection_id).request)
+    """The paste-ready GitHub issue text (no local paths, no secrets)."""
+    return redact.text(issue_markdown(show(store, bisection_id),
+                                      stored_config(store, bisection_id).request))
 
 
 def html_report(store: Store, bisection_id: int) -> str:
     """One self-contained HTML file: timeline, probes with their output, facts."""
     d = show(store, bisection_id)
-    return render_report(d, issue=issue_report(store, bisection_id))
+    return redact.text(render_report(d, issue=issue_report(store, bisection_id)))
 
 
 def listing(store: Store, limit: int,
             where: report.ListFilter | None = None) -> list[dict[str, Any]]:
-    return report.list_data(store, limit, where)
+    rows: list[dict[str, Any]] = escape.safe(report.list_data(store, limit, where))
+    return rows
 
 
 def log(store: Store, bisection_id: int) -> str:

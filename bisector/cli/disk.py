@@ -6,11 +6,10 @@ import json
 from typing import Protocol
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from bisector.base.errors import StoreError, UsageError
-from bisector.cli.progress import err, out
+from bisector.cli.progress import err, escape, out
 from bisector.store.db import Store
 
 

@@ -1,4 +1,9 @@
-"""Terminal output: two consoles (progress on stderr, results on stdout) and live progress."""
+"""Terminal output: two consoles (progress on stderr, results on stdout) and live progress.
+
+:func:`escape` is the CLI's one filter for text put into a rich markup string: redacted, every
+control character made visible (:mod:`bisector.base.escape`), then rich's markup escaped, so a
+subject, an oracle's output or an index URL in an error neither drives the terminal nor shows
+a token. Every CLI module imports it from here instead of rich's own."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
-from rich.markup import escape
+from rich.markup import escape as markup_escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -23,6 +28,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from bisector.base.escape import safe_line, safe_text
 from bisector.core.search import Verdict
 
 if TYPE_CHECKING:
@@ -30,6 +36,11 @@ if TYPE_CHECKING:
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
+
+
+def escape(text: str) -> str:
+    """``text`` as a rich markup string shows it: redacted, printable, markup escaped."""
+    return markup_escape(safe_text(text))
 
 
 DOWNLOAD, STEP = "download", "step"  # the two kinds of rows of the live display
@@ -131,10 +142,12 @@ class RichEvents:
                     self.progress.remove_task(self._downloads.pop(name))
                 return
             if task is None:
-                task = self._downloads[name] = self._add(f"downloading {name}", kind=DOWNLOAD)
+                task = self._downloads[name] = self._add(f"downloading {safe_line(name)}",
+                                                         kind=DOWNLOAD)
             self.progress.update(task, completed=done, total=total)
 
     def phase(self, sha: str, text: str) -> None:
+        text = safe_line(text)  # rows are rich Text, not markup: filtered, not escaped
         with self._lock:
             task = self._steps.get(sha)
             if task is None:
@@ -146,7 +159,7 @@ class RichEvents:
         with self._lock:
             task = self._steps.get(sha)
             if task is not None:
-                self.progress.update(task, line=text)
+                self.progress.update(task, line=safe_line(text))
 
     def probe_start(self, seq: int, position: int, sha: str, subject: str, left: int,
                     eta_s: float | None) -> None:

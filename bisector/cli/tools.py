@@ -10,12 +10,12 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.markup import escape
 from rich.table import Table
 
+from bisector.base.escape import safe
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
 from bisector.cli.options import check_options
-from bisector.cli.progress import err, out
+from bisector.cli.progress import err, escape, out
 from bisector.oracle.script import list_oracles, team_oracles_dir
 
 
@@ -70,7 +70,7 @@ def check(env_kind: str | None, json_out: bool, **kw: Any) -> None:
     system = env_kind == "system" or (kw["wheel"] is None and kw["commit"] is None)
     req = check_request_from({**kw, "system": system})
     res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"))
-    data = res.as_dict()
+    data = safe(res.as_dict())  # its output and facts: redacted, printable
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))
     else:

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from bisector.base.errors import InterruptedBisection, UsageError
 from bisector.cli import config_file
-from bisector.cli.progress import RichEvents, err, out
+from bisector.cli.progress import RichEvents, err, escape, out
 from bisector.store.db import Store
 
 if TYPE_CHECKING:

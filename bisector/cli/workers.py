@@ -14,12 +14,11 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from bisector.base.errors import UsageError
 from bisector.cli.config_file import ConfiguredCommand
-from bisector.cli.progress import err, out
+from bisector.cli.progress import err, escape, out
 from bisector.store.db import Store, url_from
 
 QUEUES = ("probe", "build")  # bisector.queue.procrastinate.QUEUES, without importing procrastinate

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import git
 
+from bisector.base import escape
 from bisector.base.errors import RepoError
 
 PR_TRAILER = re.compile(r"^Pull Request resolved: (\S+/pull/(\d+))\s*$", re.MULTILINE)
@@ -232,13 +233,10 @@ def _cherry_picked(repo: git.Repo, upstream: str, head: str) -> list[str]:
     return [line[2:] for line in out.splitlines() if line.startswith("- ")]
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def printable(text: str) -> str:
-    """Text from a repository with control characters (terminal escapes, bells) replaced:
-    a commit subject can never drive the user's terminal."""
-    return _CONTROL.sub("\ufffd", text)
+    """One line from a repository with control characters (terminal escapes, bells, newlines)
+    made visible: a commit subject can never drive the user's terminal."""
+    return escape.line(text)
 
 
 def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
@@ -265,14 +263,38 @@ def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
     )
 
 
+# The forms of a GitHub remote: https (credentials allowed), ssh://, git:// and scp-like.
+_GITHUB_REMOTE = re.compile(
+    r"(?:(?:https?|ssh|git)://(?:[^@/\s]+@)?github\.com(?::\d+)?/|(?:[\w.-]+@)?github\.com:)"
+    r"(?P<owner>[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)/(?P<name>[A-Za-z0-9_.-]+?)"
+    r"(?:\.git)?/?", re.IGNORECASE)
+
+
 def github_slug(repo: git.Repo) -> str | None:
-    """owner/name of the ``origin`` remote when it points at GitHub, for links in reports."""
+    """owner/name of the ``origin`` remote when it is a repository on github.com, for links
+    in reports. The whole URL must match: ``https://evil.example/github.com/a/b`` is not
+    GitHub, and the name is restricted to what GitHub allows, so a slug can go into a URL or
+    a Markdown link as it is."""
     try:
         url = repo.remotes.origin.url
     except (AttributeError, ValueError):
         return None
-    m = re.search(r"github\.com[:/]([^/]+/[^/]+?)(?:\.git)?$", url)
-    return m.group(1) if m else None
+    m = _GITHUB_REMOTE.fullmatch(url.strip())
+    if m is None or m.group("name") in (".", ".."):
+        return None
+    return f"{m.group('owner')}/{m.group('name')}"
+
+
+def pr_link(slug: str | None, number: int | None, claimed: str | None) -> str | None:
+    """The pull request's link, only on the repository's own forge: a commit message's
+    trailer may name any host (``Pull Request resolved: https://evil.example/pull/1``) or
+    another repository; then there is no link, the number stays as text."""
+    if not slug or number is None:
+        return None
+    own = f"https://github.com/{slug}/pull/{number}"
+    if claimed is not None and claimed.rstrip("/").lower() != own.lower():
+        return None
+    return own
 
 
 # ``merge-tree --write-tree --merge-base=`` (a real three-way merge without a working tree).

@@ -21,7 +21,7 @@ import cattrs
 
 from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
-from bisector.base import defaults
+from bisector.base import defaults, redact
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
@@ -282,7 +282,10 @@ def reproduce_command(req: Request) -> str:
 
     Walks the request's fields, so a new option appears here without anyone remembering to
     add it. ``prepare`` stores the request with the absolute repository and the oracle's
-    name (bundled) or absolute path, so the line works from any directory.
+    name (bundled) or absolute path, so the line works from any directory. The line is for
+    reading and pasting, never run by bisector: every word is redacted (an index URL's
+    ``user:token@`` and ``?token=``, ``--build-env HF_TOKEN=...``), the store keeps the raw
+    request.
     """
     parts = ["bisect", "start", "--repo", str(req.repo), "--good", req.good, "--bad", req.bad]
     if req.oracle:
@@ -302,7 +305,7 @@ def reproduce_command(req: Request) -> str:
             parts += [flag(f.name), str(value)]
     if req.command:  # last, after --: its words are never read as bisect's options
         parts += ["--", *req.command]
-    return shlex.join(parts)
+    return shlex.join(redact.text(p) for p in parts)
 
 
 _T = TypeVar("_T")

@@ -5,7 +5,9 @@ Starlette routes the few GET pages and JSON endpoints, Jinja2 renders them (thro
 route reads through :mod:`bisector.app`, the same functions as ``bisect list/show/log --json``, so
 the JSON endpoints mirror the CLI by construction. There is no write endpoint: other methods get
 405. Every response carries a Content-Security-Policy that allows no outside resource, and full logs
-are served as ``text/plain`` with ``nosniff``, so an oracle's output can never run as a page."""
+are served as ``text/plain`` with ``nosniff``, so an oracle's output can never run as a page.
+What it serves is redacted and printable (:mod:`bisector.base.escape`): the views are, and a full
+log is filtered here on its way out."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from bisector.app import html as html_report
 from bisector.app import views
 from bisector.app.reports import ListFilter
 from bisector.app.watch import table as watch_table
+from bisector.base import escape
 from bisector.base.errors import NotFoundError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
@@ -132,7 +135,7 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         recorded = probe.get({"stdout": "stdout", "stderr": "stderr",
                               "build": "build_log"}[stream])
         if recorded and _readable_log(Path(recorded)):
-            return PlainTextResponse(_tail(Path(recorded)))
+            return PlainTextResponse(escape.safe_text(_tail(Path(recorded))))
         fallback = probe.get("build_log_tail" if stream == "build" else "output_tail") or ""
         removed = {"build": "build_log"}.get(stream, stream) in probe.get("removed_logs", ())
         where = "log removed by gc" if removed else "the full log is not on this machine"

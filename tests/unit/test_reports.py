@@ -11,6 +11,7 @@ import pytest
 
 from bisector.app import html as html_report
 from bisector.app import issue as issue_report
+from bisector.base.escape import fence
 from bisector.run.config import Request
 
 
@@ -69,7 +70,7 @@ def test_portable_request_drops_this_machines_paths() -> None:
 
 def test_fences_outlast_backticks_in_the_text() -> None:
     text = "before\n```\n@someone ping\n````\nafter"
-    block = issue_report.fenced(text)
+    block = fence(text)
     assert block[0] == block[-1] == "`````" and block[1] == text
 
 

@@ -9,6 +9,9 @@ short account of the flip otherwise. The event's ``text`` is one line, the field
 webhooks (Slack, Mattermost, Rocket.Chat) show, so ``curl --data-binary @- URL`` is a whole
 notifier. A notifier that fails, hangs or does not exist is logged and never fails the tick:
 the results and the bisection are stored either way, and ``bisect watch`` shows them.
+
+Both files and the notifier's stdin leave the box (a GitHub notifier posts them): the event and
+the body go through :mod:`bisector.base.redact` here, whoever built them.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bisector.app.issue import fenced
 from bisector.app.watch.config import Notify
+from bisector.base import redact
+from bisector.base.escape import code, fence
 
 
 def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str) -> Path:
@@ -28,10 +32,11 @@ def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str) -
     record a person can paste from."""
     folder.mkdir(parents=True, exist_ok=True)
     md = folder / f"{stem}.md"
-    md.write_text(markdown, encoding="utf-8")
+    md.write_text(redact.text(markdown), encoding="utf-8")
     event["issue_file"] = str(md)
     path = folder / f"{stem}.json"
-    path.write_text(json.dumps(event, indent=2, default=str) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(redact.data(event), indent=2, default=str) + "\n",
+                    encoding="utf-8")
     return path
 
 
@@ -39,7 +44,7 @@ def send(cfg: Notify, event: dict[str, Any]) -> str | None:
     """Run the notifier with ``event`` on stdin; a line for the log (None: nothing to do)."""
     if not cfg.command or event["event"] not in cfg.on:
         return None
-    payload = json.dumps(event, default=str)
+    payload = json.dumps(redact.data(event), default=str)
     try:
         r = subprocess.run(list(cfg.command), input=payload, capture_output=True, text=True,
                            timeout=cfg.timeout_s, check=False)
@@ -61,9 +66,9 @@ def flip_markdown(event: dict[str, Any], output_tail: str) -> str:
     """The body for a flip: what changed, between which torches, what happens next."""
     old, new = event["from"], event["to"]
     word = "regressed" if event["kind"] == "regression" else "was fixed"
-    lines = [f"## `{event['oracle']}` {word} between torch {old['version']} and "
+    lines = [f"## {code(event['oracle'])} {word} between torch {old['version']} and "
              f"{new['version']}", "",
-             f"Watch suite `{event['suite']}`: the oracle `{event['oracle']}` said "
+             f"Watch suite {code(event['suite'])}: the oracle {code(event['oracle'])} said "
              f"**{old['verdict']}** on torch {old['version']} (commit `{old['commit']}`) and "
              f"**{new['verdict']}** on torch {new['version']} (commit `{new['commit']}`).", ""]
     b = event.get("bisection")
@@ -74,5 +79,5 @@ def flip_markdown(event: dict[str, Any], output_tail: str) -> str:
         lines += [f"No bisection was started: {b['message']}", ""]
     if output_tail:
         lines += [f"The oracle's output on torch {new['version']}:", "",
-                  *fenced(output_tail.rstrip()), ""]
+                  *fence(output_tail.rstrip()), ""]
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from bisector.app.reports import effective_state
+from bisector.base import escape
 from bisector.store import bisections
 from bisector.store import watch as ws
 from bisector.store.db import Store
@@ -51,7 +52,9 @@ def table_data(store: Store, columns: int = COLUMNS) -> dict[str, Any]:
                      for o in oracles],
             "flips": [_flip(store, f) for f in reversed(flips) if f.suite == name],
         })
-    return {"suites": out}
+    # Reasons and messages came from oracles: redacted and printable, like every view.
+    table: dict[str, Any] = escape.safe({"suites": out})
+    return table
 
 
 def _flip(store: Store, f: ws.FlipRecord) -> dict[str, Any]:

@@ -18,7 +18,6 @@ finished by the next one: a result claim or a flip claim whose owner died is tak
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from bisector.app.watch import sources
 from bisector.app.watch.config import Suite, WatchConfig
 from bisector.app.watch.notify import flip_markdown, send, write_event
 from bisector.artifacts.installable import Installable
-from bisector.base import defaults
+from bisector.base import defaults, redact
 from bisector.base.errors import BisectorError, BusyError, UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import State
@@ -300,7 +299,7 @@ class Tick:
         def side(r: ws.ResultRecord) -> dict[str, Any]:
             # A private index's URL may carry a token: never in a message that leaves the box.
             return {"version": r.key.torch_version, "commit": r.key.commit_sha,
-                    "verdict": r.verdict, "source": re.sub(r"://[^/@]*@", "://", r.source)}
+                    "verdict": r.verdict, "source": redact.url(r.source)}
 
         word = "regressed" if flip.kind == "regression" else "was fixed"
         text = (f"[{flip.suite}] {flip.oracle} {word} between torch {old.key.torch_version} "
@@ -319,7 +318,7 @@ class Tick:
                 text += f": bisection {b.id} started"
         return {"event": name, "text": text, "suite": flip.suite, "oracle": flip.oracle,
                 "kind": flip.kind, "from": side(old), "to": side(new), "bisection": bisection,
-                "flip": flip.id, "store": self.store.url}
+                "flip": flip.id, "store": redact.url(self.store.url)}
 
 
 def events_folder(cfg: WatchConfig) -> Path:

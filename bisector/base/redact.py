@@ -1,0 +1,145 @@
+"""One redaction for everything that leaves bisector: terminal lines, Markdown and HTML reports,
+JSON, the web view, events, logs, notification bodies and the reproduce line.
+
+The store keeps the raw values (an index URL with its token is needed to run a bisection
+again); every way out goes through here. Three kinds of secret are found, in a whole value or
+anywhere inside free text:
+
+* URLs: the userinfo (``user:token@``) becomes ``***@``, and the value of a query parameter
+  whose name says it is a secret (``token``, ``key``, ``secret``, ``password``, ``auth``,
+  ``signature``, ``sig``, ``access_token``, ...) becomes ``***``, its name kept
+  (``?token=***``), so a reader still sees which index was used and that it needed a
+  credential;
+* ``NAME=VALUE`` assignments whose upper-case name holds TOKEN, SECRET, PASSWORD, KEY, AUTH,
+  CREDENTIAL, ... (``--build-env HF_TOKEN=...``, an ``env`` block printed by an oracle);
+* well-known token shapes (GitHub, Hugging Face, GitLab, Slack, AWS access keys) and
+  ``Authorization:`` header values, wherever they stand.
+
+:func:`data` walks a JSON-shaped value (the ``show`` data, a watch event) and redacts every
+string in it, and every value whose key names a secret.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MASK = "***"
+
+# What a name holds when its value is a secret (query parameters, variables, JSON keys).
+_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "AUTH", "CREDENTIAL", "SIGNATURE",
+          "COOKIE", "SESSION", "PRIVATE")
+# Query parameter names that are secrets although they hold none of the words.
+_EXACT_PARAMS = frozenset({"sig", "code", "pass", "jwt", "bearer"})
+
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
+# NAME=VALUE with an upper-case (environment-style) name; the value is quoted or runs to the
+# next space. An opening quote before the name (``'HF_TOKEN=a b'``, as shlex writes it) makes
+# the value run to the matching quote.
+_ASSIGN = re.compile(r"(?P<q>['\"]?)\b(?P<name>[A-Z][A-Z0-9_]*)=")
+_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)(?:(bearer|basic|token)\s+)?"
+                     r"[^\s'\"]+")
+_SHAPES = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})\b")
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable, query parameter or key called ``name`` holds a secret."""
+    upper = name.upper().replace("AUTHOR", "")  # GIT_AUTHOR_NAME is no credential
+    return name.lower() in _EXACT_PARAMS or any(w in upper for w in _WORDS)
+
+
+def _env_name(name: str) -> bool:
+    """An environment-style (upper-case) name that holds a secret: lower-case ``key=`` in
+    free text is far more often a Python keyword argument than a credential."""
+    return name.isupper() and secret_name(name)
+
+
+def _query(query: str) -> str:
+    out = []
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        # ``&amp;`` in HTML: the name is what follows the entity.
+        bare = name.rsplit(";", 1)[-1]
+        out.append(f"{name}={MASK}" if eq and value and secret_name(bare) else part)
+    return "&".join(out)
+
+
+def url(value: str) -> str:
+    """``value`` (one URL) without its userinfo and with its secret query values masked."""
+    value = _USERINFO.sub(rf"\g<1>{MASK}@", value)
+    head, q, rest = value.partition("?")
+    if not q:
+        return value
+    query, hashmark, fragment = rest.partition("#")
+    return f"{head}?{_query(query)}{hashmark}{fragment}"
+
+
+def _assignment(s: str) -> str:
+    out: list[str] = []
+    at = 0
+    for m in _ASSIGN.finditer(s):
+        if m.start() < at or not _env_name(m.group("name")):
+            continue
+        start = m.end()
+        quote = m.group("q")
+        if quote:
+            close = s.find(quote, start)
+            end = len(s) if close < 0 else close
+        elif start < len(s) and s[start] in "'\"":
+            close = s.find(s[start], start + 1)
+            end = len(s) if close < 0 else close + 1
+        else:
+            stop = re.compile(r"[\s'\"&,;]").search(s, start)
+            end = len(s) if stop is None else stop.start()
+        if end > start:
+            out += [s[at:start], MASK]
+            at = end
+    out.append(s[at:])
+    return "".join(out)
+
+
+def _in_text(m: re.Match[str]) -> str:
+    """A URL found in text, less the punctuation that closes the sentence or a Markdown link
+    around it."""
+    found = m.group(0)
+    body = found.rstrip(").,;:]")
+    return url(body) + found[len(body):]
+
+
+def text(s: str) -> str:
+    """Free text (a log line, an oracle's output, a command line, a whole report) with every
+    URL, secret assignment, header and known token shape in it redacted."""
+    if not s:
+        return s
+    s = _URL.sub(_in_text, s)
+    s = _assignment(s)
+    s = _HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + MASK, s)
+    return _SHAPES.sub(MASK, s)
+
+
+def data(value: Any) -> Any:
+    """A JSON-shaped value with every string redacted (:func:`text`) and every scalar whose
+    key names a secret replaced; the input is not changed."""
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {k: MASK if _secret_key(k) and _scalar(v) and v != "" else data(v)
+                for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [data(v) for v in value]
+    return value
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, str | int | float) and not isinstance(v, bool)
+
+
+def _secret_key(key: object) -> bool:
+    """Keys of bisector's own data are lower-case words (``sha256``, ``env_fingerprint``);
+    a secret's key is an environment name (``HF_TOKEN``) or a plain secret word."""
+    return isinstance(key, str) and (_env_name(key) or key.lower() in {
+        "password", "passwd", "token", "secret", "access_token", "api_key", "apikey",
+        "authorization", "auth", "credentials"})
