@@ -11,14 +11,23 @@ Two checks exist on purpose. :class:`ChangeIndex` walks the candidate list once 
 which the search uses to rank probes and ``bisect plan`` uses to project costs; it is
 conservative (a change and its revert count as a change). :func:`check` is the exact
 ``git diff B C`` used when an overlay is actually made.
+
+The base's generated version file is the one file an overlay rewrites rather than keeps: the
+wheel's ``torch/version.py`` names the base's commit, so an overlay that kept it would report
+the base (``torch.version.git_version``, the facts, the issue's Versions block) while running
+the probed commit's code. :func:`truthful_version` writes what the probed commit's own build
+would have written (its sha in ``git_version``, and in a ``+git<sha>`` local version part), and
+the facts name the base separately (:func:`overlay_facts`).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import shutil
 import subprocess
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +35,7 @@ from typing import Any
 import git
 
 from bisector.artifacts.cache import artifact_key, publish, scratch_dir
+from bisector.artifacts.installable import Installable
 from bisector.project.profiles import Profile, path_matches
 
 MANIFEST = "overlay.json"
@@ -118,15 +128,77 @@ def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCh
                         tuple(changed), tuple(deleted))
 
 
+# 2: the overlay carries the probed commit's version file (overlays made before kept the base's
+# and are never reused: a new key, so a new environment too).
+OVERLAY_FORMAT = 2
+
+
 def overlay_key(base_key: str, target: str, profile: Profile) -> str:
-    return artifact_key("overlay", target, {"base": base_key, "profile": profile.name})
+    return artifact_key("overlay", target, {"base": base_key, "profile": profile.name,
+                                            "format": OVERLAY_FORMAT})
+
+
+def version_member(profile: Profile) -> str | None:
+    """The installed path of the file a build generates with the commit in it (PyTorch's
+    ``torch/version.py``, torchlet's ``torchlet/version.py``); None for a profile that names no
+    package (the generic profile, which never overlays: it declares no Python-only paths)."""
+    if profile.version_file:
+        return profile.version_file
+    return f"{profile.import_name}/version.py" if profile.import_name else None
+
+
+def read_base_file(base: Installable, member: str) -> str | None:
+    """``member`` as the base has it installed (an installed base's site-packages, or the
+    wheel), None when it has none or it cannot be read."""
+    try:
+        if base.installed is not None:
+            return (Path(base.installed.site) / member).read_text(errors="replace")
+        if base.wheel is not None:
+            with zipfile.ZipFile(base.wheel) as z:
+                return z.read(member).decode(errors="replace")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    return None
+
+
+_GIT_VERSION = re.compile(
+    r"""^(?P<lhs>git_version\s*(?::[^=\n]*)?=\s*)(?P<q>['"])[^'"\n]*(?P=q)""", re.M)
+_VERSION = re.compile(
+    r"""^(?P<lhs>__version__\s*(?::[^=\n]*)?=\s*(?P<q>['"]))(?P<v>[^'"\n]*)(?P=q)""", re.M)
+_LOCAL_GIT = re.compile(r"^git[0-9a-fA-F]{7,40}$")
+
+
+def truthful_version(base_text: str | None, target: str, profile: Profile) -> str | None:
+    """The version file the target's own build would have generated, made from the base's:
+    ``git_version`` is the target's full sha, and a ``+git<sha>`` segment of ``__version__``'s
+    local part (a source build's ``2.9.0a0+git773b034``) names the target, as long as before;
+    the rest (CUDA, debug, a nightly's ``.devYYYYMMDD+cu128``) is the base's, which the overlay
+    runs on. Without a base file, the profile's template (torchlet's) makes one; None when
+    neither says where the commit goes (the base's file is then kept, and the manifest says so).
+    """
+    if base_text is not None and _GIT_VERSION.search(base_text):
+        text = _GIT_VERSION.sub(lambda m: f"{m['lhs']}{m['q']}{target}{m['q']}", base_text)
+
+        def local(m: re.Match[str]) -> str:
+            public, plus, loc = m["v"].partition("+")
+            if not plus:
+                return m[0]
+            parts = [f"git{target[:len(p) - 3]}" if _LOCAL_GIT.match(p) else p
+                     for p in loc.split(".")]
+            return f"{m['lhs']}{public}+{'.'.join(parts)}{m['q']}"
+
+        return _VERSION.sub(local, text)
+    if profile.version_template:
+        return profile.version_template.format(version=profile.version_for(target), sha=target)
+    return None
 
 
 def make_overlay(
     repo: git.Repo, base_key: str, base_commit: str, target: str, result: OverlayCheck,
-    profile: Profile,
+    profile: Profile, base: Installable | None = None,
 ) -> Path:
-    """Write the overlay (target's changed files + manifest) into the artifact cache."""
+    """Write the overlay (target's changed files, its generated version file made from
+    ``base``'s, and the manifest) into the artifact cache."""
     key = overlay_key(base_key, target, profile)
     work = scratch_dir(f"overlay-{target[:10]}-")
     try:
@@ -137,10 +209,22 @@ def make_overlay(
             dest = files / path
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(tree[path].data_stream.read())  # exact bytes, no newline stripping
-        manifest = {
+        manifest: dict[str, Any] = {
             "commit": target, "base_commit": base_commit, "base_key": base_key,
-            "changed": list(result.changed), "deleted": list(result.deleted),
+            "changed": list(result.changed), "deleted": list(result.deleted), "generated": [],
         }
+        member = version_member(profile)
+        text = truthful_version(read_base_file(base, member) if base and member else None,
+                                target, profile) if member else None
+        if member and text is not None:
+            (files / member).parent.mkdir(parents=True, exist_ok=True)
+            (files / member).write_text(text)
+            manifest["generated"] = [member]
+            manifest["version_file"] = f"{member} names {target[:12]}"
+        else:
+            manifest["version_file"] = (
+                f"{member or 'no version file'} kept from the base: the profile "
+                f"{profile.name!r} says nowhere what a build writes the commit into")
         (work / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
         return publish(work, key)
     except BaseException:
@@ -151,11 +235,12 @@ def make_overlay(
 def apply_overlay(overlay_dir: Path, site_packages: Path) -> dict[str, object]:
     """Lay an overlay into an installed environment; returns what was done, for the facts."""
     manifest = json.loads((overlay_dir / MANIFEST).read_text())
-    for path in [*manifest["changed"], *manifest["deleted"]]:
+    laid = [*manifest["changed"], *manifest.get("generated", [])]
+    for path in [*laid, *manifest["deleted"]]:
         parts = str(path).split("/")
         if path.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise ValueError(f"refusing overlay path {path!r}: it would leave site-packages")
-    for path in manifest["changed"]:
+    for path in laid:
         dest = site_packages / path
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.is_symlink() or dest.exists():
@@ -172,8 +257,22 @@ def apply_overlay(overlay_dir: Path, site_packages: Path) -> dict[str, object]:
 
 def overlay_summary(manifest: dict[str, Any]) -> dict[str, object]:
     """What a verdict's facts record of an overlay: the target commit, its base, the changes."""
-    return {"commit": manifest["commit"], "base_commit": manifest["base_commit"],
-            "changed": len(manifest["changed"]), "deleted": manifest["deleted"]}
+    out: dict[str, object] = {"commit": manifest["commit"],
+                              "base_commit": manifest["base_commit"],
+                              "changed": len(manifest["changed"]),
+                              "deleted": manifest["deleted"]}
+    if "version_file" in manifest:
+        out["version_file"] = manifest["version_file"]
+    return out
+
+
+def overlay_facts(summary: dict[str, object]) -> dict[str, object]:
+    """The facts of a probe installed as an overlay: what ran (the probed commit's Python
+    over a base's build) and the base, apart from the package's own version facts, which
+    now name the probed commit: a report or a reader never takes one for the other."""
+    commit, base = str(summary["commit"]), str(summary["base_commit"])
+    return {"overlay": summary, "overlay_base": base,
+            "artifact": f"overlay of {commit[:12]} on base {base[:12]}"}
 
 
 def _drop_bytecode(py: Path) -> None:

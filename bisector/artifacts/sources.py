@@ -183,7 +183,7 @@ class Overlay:
             return None
         self.s.events.phase(sha, f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
         path = overlay.make_overlay(self.s.repo(), base_row.key, base_sha, sha, result,
-                                    r.profile)
+                                    r.profile, base=base_inst)
         key = overlay.overlay_key(base_row.key, sha, r.profile)
         desc = f"{base_row.kind.value} {base_sha[:12]}"
         settings = {"base_key": base_row.key, "base_path": base_row.path,

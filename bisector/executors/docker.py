@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.overlay import overlay_summary
+from bisector.artifacts.overlay import overlay_facts, overlay_summary
 from bisector.base import defaults
 from bisector.base.errors import UsageError
 from bisector.base.paths import FACTS_SCRIPT, cache_dir
@@ -89,7 +89,7 @@ def overlay(src):
     out = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                          check=True, capture_output=True, text=True)
     site = out.stdout.strip()
-    for rel in manifest["changed"]:
+    for rel in manifest["changed"] + manifest.get("generated", []):
         dest = inside(site, rel)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         if os.path.lexists(dest):
@@ -255,7 +255,8 @@ class DockerExecutor:
         facts: dict[str, Any] = json.loads((env_dir / "bisector-facts.json").read_text()
                                            or "{}")
         if (env_dir / "overlay.json").exists():
-            facts["overlay"] = overlay_summary(json.loads((env_dir / "overlay.json").read_text()))
+            facts.update(overlay_facts(overlay_summary(
+                json.loads((env_dir / "overlay.json").read_text()))))
         facts["obtained"] = inst.obtained
         facts["image"] = {"name": self.image_name, "id": self.image_id}
         return facts

@@ -24,7 +24,7 @@ from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import file_sha256, scratch_dir
 from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.overlay import apply_overlay
+from bisector.artifacts.overlay import apply_overlay, overlay_facts
 from bisector.artifacts.trees import run_tree, trees_dir
 from bisector.base.paths import FACTS_SCRIPT, cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
@@ -119,7 +119,7 @@ class LocalExecutor:
                 (site / "bisector-installed-base.pth").write_text(f"{inst.installed.site}\n")
             extra_facts: dict[str, Any] = {}
             if inst.overlay is not None:
-                extra_facts["overlay"] = apply_overlay(inst.overlay, site)
+                extra_facts.update(overlay_facts(apply_overlay(inst.overlay, site)))
             facts = collect_facts(py, self.import_name, inst.obtained)
             facts.update(extra_facts)
             (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
