@@ -19,7 +19,7 @@ from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind, State
 from bisector.infra.containers import client, local_owner_alive, sweep_orphans
-from bisector.infra.owner import local_pid_alive
+from bisector.infra.owner import local_pid_alive, owner_alive
 from bisector.infra.proc import sweep_probes
 from bisector.project import history
 from bisector.queue import need_queue
@@ -30,7 +30,7 @@ from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote
 from bisector.run.runner import Finished, Runner
 from bisector.store import bisections, tasks, workers
-from bisector.store.db import Store
+from bisector.store.db import Store, connection_lost
 from bisector.store.records import BisectionRecord
 
 
@@ -130,14 +130,23 @@ def run(store: Store, bisection_id: int, events: Events | None = None,
             remote.close()
         # Every bisection that ended (a culprit, a window, or stopped on an endpoint) gets its
         # reports; one that was interrupted is not over and gets none.
-        if bisections.get(store, bisection_id).state in (State.DONE, State.AMBIGUOUS,
-                                                         State.FAILED):
+        if _ended(store, bisection_id):
             try:
                 write_reports(store, bisection_id)
             except Exception as e:  # the answer is stored: a report must never cost it
                 events.note(f"could not write the reports ({type(e).__name__}: {e}); "
                             f"`bisect show {bisection_id} --format issue` prints them")
             apply_cache_cap(store, events)
+
+
+def _ended(store: Store, bisection_id: int) -> bool:
+    """Did the bisection end? False when the store is away (the run says so on its own)."""
+    try:
+        return bisections.get(store, bisection_id).state.finished
+    except Exception as e:
+        if connection_lost(e):
+            return False
+        raise
 
 
 def apply_cache_cap(store: Store, events: Events) -> None:
@@ -172,11 +181,18 @@ def resume(store: Store, bisection_id: int, events: Events | None = None,
 
 
 def cancel(store: Store, bisection_id: int) -> dict[str, Any]:
-    """``bisect cancel``: stop a bisection's probes in flight, none of them judged, and its
-    coordinator (at its next look; an in-process run at its next heartbeat). What is stored
-    stays; ``resume`` finishes the bisection."""
+    """``bisect cancel``: stop a bisection's probes in flight (oracle runs, builds, installs,
+    confirmation runs), none of them judged, and its coordinator, within
+    ``defaults.CANCEL_POLL_S``. It ends ``cancelled``: what is stored stays, the watch never
+    takes it up again, and only ``bisect resume`` finishes it."""
     rec = bisections.get(store, bisection_id)
-    if rec.state.finished or not bisections.request_cancel(store, bisection_id):
+    # Nobody alive runs it (interrupted, or its coordinator died): cancelled now, for good;
+    # otherwise its coordinator sees the request within defaults.CANCEL_POLL_S and stops.
+    nobody = rec.state is not State.RUNNING or not owner_alive(rec.owner, rec.heartbeat_at)
+    if rec.state.finished or not (
+            bisections.request_cancel(store, bisection_id, dead_owner=rec.owner,
+                                      nobody_runs=nobody)
+            or (nobody and bisections.request_cancel(store, bisection_id))):
         raise UsageError(f"bisection {bisection_id} is already {rec.state.value}: there is "
                          f"nothing to cancel (bisect show {bisection_id})")
     stopped = tasks.cancel_open(store, bisection_id)

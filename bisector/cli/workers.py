@@ -141,8 +141,8 @@ def workers_cmd(c: StoreOpener, json_out: bool) -> None:
 @click.pass_obj
 def cancel(c: StoreOpener, bisection_id: int, json_out: bool) -> None:
     """Stop a bisection: its probes in flight are killed on their workers and none of them is
-    judged; its coordinator stops (an in-process run at its next heartbeat). `bisect resume
-    ID` finishes it from what is stored."""
+    judged; its coordinator stops within a second (a build or a confirmation run too). `bisect
+    resume ID` finishes it from what is stored."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
 

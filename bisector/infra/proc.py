@@ -261,3 +261,43 @@ def call(cmd: Sequence[str], *, env: Mapping[str, str], timeout_s: float | None 
         _kill_group(proc, 0.5)
         raise
     return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
+def call_bounded(cmd: Sequence[str], *, input: str | None = None,
+                 env: Mapping[str, str] | None = None, timeout_s: float,
+                 grace_s: float = 1.0) -> tuple[subprocess.CompletedProcess[str], bool]:
+    """Run ``cmd`` (text, no check) in a process group of its own, ``input`` on its stdin;
+    past ``timeout_s`` the whole group is stopped (SIGTERM, then SIGKILL after ``grace_s``,
+    whatever the leader did), so nothing it started outlives it: a hung notifier's
+    ``curl`` too. Returns the result and whether it timed out."""
+    proc = subprocess.Popen(list(cmd), env=None if env is None else dict(env),
+                            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    timed_out = False
+    try:
+        out, err = proc.communicate(input, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _stop_group(proc, grace_s)
+        try:
+            out, err = proc.communicate(timeout=grace_s)
+        except subprocess.TimeoutExpired:  # a process that left the group holds the pipes
+            out, err = "", ""
+    except BaseException:
+        _stop_group(proc, 0.5)
+        raise
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err), timed_out
+
+
+def _stop_group(proc: subprocess.Popen[Any], grace_s: float) -> None:
+    """SIGTERM to the group, the leader waited for ``grace_s``, then SIGKILL to the group
+    (members that ignored SIGTERM, or outlived a leader that obeyed it)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=10.0)

@@ -6,8 +6,10 @@ only when its owner is gone: on this host, its process (pid and start time) no l
 on another host, its heartbeat is older than ``defaults.LEASE_STALE_S``. Taking over is a
 compare-and-set on the owner the taker saw, so two takers never both win, and a live owner is
 never displaced. When a beat finds the lease is no longer ours, the run stops writing (every
-probe write checks the owner) and says so. A beat also looks for `bisect cancel`'s request,
-and stops what runs in this process when it finds one.
+probe write checks the owner) and says so. A second, faster ticker (``defaults.CANCEL_POLL_S``)
+looks for `bisect cancel`'s request and stops what runs in this process (an oracle, a build,
+an install, a confirmation run) the moment it finds one. A beat that fails (the database
+restarting) is tried again at the next; the runner decides whether the lease survived.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Lease:
         # `bisect cancel` asked, seen at a beat: what runs in this process is stopped.
         self.cancelled = threading.Event()
         self._ticker = Ticker(beat_s, self._beat, f"lease-{bisection_id}")
+        self._watcher = Ticker(defaults.CANCEL_POLL_S, self._look, f"cancel-{bisection_id}")
 
     def acquire(self) -> None:
         """Own the bisection, or raise BusyError naming the live owner."""
@@ -51,6 +54,7 @@ class Lease:
             bisections.take(self.store, self.id, me=self.me, seen=self.me)
         self.cancelled.clear()
         self._ticker.start()
+        self._watcher.start()
 
     def _beat(self) -> bool:
         """One heartbeat (a failure is retried at the next); False once the lease is lost."""
@@ -60,12 +64,24 @@ class Lease:
         if not ok:
             self.lost.set()
             return False
-        if asked and not self.cancelled.is_set():
-            self.cancelled.set()
-            cancel.stop_all()  # probes in this process; a queue's are stopped by cancel
+        if asked:
+            self._cancel()
         return True
 
+    def _look(self) -> bool:
+        """Has `bisect cancel` asked? Then stop everything in flight here, and look no more."""
+        if bisections.cancel_requested(self.store, self.id):
+            self._cancel()
+            return False
+        return True
+
+    def _cancel(self) -> None:
+        if not self.cancelled.is_set():
+            self.cancelled.set()
+            cancel.stop_all()  # probes in this process; a queue's are stopped by cancel
+
     def stop_beating(self) -> None:
+        self._watcher.stop()
         self._ticker.stop()
 
     def release(self, state: State = State.INTERRUPTED) -> None:

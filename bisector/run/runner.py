@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from bisector.base.errors import Cancelled, EndpointError, LeaseLost
 from bisector.base.events import Events, QuietEvents
+from bisector.base.kinds import State
 from bisector.core.search import Verdict
 from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
@@ -37,7 +38,7 @@ from bisector.run.strategies import strategy_for
 from bisector.run.strategies.base import Adopted, Answer, Round, Strategy, View
 from bisector.store import bisections, durations
 from bisector.store import runs as run_store
-from bisector.store.db import Store
+from bisector.store.db import Store, connection_lost
 from bisector.store.records import BisectionRecord
 
 
@@ -98,16 +99,44 @@ class Runner:
     def run(self) -> Finished:
         cancel.reset()
         self.lease.acquire()
+        ended = State.INTERRUPTED
         try:
-            return self._run()
-        except cancel.Stopped:
+            while True:
+                try:
+                    return self._run()
+                except Exception as e:
+                    if not connection_lost(e):
+                        raise
+                    self.reconnect(e)
+        except (cancel.Stopped, Cancelled):
             # Probes killed in this process because `bisect cancel` asked (seen by the
-            # lease's heartbeat): nothing killed was recorded, `resume` runs them again.
-            if self.lease.cancelled.is_set():
-                raise Cancelled(cancelled_message(self.record.id)) from None
-            raise
+            # lease's cancel watcher): nothing killed was recorded, `resume` runs them again.
+            if not self.lease.cancelled.is_set() and not bisections.cancel_requested(
+                    self.store, self.record.id):
+                raise
+            ended = State.CANCELLED
+            raise Cancelled(cancelled_message(self.record.id)) from None
         finally:
-            self.lease.release()  # a no-op once finished: the owner is already cleared
+            try:  # a no-op once finished: the owner is already cleared
+                self.lease.release(ended)
+            except Exception as e:
+                if not connection_lost(e):
+                    raise  # a store that stayed away: the lease goes stale with this process
+
+    def reconnect(self, e: BaseException) -> None:
+        """The database went away in the middle of a store call (a PostgreSQL restart):
+        wait for it (``defaults.STORE_RETRY_S``), then carry on if the lease is still ours.
+        Every run finished so far is stored; a round cut short is run again from what is."""
+        self.events.note(f"the store {self.store.url} went away; waiting for it to come back")
+        if not self.store.reachable():
+            self.store.retry_s = 0.0  # gone for good: nothing more waits for it
+            raise self.store.lost(e, self.record.id) from None
+        if not bisections.beat(self.store, self.record.id, me=self.lease.me):
+            raise LeaseLost(f"bisection {self.record.id} was taken over by another process "
+                            f"while the store was away; this one stops")
+        if not self.lease.cancelled.is_set():
+            cancel.reset()  # a round stopped by the failure is run again, not cancelled
+        self.events.note("the store is back: carrying on")
 
     def _run(self) -> Finished:
         if self.remote is not None:

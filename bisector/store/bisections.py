@@ -164,14 +164,21 @@ def owned_by(s: Any, bisection_id: int, me: str) -> bool:
     return bool(res.rowcount == 1)
 
 
-def request_cancel(store: Store, bisection_id: int) -> bool:
-    """``bisect cancel``: ask whoever runs the bisection to stop (its coordinator looks at
-    every poll, an in-process run at every heartbeat). False when it is already finished."""
+def request_cancel(store: Store, bisection_id: int, *, dead_owner: str | None = None,
+                   nobody_runs: bool = False) -> bool:
+    """``bisect cancel``: ask whoever runs the bisection to stop (its coordinator looks every
+    ``defaults.CANCEL_POLL_S``). With ``nobody_runs`` (its owner ``dead_owner`` is gone) it is
+    marked cancelled here and now, if that is still its owner, so nothing (the watch's next
+    tick) takes it up again. False when it is already finished."""
     open_states = [st.value for st in State if not st.finished]
+    cond = [m.Bisection.id == bisection_id, m.Bisection.state.in_(open_states)]
+    values: dict[str, Any] = {"cancel_requested_at": datetime.now(UTC)}
+    if nobody_runs:
+        values.update(state=State.CANCELLED.value, owner=None)
+        cond.append(m.Bisection.owner.is_(None) if dead_owner is None
+                    else m.Bisection.owner == dead_owner)
     with store.session() as s:
-        res = s.execute(update(m.Bisection).where(m.Bisection.id == bisection_id,
-                                                  m.Bisection.state.in_(open_states))
-                        .values(cancel_requested_at=datetime.now(UTC)))
+        res = s.execute(update(m.Bisection).where(*cond).values(**values))
         return bool(res.rowcount == 1)  # type: ignore[attr-defined]
 
 

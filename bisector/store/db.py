@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,10 +21,17 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event, inspect
-from sqlalchemy.exc import DatabaseError, OperationalError, SQLAlchemyError
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy.exc import (
+    DatabaseError,
+    DBAPIError,
+    DisconnectionError,
+    OperationalError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
+from bisector.base import defaults
 from bisector.base.errors import StoreError
 from bisector.base.paths import PACKAGE_DIR, data_dir
 
@@ -57,17 +65,48 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def connection_lost(e: BaseException) -> bool:
+    """Is ``e`` the database server going away (a restart, a network cut), as opposed to a
+    bad statement? SQLAlchemy's disconnection errors and the driver's OperationalError
+    (psycopg's, also when raised by the queue's own connections). SQLite's OperationalError
+    ("database is locked") is no server going away and is not retried here."""
+    if isinstance(e, DisconnectionError):
+        return True
+    if isinstance(e, DBAPIError):
+        if e.connection_invalidated:
+            return True
+        e = e.orig if e.orig is not None else e
+    return type(e).__module__.startswith("psycopg") and _psycopg_operational(e)
+
+
+def _psycopg_operational(e: BaseException) -> bool:
+    try:
+        # lazy: psycopg is the optional postgres extra
+        import psycopg
+    except ImportError:
+        return False
+    return isinstance(e, psycopg.OperationalError)
+
+
 class Store:
-    """A migrated database and a session factory."""
+    """A migrated database and a session factory.
+
+    On a server database every session first gets a live connection, waiting for the server
+    (backoff, up to ``defaults.STORE_RETRY_S``) when it went away: a PostgreSQL restart in the
+    middle of a bisection is a pause, not a crash. Past that wait, or when the server dies in
+    the middle of a transaction, the connection error is raised; callers that own a run turn
+    it into one line (:meth:`lost`)."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self.retry_s = defaults.STORE_RETRY_S
 
     @contextmanager
     def session(self) -> Iterator[Session]:
         """One short unit of work, committed at the end: a crash loses nothing committed."""
-        s = self._sessions()
+        conn = None if self.engine.dialect.name == "sqlite" else self.connect()
+        s = self._sessions() if conn is None else self._sessions(bind=conn)
         try:
             yield s
             s.commit()
@@ -76,6 +115,39 @@ class Store:
             raise
         finally:
             s.close()
+            if conn is not None:
+                conn.close()
+
+    def connect(self) -> Connection:
+        """A live connection (the pool pings it first), waiting for the server to come back
+        with doubling pauses for up to ``retry_s``; then the last connection error."""
+        deadline = time.monotonic() + self.retry_s
+        pause = 0.25
+        while True:
+            try:
+                return self.engine.connect()
+            except Exception as e:
+                if not connection_lost(e) or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(2 * pause, defaults.STORE_RETRY_CAP_S)
+
+    def reachable(self) -> bool:
+        """Wait (as :meth:`connect` does) until the server answers; False when it did not."""
+        try:
+            self.connect().close()
+        except Exception as e:
+            if connection_lost(e):
+                return False
+            raise
+        return True
+
+    def lost(self, e: BaseException, bisection_id: int) -> StoreError:
+        """The one line for a run whose database stayed away: what is stored is kept."""
+        why = str(getattr(e, "orig", None) or e).strip().splitlines()
+        return StoreError(f"lost the store {self.url} ({why[0] if why else type(e).__name__}); "
+                          f"every finished run is kept: once the server is back, run "
+                          f"`bisect resume {bisection_id}`")
 
     @property
     def url(self) -> str:

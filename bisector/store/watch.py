@@ -260,6 +260,31 @@ def orphaned_flips(store: Store, me: str) -> list[FlipRecord]:
     return out
 
 
+def unstarted_flips(store: Store, me: str, suites: tuple[str, ...] = (),
+                    skip: frozenset[int] = frozenset()) -> list[FlipRecord]:
+    """Flips whose bisection could not start (``message`` says why), taken by ``me`` to try
+    again (of ``suites`` only when given; none of ``skip``, the flips this tick just tried).
+    The claim clears the message (compare-and-set on the one seen), so one tick tries each,
+    and a tick that dies trying leaves an orphan (:func:`orphaned_flips`) for the next."""
+    out = []
+    with store.session() as s:
+        rows = [_flip(f) for f in s.scalars(select(m.WatchFlip).where(
+            m.WatchFlip.bisection_id.is_(None), m.WatchFlip.message.is_not(None))
+            .order_by(m.WatchFlip.id))]
+    for f in rows:
+        if (suites and f.suite not in suites) or f.id in skip:
+            continue
+        with store.session() as s:
+            res = s.execute(update(m.WatchFlip).where(
+                m.WatchFlip.id == f.id, m.WatchFlip.bisection_id.is_(None),
+                m.WatchFlip.message == f.message)
+                .values(owner=me, at=datetime.now(UTC), message=None))
+            won = bool(res.rowcount == 1)  # type: ignore[attr-defined]
+        if won:
+            out.append(get_flip(store, f.id))
+    return out
+
+
 def started(store: Store, flip_id: int, *, bisection_id: int | None,
             message: str | None) -> FlipRecord:
     """The bisection a flip started, or why none could be (a one-line error)."""

@@ -313,7 +313,7 @@ def test_cancel_stops_the_probe_in_flight_and_resume_finishes(
     assert f"bisection {bid} was cancelled" in stderr and f"bisect resume {bid}" in stderr
     for _sha, pid in running:
         _wait("the cancelled oracle to die", lambda p=pid: not _alive(p), timeout=15)
-    assert bisections.get(store, bid).state.value == "interrupted"
+    assert bisections.get(store, bid).state.value == "cancelled"
     time.sleep(1)
     with store.engine.connect() as c:
         judged = {sha for (sha,) in c.execute(text("SELECT commit_sha FROM run"))}

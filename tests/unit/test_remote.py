@@ -108,7 +108,7 @@ def test_cancel_stops_an_in_process_run_and_resume_finishes(store: Store, k: int
         make_runner(store, bid, cands, first, width=k,
                     lease=Lease(store, bid, beat_s=0.02)).run()
     rec = bisections.get(store, bid)
-    assert rec.state is State.INTERRUPTED and rec.owner is None
+    assert rec.state is State.CANCELLED and rec.owner is None
     stored = {p.commit_sha for p in run_store.probes(store, bid)}
     assert first.calls[3].commit not in stored  # the cancelled run was not recorded
     done = make_runner(store, bid, cands, FakeExecutor(cands, culprit=120), width=k).run()

@@ -66,7 +66,6 @@ def test_a_later_file_replaces_a_suite_of_the_same_name(tmp_path: Path) -> None:
     (SUITE + SUITE, "two suites are named 'cpu'"),
     (SUITE.replace('"cpu"', '"a b"'), "name = 'a b': give each suite a name"),
     (SUITE.replace('["torchlet_norm"]', '[]'), "oracles = []: give a list of oracle names"),
-    ('[notify]\ncommand = "no-such-notifier --x"\n', "'no-such-notifier' is not an executable"),
     ('[notify]\non = ["flop"]\n', "on = ['flop']: a list of events among flip, culprit"),
     ('[notify]\ntimeout = 0\n', "timeout = 0: give positive seconds"),
     ('[watch]\nbisect = "yes"\n', "[watch] bisect = 'yes': write true or false"),

@@ -7,8 +7,10 @@ event, a paste-ready Markdown body is written to a file whose path is in the JSO
 (``issue_file``): the GitHub issue text of ``bisect show --format issue`` for a culprit, a
 short account of the flip otherwise. The event's ``text`` is one line, the field chat
 webhooks (Slack, Mattermost, Rocket.Chat) show, so ``curl --data-binary @- URL`` is a whole
-notifier. A notifier that fails, hangs or does not exist is logged and never fails the tick:
-the results and the bisection are stored either way, and ``bisect watch`` shows them.
+notifier. A notifier that fails, hangs or does not exist is a warning and never fails the
+tick: the results and the bisection are stored either way, and ``bisect watch`` shows them. A
+hung one is stopped after ``[notify] timeout`` with its whole process group, so a ``curl`` it
+started does not outlive it.
 
 Both files and the notifier's stdin leave the box (a GitHub notifier posts them): the event and
 the body go through :mod:`bisector.base.redact` here, whoever built them.
@@ -17,13 +19,13 @@ the body go through :mod:`bisector.base.redact` here, whoever built them.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from bisector.app.watch.config import Notify
 from bisector.base import redact
 from bisector.base.escape import code, fence
+from bisector.infra.proc import call_bounded
 
 
 def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str) -> Path:
@@ -46,14 +48,15 @@ def send(cfg: Notify, event: dict[str, Any]) -> str | None:
         return None
     payload = json.dumps(redact.data(event), default=str)
     try:
-        r = subprocess.run(list(cfg.command), input=payload, capture_output=True, text=True,
-                           timeout=cfg.timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return (f"warning: the notify command ran past {cfg.timeout_s:.0f} s and was stopped "
-                f"({event['event']} event kept in {event['issue_file']})")
+        r, timed_out = call_bounded(cfg.command, input=payload, timeout_s=cfg.timeout_s)
     except OSError as e:
-        return (f"warning: the notify command could not start ({e.strerror or e}); fix "
-                f"[notify] command ({event['event']} event kept in {event['issue_file']})")
+        return (f"warning: the notify command {cfg.command[0]!r} could not start "
+                f"({e.strerror or e}); fix [notify] command ({event['event']} event kept in "
+                f"{event['issue_file']})")
+    if timed_out:
+        return (f"warning: the notify command ran past {cfg.timeout_s:g} s and was stopped, "
+                f"with everything it started ({event['event']} event kept in "
+                f"{event['issue_file']})")
     if r.returncode != 0:
         said = (r.stderr or r.stdout).strip().splitlines()
         return (f"warning: the notify command exited {r.returncode}"

@@ -73,6 +73,7 @@ class Tick:
         self.report = TickReport()
         self._say, self.only = say, only
         self.me = owner_id()
+        self._tried: set[int] = set()  # flips whose bisection this tick tried to start
 
     def say(self, line: str) -> None:
         self.report.lines.append(line)
@@ -88,6 +89,12 @@ class Tick:
                 self.report.errors.append(e)
                 self.say(f"{suite.name}: {e.message}")
         for flip in ws.orphaned_flips(self.store, self.me):  # a tick died before starting it
+            self._start(flip)
+        for flip in ws.unstarted_flips(self.store, self.me, self.only, frozenset(self._tried)):
+            # Its bisection could not start (a [suite.bisect] option, a suite gone): kept, and
+            # tried again each tick, so the tick after the configuration is fixed starts it.
+            self.say(f"{flip.suite}: {flip.oracle} {flip.kind} (flip {flip.id}): starting its "
+                     f"bisection again")
             self._start(flip)
         if self.bisect:
             self._run_bisections()
@@ -207,6 +214,7 @@ class Tick:
                place: sources.Place | None = None) -> None:
         message: str | None = None
         bisection_id: int | None = None
+        self._tried.add(flip.id)
         try:
             if suite is None:  # taken over from a dead tick: find its suite again
                 suite = next((s for s in self.cfg.suites if s.name == flip.suite), None)
@@ -247,6 +255,8 @@ class Tick:
             if b.state.finished or (b.owner != self.me and b.state is State.RUNNING
                                     and owner_alive(b.owner, b.heartbeat_at)):
                 continue
+            if b.state is State.CANCELLED or bisections.cancel_requested(self.store, b.id):
+                continue  # `bisect cancel` said stop: only `bisect resume` takes it up again
             self.say(f"running bisection {b.id} ({flip.suite}: {flip.oracle} {flip.kind})")
             try:
                 app.resume(self.store, b.id, self.events)
