@@ -233,6 +233,9 @@ class WatchResult(Base):
     owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # Where the torch's commit lies on the main line (its ancestors, git rev-list --count):
+    # builds are ordered by it, then by version, never by row id (None: not counted yet).
+    position: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class WatchFlip(Base):

@@ -14,10 +14,12 @@ Callers get frozen records, never ORM rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from packaging.version import InvalidVersion, Version
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -53,6 +55,23 @@ class ResultRecord:
     output_tail: str = ""
     oracle_sha256: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    position: int | None = None  # the commit's place on the main line (see ``build_order``)
+
+
+def parse_version(text: str) -> Version:
+    """A torch version as PEP 440 orders it (``2.10.0.dev20251120``: the date; a local part
+    ``+git1a2b3c4`` segment by segment), never as text; an unreadable one sorts first."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")
+
+
+def build_order(r: ResultRecord) -> tuple[int, Version, int]:
+    """What makes one build newer than another: its commit's place on the main line, then its
+    version (a nightly's date, a rebuild of one commit), the row id only between equals. A row
+    id alone says when a tick claimed it: a withdrawn nightly is claimed after a newer one."""
+    return (-1 if r.position is None else r.position, parse_version(r.key.torch_version), r.id)
 
 
 @dataclass(frozen=True)
@@ -98,7 +117,7 @@ def _result(r: m.WatchResult) -> ResultRecord:
         git_version=r.git_version, source=r.source, state=r.state, verdict=r.verdict,
         reason=r.reason, at=_utc(r.at) or datetime.now(UTC), owner=r.owner, outcome=r.outcome,
         exit_code=r.exit_code, duration_s=r.duration_s, output_tail=r.output_tail,
-        oracle_sha256=r.oracle_sha256, facts=dict(r.facts or {}))
+        oracle_sha256=r.oracle_sha256, facts=dict(r.facts or {}), position=r.position)
 
 
 def _flip(f: m.WatchFlip) -> FlipRecord:
@@ -114,7 +133,7 @@ Claimed = tuple[Literal["mine", "done", "held"], ResultRecord]
 
 
 def claim_result(store: Store, key: ResultKey, *, source: str, git_version: str | None,
-                 me: str) -> Claimed:
+                 me: str, position: int | None = None) -> Claimed:
     """Claim a result before running its oracle: ``mine`` (run it), ``done`` (recorded
     already: run nothing) or ``held`` (a live tick is judging it right now)."""
     now = datetime.now(UTC)
@@ -124,7 +143,7 @@ def claim_result(store: Store, key: ResultKey, *, source: str, git_version: str 
                                 torch_version=key.torch_version, commit_sha=key.commit_sha,
                                 git_version=git_version, source=source, state=RUNNING,
                                 reason="", duration_s=0.0, output_tail="", facts={}, owner=me,
-                                at=now)
+                                at=now, position=position)
             s.add(row)
             s.flush()
             return "mine", _result(row)
@@ -208,14 +227,36 @@ def release_result(store: Store, result_id: int, me: str) -> None:
 
 
 def last_decided(store: Store, suite: str, oracle: str, n: int = 2) -> list[ResultRecord]:
-    """The newest ``n`` results that said good or bad (a skip says nothing), newest first.
-    Ids order them: a tick claims the newest torch of its pass, so claim order is torch order."""
+    """The newest ``n`` results that said good or bad (a skip says nothing), newest first by
+    ``build_order``: claim order is not torch order once a nightly is withdrawn."""
     with store.session() as s:
-        rows = s.scalars(select(m.WatchResult).where(
+        rows = [_result(r) for r in s.scalars(select(m.WatchResult).where(
             m.WatchResult.suite == suite, m.WatchResult.oracle == oracle,
-            m.WatchResult.state == DONE, m.WatchResult.verdict.in_(("good", "bad")))
-            .order_by(m.WatchResult.id.desc()).limit(n))
-        return [_result(r) for r in rows]
+            m.WatchResult.state == DONE, m.WatchResult.verdict.in_(("good", "bad"))))]
+    return sorted(rows, key=build_order, reverse=True)[:n]
+
+
+def newest_judged(store: Store, suite: str) -> ResultRecord | None:
+    """The newest build (``build_order``) any oracle of ``suite`` has a result for."""
+    with store.session() as s:
+        rows = [_result(r) for r in s.scalars(select(m.WatchResult).where(
+            m.WatchResult.suite == suite, m.WatchResult.state == DONE))]
+    return max(rows, key=build_order, default=None)
+
+
+def fill_positions(store: Store, suite: str, count: Callable[[str], int | None]) -> None:
+    """Give the results of ``suite`` written before positions were recorded theirs, by
+    ``count(commit)`` (None: the clone cannot say; the row stays without)."""
+    with store.session() as s:
+        shas = set(s.scalars(select(m.WatchResult.commit_sha).where(
+            m.WatchResult.suite == suite, m.WatchResult.position.is_(None))))
+    counted = {sha: count(sha) for sha in sorted(shas)}  # git runs outside any transaction
+    for sha, position in counted.items():
+        if position is not None:
+            with store.session() as s:
+                s.execute(update(m.WatchResult).where(
+                    m.WatchResult.suite == suite, m.WatchResult.commit_sha == sha,
+                    m.WatchResult.position.is_(None)).values(position=position))
 
 
 def results(store: Store) -> list[ResultRecord]:

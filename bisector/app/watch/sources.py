@@ -13,6 +13,13 @@ Four sources, all mapped to the main-line commit a bisection would start from:
 
 A wheel from an index is downloaded once into the content-addressed cache under the same key
 the provider uses, so the bisection a flip starts finds it (and its environment) ready.
+
+Builds are ordered by what they are, never by when a tick saw them: the main commit's place on
+the main line (``position``: its ancestors, ``git rev-list --count``; ``precedes`` asks git
+``merge-base --is-ancestor`` first), then the PEP 440 version (a nightly's date, local parts such
+as ``+git1a2b3c4`` segment by segment). So among a glob's self-built wheels the newest commit
+wins, whatever its hash says as text, and a nightly withdrawn from the index is older than the
+one already judged, not new.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import glob
 import re
 import zipfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import git
@@ -43,6 +50,7 @@ from bisector.run.factory import env_executor
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import NewArtifact
+from bisector.store.watch import ResultRecord, parse_version
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class Torch:
     git_version: str | None = None
     wheel: Prebuilt | None = None  # from an index
     path: Path | None = None  # a local wheel file
+    position: int | None = None  # the main commit's place on the main line (``position``)
 
 
 @dataclass(frozen=True)
@@ -74,10 +83,44 @@ class Place:
 def newest(store: Store, place: Place) -> Torch:
     """The newest torch of ``place`` (IndexProblem, UsageError or RepoError: one line)."""
     if place.kind == "installed":
-        return _installed(place)
-    if place.kind == "wheel":
+        torch = _installed(place)
+    elif place.kind == "wheel":
         return _wheel_file(place)
-    return _from_index(store, place)
+    else:
+        torch = _from_index(store, place)
+    return replace(torch, position=position(place.repo, torch.commit))
+
+
+def position(repo: git.Repo, sha: str) -> int | None:
+    """``sha``'s place on its line: how many commits it has (itself included), so a
+    descendant always counts more than its ancestors (None: not in the clone)."""
+    try:
+        return int(str(repo.git.rev_list("--count", sha)).strip())
+    except (git.GitCommandError, ValueError):
+        return None
+
+
+def _ancestor(repo: git.Repo, a: str, b: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", a, b)
+        return True
+    except git.GitCommandError:
+        return False
+
+
+def precedes(repo: git.Repo, torch: Torch, judged: ResultRecord) -> bool:
+    """Whether ``torch`` is an older build than ``judged`` (a nightly withdrawn from the index
+    after a newer one was judged): its commit an ancestor of the judged one, or the same commit
+    with a lower version; commits on no common line compare by position, then version."""
+    other = judged.key.commit_sha
+    if torch.commit == other:
+        return parse_version(torch.version) < parse_version(judged.key.torch_version)
+    if _ancestor(repo, torch.commit, other):
+        return True
+    if _ancestor(repo, other, torch.commit):
+        return False
+    return ((torch.position or -1, parse_version(torch.version))
+            < (judged.position or -1, parse_version(judged.key.torch_version)))
 
 
 def _from_index(store: Store, place: Place) -> Torch:
@@ -162,6 +205,8 @@ def _installed(place: Place) -> Torch:
 
 
 def _wheel_file(place: Place) -> Torch:
+    """The newest of the wheels ``place.wheel`` names, by its commit (``precedes``'s order),
+    not by its version string: ``+git<sha>`` local versions of self-built wheels sort by hash."""
     assert place.wheel is not None
     found: dict[Version, Path] = {}
     for name in glob.glob(place.wheel) or ([place.wheel] if Path(place.wheel).is_file()
@@ -173,7 +218,19 @@ def _wheel_file(place: Place) -> Torch:
     if not found:
         raise UsageError(f"wheel = {place.wheel!r} names no wheel file: fix the path or build "
                          f"the wheel first")
-    version, path = max(found.items())
+    torches: list[Torch] = []
+    problems: list[UsageError | RepoError] = []
+    for v, path in sorted(found.items()):
+        try:
+            torches.append(_one_wheel(place, v, path))
+        except (UsageError, RepoError) as e:
+            problems.append(e)  # another project's wheel in the glob: the others still count
+    if not torches:
+        raise problems[0]
+    return max(torches, key=lambda t: (t.position or -1, parse_version(t.version)))
+
+
+def _one_wheel(place: Place, v: Version, path: Path) -> Torch:
     member = place.profile.version_file or f"{place.profile.import_name}/version.py"
     try:
         with zipfile.ZipFile(path) as zf:
@@ -182,8 +239,9 @@ def _wheel_file(place: Place) -> Torch:
         raise UsageError(f"{path} has no readable {member} ({e}): give a wheel of the "
                          f"suite's project") from None
     gv = _git_version(text, f"{path.name}'s {member}")
-    return Torch("wheel", str(version), main_commit(place.repo, gv, place.profile),
-                 str(path), gv, path=path)
+    commit = main_commit(place.repo, gv, place.profile)
+    return Torch("wheel", str(v), commit, str(path), gv, path=path,
+                 position=position(place.repo, commit))
 
 
 def environment(store: Store, torch: Torch, place: Place,

@@ -29,7 +29,7 @@ def table_data(store: Store, columns: int = COLUMNS) -> dict[str, Any]:
     out = []
     for name, rows in suites.items():
         torches: list[tuple[str, str]] = []
-        for r in reversed(rows):  # newest claim first
+        for r in sorted(rows, key=ws.build_order, reverse=True):  # newest build first
             t = (r.key.torch_version, r.key.commit_sha)
             if t not in torches:
                 torches.append(t)

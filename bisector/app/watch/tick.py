@@ -128,6 +128,15 @@ class Tick:
         torch = sources.newest(self.store, place)
         self.say(f"{suite.name}: newest {torch.kind} torch {torch.version} "
                  f"(main commit {torch.commit[:12]})")
+        # Builds are compared by what they are (sources.precedes), never by when a tick saw
+        # them: results from before positions were recorded get theirs first.
+        ws.fill_positions(self.store, suite.name, lambda sha: sources.position(place.repo, sha))
+        latest = ws.newest_judged(self.store, suite.name)
+        if latest is not None and sources.precedes(place.repo, torch, latest):
+            self.say(f"{suite.name}: torch {torch.version} is older than torch "
+                     f"{latest.key.torch_version} (main commit {latest.key.commit_sha[:12]}), "
+                     f"judged already (withdrawn from the index?): nothing new, no flip")
+            return
         env: list[tuple[Installable, Executor]] = []  # made once, only if a run is ours
 
         def environment() -> tuple[Installable, Executor]:
@@ -147,7 +156,8 @@ class Tick:
         waited = False
         while True:
             state, rec = ws.claim_result(self.store, key, source=torch.source,
-                                         git_version=torch.git_version, me=self.me)
+                                         git_version=torch.git_version, me=self.me,
+                                         position=torch.position)
             if state == "done":
                 if not waited:
                     self.say(f"  {key.oracle}: {rec.verdict} (recorded before)")
