@@ -39,7 +39,8 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     d = json.loads(r.stdout)
     assert d["state"] == "done"
     assert d["culprit"]["sha"] == hist.culprit
-    assert d["culprit"]["pr"] and d["culprit"]["pr_url"].endswith(str(d["culprit"]["pr"]))
+    # The clone has no origin: no forge of its own, so the trailer's number without a link.
+    assert d["culprit"]["pr"] and d["culprit"]["pr_url"] is None
     assert d["culprit"]["author"]
     assert "merge-base" in d["notes"][0]
     n = d["candidates"]
