@@ -1,4 +1,4 @@
-"""The probed commit's tree for a command oracle: exported once per commit, a fresh copy per run.
+"""The probed commit's tree for a command oracle: exported once per commit, a private copy per run.
 
 A build's export is a scratch folder the build writes into (``build/``, ``*.egg-info``, the
 compiled extension) and that is removed afterwards, and a probe served by a prebuilt or cached
@@ -6,10 +6,15 @@ wheel builds nothing at all, so a command oracle (``-- python test/test_x.py``) 
 tree. It is exported on demand into ``<cache>/trees/<sha>`` by the same exact export
 (``artifacts/export.py``: the commit's git tree, symlinks kept, nothing from the working tree)
 and kept for every later run of that commit, by this bisection or another. Its files are made
-read-only, and each run gets a copy made of hard links (milliseconds, even for PyTorch's tens
-of thousands of files), removed after the run: what one run writes, deletes or leaves behind
-(``.pytest_cache``, output files) never reaches the next run's tree, and a write into a file of
-the tree fails instead of changing the cached copy behind its hard link.
+read-only.
+
+Each run (a command oracle, a ``--manual`` shell) works in a private copy, removed after the
+run: copy-on-write clones where the file system has them (``cp --reflink=auto``: btrfs, XFS,
+APFS-like clones; a real copy elsewhere, a second or so for PyTorch's tree), never hard links.
+A hard link shares the cached file itself: a probe that appends to a tracked file (as root,
+or after a ``chmod``) would change the cache, and the next verdict of that commit with it.
+The copy's files are writable, as in a checkout; what one run writes, deletes or leaves behind
+(``.pytest_cache``, output files, an edited source) never reaches the cache or the next run.
 
 Submodule folders are left empty (as in a clone made without ``--recursive``): a command tests
 the installed package, not the sources of ``third_party/``, and exporting those would cost
@@ -19,9 +24,12 @@ gigabytes per commit for PyTorch.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,27 +108,59 @@ def _read_only(root: Path) -> None:
                 os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o222)
 
 
-def _copy(src: str, dst: str) -> None:
-    """A hard link; a real copy where the scratch folder is on another file system."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
+def private_copy(tree: Path, dest: Path) -> None:
+    """``tree`` copied to ``dest`` (which must not exist) with no file shared with it: clones
+    where the file system makes them (copy-on-write, instant), real copies elsewhere; symlinks
+    copied as links; files made writable for their owner (the copy is the run's own)."""
+    cp = shutil.which("cp")
+    done = False
+    if cp and sys.platform.startswith("linux"):  # GNU cp: clones, else copy_file_range
+        dest.mkdir(parents=True)
+        r = subprocess.run([cp, "-a", "--reflink=auto", "--", f"{tree}/.", str(dest)],
+                           capture_output=True, text=True, check=False)
+        done = r.returncode == 0
+        if not done:
+            shutil.rmtree(dest, ignore_errors=True)
+    if not done:
+        shutil.copytree(tree, dest, symlinks=True, copy_function=_clone)
+    (dest / READY).unlink(missing_ok=True)
+    for folder, _dirs, files in os.walk(dest):
+        for name in files:
+            p = os.path.join(folder, name)
+            st = os.lstat(p)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(p, stat.S_IMODE(st.st_mode) | stat.S_IWUSR)
+
+
+def _clone(src: str, dst: str) -> None:
+    """One file: a copy-on-write clone (FICLONE) where the file system has it, else a copy."""
+    if _FICLONE is not None:
+        try:
+            with open(src, "rb") as s, open(dst, "wb") as d:
+                fcntl.ioctl(d.fileno(), _FICLONE, s.fileno())
+            shutil.copystat(src, dst)
+            return
+        except OSError:
+            pass
+    shutil.copy2(src, dst)
+
+
+# Linux's FICLONE ioctl number (_IOW(0x94, 9, int)); None elsewhere.
+_FICLONE: int | None = 0x40049409 if sys.platform.startswith("linux") else None
 
 
 @contextlib.contextmanager
 def run_tree(tree: Path | None) -> Iterator[Path]:
-    """The folder one command run works in: a fresh copy of an exported tree, removed after
-    the run; the current folder where there is no commit (``bisect check --env system`` or
-    ``--wheel``: the command runs where it was typed)."""
+    """The folder one command run works in: a private copy of an exported tree, removed
+    after the run; the current folder where there is no commit (``bisect check --env system``
+    or ``--wheel``: the command runs where it was typed)."""
     if tree is None:
         yield Path.cwd()
         return
     work = scratch_dir(f"tree-{tree.name[:10]}-")
     try:
         dest = work / "tree"
-        shutil.copytree(tree, dest, symlinks=True, copy_function=_copy,
-                        ignore=shutil.ignore_patterns(READY))
+        private_copy(tree, dest)
         yield dest
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -5,12 +5,17 @@ It implements the same :class:`~bisector.executors.base.Executor` protocol, so t
 the store, ``resume``, reports and the search treat a person's answer exactly as an oracle's
 exit status: 0 good, 1 bad, 125 skip. An environment that cannot be made is a skip retried
 later, as for any oracle: nobody is asked about a commit they could not try.
+
+The person works in a private copy of the commit's tree (``artifacts/trees.run_tree``), never
+in the cached one, and in bash with the environment first after their start-up files
+(:mod:`bisector.executors.shell`). An environment the person changed (``pip install`` in the
+shell) is made again for the next probe, and the answer is not reused, as for an oracle.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -19,21 +24,16 @@ from typing import Any
 
 from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
+from bisector.artifacts.trees import run_tree
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
-from bisector.executors.local import InstallFailed, LocalExecutor
+from bisector.executors.local import InstallFailed, LocalExecutor, changed_files
+from bisector.executors.shell import shell_line, shell_rc
 from bisector.oracle.manual import Answer, Asks, ManualProbe
 from bisector.oracle.script import Oracle
 
 WORDS = {Answer.BUG: "shows the bug", Answer.NO_BUG: "does not show the bug",
          Answer.SKIP: "cannot be judged"}
-
-
-def shell_line(env: Path, tree: Path) -> str:
-    """One line a person pastes into a terminal: a shell in the commit's tree with the probed
-    environment first on PATH (its ``python``, ``pytest``), as ``source bin/activate`` would."""
-    return (f"cd {shlex.quote(str(tree))} && VIRTUAL_ENV={shlex.quote(str(env))} "
-            f"PATH={shlex.quote(str(env / 'bin'))}:\"$PATH\" \"${{SHELL:-/bin/sh}}\"")
 
 
 class ManualExecutor:
@@ -57,15 +57,25 @@ class ManualExecutor:
         except ExportError as e:
             return infra_skip(f"the commit's tree could not be exported: {e}")
         facts = json.loads((venv / "bisector-facts.json").read_text())
-        probe = ManualProbe(commit, venv, tree, shell_line(venv, tree), inst.obtained)
         started = time.monotonic()
-        code = self.asks.ask(probe)
+        with run_tree(tree) as work:
+            rc = work.parent / "bisector-shell.rc"
+            rc.write_text(shell_rc(venv, work, commit, inst.obtained, self.inner.import_name,
+                                   os.environ.get("SHELL", "")))
+            probe = ManualProbe(commit, venv, work, shell_line(rc, venv, work), inst.obtained)
+            code = self.asks.ask(probe)
         if code not in WORDS:
             raise ValueError(f"not an answer: {code}")
         said = f"judged by hand: it {WORDS[code]}"
         (run_dir / "stdout.txt").write_text(said + "\n")
         c = classify(code, timed_out=False, timeout_s=oracle.meta.timeout)
+        reusable, touched = c.reusable, changed_files(venv)
+        if touched:  # changed in the shell: made again for the next probe, answer not reused
+            self.inner.discard(venv)
+            reusable = False
+            said += (f"; the environment was changed in the shell ({len(touched)} files, "
+                     f"e.g. {touched[0]}): not reused")
         return RunResult(c.outcome, said, code, time.monotonic() - started,
-                         reusable=c.reusable,
+                         reusable=reusable,
                          stdout_path=run_dir / "stdout.txt", output_tail=said,
                          facts={**facts, "manual": WORDS[code]})

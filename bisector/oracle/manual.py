@@ -3,11 +3,12 @@ good``/``bad`` typed by hand, for regressions only a person can judge (a plot th
 an error message that reads worse, a slowdown felt in a notebook).
 
 For each probe bisector still does everything but the judging: it obtains the commit's torch,
-makes its environment and exports its tree, then hands the person one command line that opens
-a shell there and asks. The answer is stored as the verdict of a *manual oracle*: a small
-document with a marker and a token made when the bisection is created, so ``resume`` keeps the
-answers given (the stored oracle is the same) and another bisection never mistakes one
-person's judgement of one bug for another's (a new ``start`` asks again).
+makes its environment and a private copy of its tree, then hands the person one command line
+that opens a shell there (bash, the environment first after their start-up files) and asks.
+The answer is stored as the verdict of a *manual oracle*: a small document with a marker and a
+token made when the bisection is created, so ``resume`` keeps the answers given (the stored
+oracle is the same) and another bisection never mistakes one person's judgement of one bug for
+another's (a new ``start`` asks again).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ class ManualProbe:
 
     commit: str
     env: Path  # the probed environment (its ``bin`` holds the python to try)
-    tree: Path  # the commit's exported tree
-    shell: str  # one command line that opens a shell in the tree with the environment active
+    tree: Path  # a private copy of the commit's exported tree, removed after the answer
+    shell: str  # one command line: bash in the tree, the environment first after ~/.bashrc
     obtained: str  # how its torch was obtained (a wheel, an overlay, a build)
 
 

@@ -53,21 +53,24 @@ def test_a_person_finds_the_culprit_and_resume_asks_only_what_is_left(
         home: Path, tmp_path: Path) -> None:
     hist = generate(tmp_path / "t", commits=24, culprit=13, broken=(), seed=8123,
                     release_at=None, side_branch_at=None)
-    # The shell the prompt offers: here a script that tries the probed torchlet in the tree.
+    # The shell the prompt offers (bash): here the person's ~/.bashrc tries the probed
+    # torchlet in the tree before the first prompt, then leaves (stdin is the answers' pipe).
     seen = tmp_path / "shell.txt"
-    shell = tmp_path / "fake-shell"
+    user = tmp_path / "user-home"
+    user.mkdir()
     # (From /, as in the tree `import torchlet` would find the unbuilt source folder first.)
-    shell.write_text(f"#!/bin/sh\npwd >> {seen}\ncd / && python -c 'import torchlet; "
-                     f"print(torchlet.__file__)' >> {seen}\n")
-    shell.chmod(0o755)
-    env = {**os.environ, "SHELL": str(shell)}
+    (user / ".bashrc").write_text(
+        f"PROMPT_COMMAND='test -f setup.py && pwd >> {seen}; (cd / && python -c "
+        f"\"import torchlet; print(torchlet.__file__)\") >> {seen}; exit'\n")
+    env = {**os.environ, "HOME": str(user)}
     args = ["start", "--repo", str(hist.path), "--good", hist.main[0], "--bad", hist.main[-1],
             "--manual", "--json"]
     r, first = answer(hist, args, stop_after=3, shell_first=True, env=env)
     assert r.returncode == 130, r.stderr  # quit: interrupted, every answer kept
     assert len(first) == 3 and "bisect resume" in r.stderr
     cwd, module = seen.read_text().split()
-    assert Path(cwd, "setup.py").exists()  # the commit's exported tree
+    assert "/tmp/tree-" in cwd  # a private copy of the commit's tree (it had setup.py) ...
+    assert not Path(cwd).exists()  # ... removed after the answer
     assert "/envs/" in module  # torchlet from the probed environment, not the tree
     bid = json.loads(run_cli("list", "--json", check=True).stdout)[0]["id"]
     r, rest = answer(hist, ["resume", str(bid), "--json"])
