@@ -20,6 +20,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,8 @@ def iso(t: float | None) -> str | None:
 
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40, "P": 2**50}
 _AGES = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_SIZE = 2**63 - 1  # bytes: 8 EiB, more than any file system holds
+MAX_AGE_S = 100 * 365 * 86400
 
 
 def parse_size(text: str, option: str = "--max-size") -> int:
@@ -98,18 +101,26 @@ def parse_size(text: str, option: str = "--max-size") -> int:
     trailing ``B`` or ``iB`` changes nothing (``50GB`` = ``50GiB`` = ``50G``)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:I?B)?\s*", text.upper())
     if not m:
-        raise UsageError(f"{option} {text!r} is not a size: a number with K, M, G or T, "
+        raise UsageError(f"{option} {text[:40]!r} is not a size: a number with K, M, G or T, "
                          f"e.g. {option} 50G")
-    return int(float(m.group(1)) * _UNITS[m.group(2)])
+    size = Decimal(m.group(1)) * _UNITS[m.group(2)]
+    if size > MAX_SIZE:  # a typo; as a float it was inf, and int(inf) a traceback
+        raise UsageError(f"{option} {text[:40]!r} is larger than any disk: give at most "
+                         f"{MAX_SIZE // _UNITS['P']}P, e.g. {option} 50G")
+    return int(size)
 
 
 def parse_age(text: str, option: str = "--older-than") -> float:
     """``30d``, ``12h``, ``90m``, ``45s``, ``2w``: seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*", text.lower())
     if not m:
-        raise UsageError(f"{option} {text!r} is not an age: a number with s, m, h, d or w, "
-                         f"e.g. {option} 30d")
-    return float(m.group(1)) * _AGES[m.group(2)]
+        raise UsageError(f"{option} {text[:40]!r} is not an age: a number with s, m, h, d or "
+                         f"w, e.g. {option} 30d")
+    age = Decimal(m.group(1)) * _AGES[m.group(2)]
+    if age > MAX_AGE_S:  # older than any cache; as a float inf, which selected nothing
+        raise UsageError(f"{option} {text[:40]!r} is longer than 100 years: give e.g. "
+                         f"{option} 30d")
+    return float(age)
 
 
 def human(n: float) -> str:

@@ -166,7 +166,7 @@ def create(
             compile_match(match)
         except ValueError as e:
             raise UsageError(f"--match {match!r} is not a valid regular expression ({e})") from None
-    source = repro.read_text()
+    source = _read_source(repro)
     requires = _imports(source, str(repro))
     if needs_gpu is None:
         needs_gpu = bool(re.search(r"\bcuda\b|device=.cuda|triton", source))
@@ -207,6 +207,17 @@ def create(
     directory.mkdir(parents=True, exist_ok=True)
     dest.write_text(text)
     return NewOracle(dest, requires, needs_gpu, rule, match, found)
+
+
+def _read_source(repro: Path) -> str:
+    """The repro's text; one that is not UTF-8 (Python's own source encoding, and the
+    generated oracle's) is refused in one line rather than with a traceback."""
+    data = repro.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"repro script {repro} is not UTF-8 text (byte 0x{data[e.start]:02x} "
+                         f"at offset {e.start}): save it as UTF-8 and run again") from None
 
 
 def _from_traceback(path: Path) -> str:
@@ -257,8 +268,13 @@ def signature_here(repro: Path, requires: tuple[str, ...], needs_gpu: bool,
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env.update(TORCHINDUCTOR_CACHE_DIR=os.path.join(work, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(work, "triton"))
+        # A copy in the empty folder, as the generated oracle runs it: Python puts a script's
+        # own folder first on sys.path, and the user's folder may hold a same-named package
+        # (a source checkout's torch/) that would be imported instead of the installed one.
+        script = Path(work) / "repro.py"
+        script.write_bytes(repro.read_bytes())
         try:
-            r = subprocess.run([interp, str(repro.resolve())], cwd=work, env=env,
+            r = subprocess.run([interp, str(script)], cwd=work, env=env,
                                capture_output=True, text=True, timeout=timeout_s,
                                stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:

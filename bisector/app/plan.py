@@ -15,6 +15,7 @@ magnitude for a small project.
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter
 from collections.abc import Mapping
@@ -344,6 +345,10 @@ def parse_costs(items: tuple[str, ...]) -> dict[str, float]:
             raise UsageError(f"--cost {item!r}: {value!r} is not a number of seconds") from None
         if costs[name] < 0:
             raise UsageError(f"--cost {item!r}: seconds cannot be negative")
+        if not (math.isfinite(costs[name]) and costs[name] <= defaults.MAX_SECONDS):
+            # nan compares false with everything: every projection said "nan"
+            raise UsageError(f"--cost {item[:60]!r}: give finite seconds from 0 to "
+                             f"{defaults.MAX_SECONDS:.0f} (30 days)")
     return costs
 
 

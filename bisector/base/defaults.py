@@ -13,6 +13,14 @@ BUILD_TIMEOUT_S = 3600.0  # one source build
 ORACLE_TIMEOUT_S = 600.0  # an oracle without `timeout` in its metadata
 JOBS = 1  # probes at once
 BUILD_JOBS = 1  # source builds at once (each already uses every core)
+
+# Bounds of every number a user gives (cli/options.py): beyond them a value is a typo, and
+# unbounded it overflows a list, a thread pool or a PostgreSQL integer with a traceback.
+MAX_ID = 2**31 - 1  # a store id (PostgreSQL's INTEGER; SQLite's is wider, one limit for both)
+MAX_JOBS = 1024  # probes, builds or compile jobs at once
+MAX_PIDS = 2**22  # a container's process limit (Linux's pid_max at most)
+MAX_SECONDS = 30 * 86400.0  # any timeout or cost: 30 days (no build or oracle takes longer)
+MAX_LIMIT = 100_000  # rows a listing returns
 DEMO_NIGHTLY_EVERY = 16  # `bisect demo --nightlies`: one nightly per this many commits on main
 CONTAINER_GRACE_S = 10  # SIGTERM -> SIGKILL for a container past its deadline
 PROCESS_GRACE_S = 5.0  # the same for a local process group

@@ -25,7 +25,7 @@ from bisector.base.errors import BisectorError, InterruptedBisection
 from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
-from bisector.cli.options import range_options
+from bisector.cli.options import BISECTION_ID, JOBS, Whole, range_options
 from bisector.cli.progress import RichEvents, err, escape, out
 from bisector.project.history import printable
 from bisector.run.config import Request, request_from
@@ -204,7 +204,7 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
 
 
 @cli.command()
-@click.argument("bisection_id", type=int)
+@click.argument("bisection_id", type=BISECTION_ID)
 @workers.ENQUEUE
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
@@ -220,7 +220,7 @@ LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
 
 @cli.command(name="list")
 @click.option("--json", "json_out", is_flag=True)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", default=50, show_default=True, type=Whole(1, defaults.MAX_LIMIT))
 @click.option("--wide", is_flag=True, help="Full values (culprit sha, repo, range) on a terminal "
               "too; output that is not a terminal always has them.")
 @click.pass_obj
@@ -252,7 +252,7 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
 
 
 @cli.command()
-@click.argument("bisection_id", type=int)
+@click.argument("bisection_id", type=BISECTION_ID)
 @click.option("--format", "fmt", type=click.Choice(["markdown", "issue", "html", "json"]),
               default="markdown", show_default=True,
               help="markdown: the full record; issue: paste-ready for a GitHub issue (no local "
@@ -284,7 +284,7 @@ def serve(c: Ctx, host: str, port: int) -> None:
 
 
 @cli.command()
-@click.argument("bisection_id", type=int)
+@click.argument("bisection_id", type=BISECTION_ID)
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
 def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
@@ -301,7 +301,7 @@ def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
 @cli.command()
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
               help="Where to write the demo history (default: the data directory).")
-@click.option("--jobs", type=int, default=None, help="Probes at once (no GPU needed).")
+@click.option("--jobs", type=JOBS, default=None, help="Probes at once (no GPU needed).")
 @click.option("--nightlies", is_flag=True, help="The nightly path, offline: the history's "
               "nightly wheels served from 127.0.0.1, the range given as two dates, probes on "
               "nightlies and overlays on them.")
@@ -384,8 +384,13 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
         _json_error(args, "aborted", "Abort", 130)
         sys.exit(130)
     except click.ClickException as e:
-        e.show()
-        _json_error(args, e.format_message(), type(e).__name__, e.exit_code)
+        # One line, as every other error: what was wrong and where help is (click's own
+        # rendering is four lines with a usage banner).
+        message = " ".join(e.format_message().split())
+        usage = getattr(e, "ctx", None)
+        see = f" (see `{usage.command_path} --help`)" if usage is not None else ""
+        err.print(f"[red]error:[/] {escape(message)}{escape(see)}", soft_wrap=True)
+        _json_error(args, message, type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except BisectorError as e:
         if debug:

@@ -3,6 +3,7 @@ CheckRequest), same names, each declared once here."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,75 @@ import click
 from bisector.base import defaults
 from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity
+from bisector.run.config import VARIANT
+
+# -- numbers and names a user types: checked here, once, before anything is opened ------------
+
+class Whole(click.ParamType[int]):
+    """A whole number from ``low`` to ``high``. Unbounded, ``--jobs 99999999999999999999``
+    made a list that size (a traceback, after the bisection was stored) and an id past
+    PostgreSQL's INTEGER a 500 in ``bisect serve``."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int, what: str = "a number", hint: str = "") -> None:
+        self.low, self.high, self.what, self.hint = low, high, what, hint
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        try:
+            n = value if isinstance(value, int) and not isinstance(value, bool) else \
+                int(str(value).strip())
+        except ValueError:
+            self.fail(f"{str(value)[:40]!r} is not a valid integer: give {self.span()}",
+                      param, ctx)
+        if not self.low <= n <= self.high:
+            self.fail(f"{str(n)[:40]} is out of range: give {self.span()}", param, ctx)
+        return n
+
+    def span(self) -> str:
+        return f"{self.what} from {self.low} to {self.high}{self.hint}"
+
+
+class Seconds(click.ParamType[float]):
+    """Seconds above 0, finite and at most ``defaults.MAX_SECONDS``: ``nan`` compares false
+    with everything, so a ``nan`` timeout was no timeout at all, and ``inf`` the same."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        try:
+            x = float(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{str(value)[:40]!r} is not a number of seconds", param, ctx)
+        if not (math.isfinite(x) and 0 < x <= defaults.MAX_SECONDS):
+            what = "is out of range" if math.isfinite(x) else "is not a finite number"
+            self.fail(f"{str(value)[:40]} {what}: give seconds above 0 and at most "
+                      f"{defaults.MAX_SECONDS:.0f} (30 days)", param, ctx)
+        return x
+
+
+class Variant(click.ParamType[str]):
+    """A wheel variant such as cu128, cu126, cpu or rocm6.3 (a PEP 440 local version label,
+    :data:`bisector.run.config.VARIANT`): anything else matched no wheel (a silent "no
+    prebuilt wheels") or went into the index URL as a path."""
+
+    name = "variant"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        text = str(value)
+        if not (len(text) <= 40 and VARIANT.fullmatch(text)):
+            self.fail(f"{text[:40]!r} is not a wheel variant: write one like cu128, cu126, "
+                      f"cpu or rocm6.3 (lower case letters and digits, dots between)",
+                      param, ctx)
+        return text
+
+
+BISECTION_ID = Whole(1, defaults.MAX_ID, "a bisection id", "; `bisect list` shows them")
+JOBS = Whole(1, defaults.MAX_JOBS)
+SECONDS = Seconds()
 
 RANGE_OPTIONS = [
     click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
@@ -24,7 +94,7 @@ RANGE_OPTIONS = [
     click.option("--match", default=None, metavar="REGEX", help="The failure that is the bug: "
                  "a run that would be bad but whose output does not match REGEX is a skip "
                  "(\"a different failure\"). Overrides the oracle's own `match`."),
-    click.option("--timeout", type=float, default=None, metavar="SECONDS",
+    click.option("--timeout", type=SECONDS, default=None, metavar="SECONDS",
                  help=f"A command oracle's timeout (default {defaults.ORACLE_TIMEOUT_S:.0f})."),
     click.option("--dependency", multiple=True, metavar="REQ", help="A requirement the "
                  "command oracle needs in the probed environment, e.g. pytest (repeatable)."),
@@ -41,7 +111,8 @@ RANGE_OPTIONS = [
                  "python3, then python, on PATH that imports the profile's package)."),
     click.option("--offline", is_flag=True,
                  help="No index at all: uv uses its cache, no prebuilt wheels are listed."),
-    click.option("--build-timeout", default=defaults.BUILD_TIMEOUT_S, show_default=True,
+    click.option("--build-timeout", type=SECONDS, default=defaults.BUILD_TIMEOUT_S,
+                 show_default=True,
                  help="Seconds per build."),
     click.option("--prebuilt/--no-prebuilt", default=True, show_default=True,
                  help="Use prebuilt wheels, and overlays on them and on wheels built from source "
@@ -53,8 +124,8 @@ RANGE_OPTIONS = [
     click.option("--release-index", default=None, metavar="URL",
                  help="Simple index of release wheels (default for PyTorch: the index pip/uv "
                  "are configured with)."),
-    click.option("--variant", default=None, help="Wheel variant: cu128, cu126, cpu ... "
-                 "(default: the profile's)."),
+    click.option("--variant", type=Variant(), default=None, help="Wheel variant: cu128, "
+                 "cu126, cpu ... (default: the profile's)."),
     click.option("--executor", type=click.Choice([e.value for e in ExecutorKind]), default="local",
                  show_default=True, help="Where oracles run: a local uv virtualenv, or one "
                  "container per probe of the runtime image."),
@@ -63,9 +134,9 @@ RANGE_OPTIONS = [
     click.option("--gpus", default=None, metavar="all|0,1,...", help="GPUs the probes use: "
                  "with a list, one probe runs per GPU at once (CUDA_VISIBLE_DEVICES locally, "
                  "one device request per container); all: every probe sees every GPU."),
-    click.option("--jobs", type=int, default=None, help="Probes at once (default: one per "
+    click.option("--jobs", type=JOBS, default=None, help="Probes at once (default: one per "
                  "GPU of --gpus, else 1). Each round the search picks that many split points."),
-    click.option("--build-jobs", type=int, default=defaults.BUILD_JOBS, show_default=True,
+    click.option("--build-jobs", type=JOBS, default=defaults.BUILD_JOBS, show_default=True,
                  help="Source builds at once."),
     click.option("--manual", is_flag=True, help="Judge each probe yourself, as git bisect "
                  "good/bad: bisector prepares the commit's environment and tree, prints a "
@@ -84,7 +155,8 @@ RANGE_OPTIONS = [
                  "(otherwise that confirmation is reused: 0 new runs)."),
     click.option("--memory", default=defaults.MEMORY, show_default=True,
                  help="Memory limit of each oracle container."),
-    click.option("--pids", default=defaults.PIDS, show_default=True,
+    click.option("--pids", type=Whole(1, defaults.MAX_PIDS), default=defaults.PIDS,
+                 show_default=True,
                  help="Process limit of each oracle container."),
     click.option("--build-in", type=click.Choice([b.value for b in BuildPlace]), default=None,
                  help="Where source builds run: this machine, or the builder image with a "
@@ -93,7 +165,7 @@ RANGE_OPTIONS = [
                  f"(default {defaults.BUILDER_IMAGE}, from `make images`)."),
     click.option("--cuda-arch", default=None, metavar="LIST", help="TORCH_CUDA_ARCH_LIST for "
                  "source builds (default: the GPUs of --gpus / this machine, else 8.0;8.6;9.0)."),
-    click.option("--max-jobs", type=int, default=None,
+    click.option("--max-jobs", type=JOBS, default=None,
                  help="MAX_JOBS for source builds (default: all cores)."),
     click.option("--build-env", multiple=True, metavar="KEY=VALUE", help="Override a build "
                  "variable of the profile, e.g. USE_DISTRIBUTED=1 (part of the build's key)."),

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from bisector.base.escape import safe
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
-from bisector.cli.options import check_options
+from bisector.cli.options import SECONDS, check_options
 from bisector.cli.progress import err, escape, out
 from bisector.oracle.script import list_oracles, team_oracles_dir
 
@@ -117,7 +117,7 @@ def oracle() -> None:
 @click.option("--description", default=None, help="One line for `bisect oracles`.")
 @click.option("--gpu/--no-gpu", "needs_gpu", default=None,
               help="Whether it needs CUDA (default: detected from the script).")
-@click.option("--timeout", default=900.0, show_default=True)
+@click.option("--timeout", type=SECONDS, default=900.0, show_default=True)
 @click.option("--dir", "directory", type=click.Path(path_type=Path), default=None,
               help="Where to write it (default: $BISECTOR_ORACLES_DIR when set, else the "
               "current directory).")

@@ -41,12 +41,17 @@ def _sigterm(_signum: int, _frame: Any) -> NoReturn:
 
 def next_time(every: str, after: datetime) -> datetime:
     """The next time the cron expression ``every`` names after ``after`` (local time)."""
-    from croniter import croniter
+    from croniter import CroniterError, croniter
 
     if not croniter.is_valid(every):
         raise UsageError(f"--every {every!r}: not a cron expression; write five fields "
                          f"(minute hour day month weekday), e.g. \"0 3 * * *\" for 03:00 daily")
-    nxt: datetime = croniter(every, after).get_next(datetime)
+    try:
+        nxt: datetime = croniter(every, after).get_next(datetime)
+    except (CroniterError, ValueError, OverflowError):
+        # Valid fields that name no date ("0 0 31 2 *": February 31st) never fire.
+        raise UsageError(f"--every {every!r} never fires (no date matches it): write a "
+                         f"schedule that does, e.g. \"0 3 * * *\" for 03:00 daily") from None
     return nxt
 
 
@@ -71,6 +76,8 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch.config import load
 
+    if every is not None:  # a bad schedule fails first, before any file or the store
+        next_time(every, datetime.now().astimezone())
     # Only trusted files: a suite runs oracles, an index is a host, a notifier a program.
     paths = [config_path] if config_path else config_file.trusted_paths(config_file.files())
     if config_path and not config_path.is_file():
@@ -84,8 +91,6 @@ def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tu
     if unknown:
         raise UsageError(f"--suite {unknown[0]}: no such suite; configured: "
                          f"{', '.join(s.name for s in cfg.suites)}")
-    if every is not None:
-        next_time(every, datetime.now().astimezone())  # a bad schedule fails before the store
     store = c.store()
     run_bisect = cfg.bisect if bisect is None else bisect
     old = signal.signal(signal.SIGTERM, _sigterm)

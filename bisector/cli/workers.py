@@ -18,6 +18,7 @@ from rich.table import Table
 
 from bisector.base.errors import UsageError
 from bisector.cli.config_file import ConfiguredCommand
+from bisector.cli.options import BISECTION_ID
 from bisector.cli.progress import err, escape, out
 from bisector.store.db import Store, url_from
 
@@ -136,7 +137,7 @@ def workers_cmd(c: StoreOpener, json_out: bool) -> None:
 
 
 @click.command(cls=ConfiguredCommand)
-@click.argument("bisection_id", type=int)
+@click.argument("bisection_id", type=BISECTION_ID)
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
 def cancel(c: StoreOpener, bisection_id: int, json_out: bool) -> None:

@@ -11,6 +11,7 @@ forgotten there without a test noticing.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field, fields
@@ -27,6 +28,9 @@ from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
 from bisector.oracle.command import check_match
 
+# A wheel variant (``--variant``) is a PEP 440 local version label, ``+cu128``: what an index's
+# file names carry, what prebuilt.pick_wheels compares, and what goes into the index URL.
+VARIANT = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 # Options that change how fast a run goes, never what it finds: left out of the reproduce line.
 SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm"})
 
@@ -90,6 +94,7 @@ class Request:
             raise UsageError(f"--jobs {self.jobs}: give at least 1")
         if self.build_jobs < 1:
             raise UsageError(f"--build-jobs {self.build_jobs}: give at least 1")
+        self._check_bounds()
         if gpus and self.jobs is not None and self.jobs > len(gpus):
             raise UsageError(f"--jobs {self.jobs} with {len(gpus)} GPU(s) in --gpus "
                              f"{self.gpus}: one probe runs per GPU; name more GPUs or lower --jobs")
@@ -113,6 +118,26 @@ class Request:
         if self.executor is ExecutorKind.DOCKER and self.installed_base:
             raise UsageError("--installed-base needs --executor local: a container cannot see "
                              "the host's installed torch")
+
+    def _check_bounds(self) -> None:
+        """Every number finite and in range, also where no CLI type checked it (a watch's
+        ``[suite.bisect]``): a ``nan`` timeout is no timeout, and a huge ``--jobs`` a list of
+        that size once the bisection is stored."""
+        for flag, n, high in (("--jobs", self.jobs, defaults.MAX_JOBS),
+                              ("--build-jobs", self.build_jobs, defaults.MAX_JOBS),
+                              ("--max-jobs", self.max_jobs, defaults.MAX_JOBS),
+                              ("--pids", self.pids, defaults.MAX_PIDS)):
+            if n is not None and not 1 <= n <= high:
+                raise UsageError(f"{flag} {n}: give a number from 1 to {high}")
+        for flag, x in (("--build-timeout", self.build_timeout), ("--timeout", self.timeout)):
+            if x is not None and not (math.isfinite(x) and 0 < x <= defaults.MAX_SECONDS):
+                raise UsageError(f"{flag} {x}: give seconds above 0 and at most "
+                                 f"{defaults.MAX_SECONDS:.0f} (30 days)")
+        if self.variant is not None and not (len(self.variant) <= 40
+                                             and VARIANT.fullmatch(self.variant)):
+            raise UsageError(f"--variant {self.variant[:40]!r}: write a wheel variant like "
+                             f"cu128, cu126, cpu or rocm6.3 (lower case letters and digits, "
+                             f"dots between)")
 
     def _check_manual(self) -> None:
         """A person judges one probe at a time, on this machine, by whether the bug shows."""

@@ -27,7 +27,7 @@ from bisector.app import html as html_report
 from bisector.app import views
 from bisector.app.reports import ListFilter
 from bisector.app.watch import table as watch_table
-from bisector.base import escape
+from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
@@ -68,7 +68,12 @@ def _filter(request: Request) -> ListFilter:
 
 
 def _id(request: Request) -> int:
-    return int(request.path_params["bisection_id"])
+    """The path's bisection id; one no store can hold (past PostgreSQL's INTEGER: a 500 from
+    the database) is not found, as an unknown one is."""
+    value = int(request.path_params["bisection_id"])
+    if not 1 <= value <= defaults.MAX_ID:
+        raise NotFoundError(f"no bisection with id {value}: ids go from 1 to {defaults.MAX_ID}")
+    return value
 
 
 def _tail(path: Path) -> str:

@@ -31,6 +31,7 @@ gpus = "0,1"
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import shlex
 import shutil
@@ -38,6 +39,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from bisector.base import defaults
 from bisector.base.errors import BisectorError, UsageError
 from bisector.base.paths import read_toml
 from bisector.oracle.script import load_oracle
@@ -188,8 +190,11 @@ def _notify(table: dict[str, tuple[Any, Path]]) -> Notify:
         out = Notify(out.command, frozenset(value), out.timeout_s)
     if "timeout" in table:
         value, path = table["timeout"]
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise UsageError(f"{path} [notify] timeout = {value!r}: give positive seconds")
+        # TOML has nan and inf: nan passed "<= 0" and then crashed the tick's notifier.
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (
+                math.isfinite(value) and 0 < value <= defaults.MAX_SECONDS):
+            raise UsageError(f"{path} [notify] timeout = {value!r}: give positive seconds "
+                             f"(finite, at most {defaults.MAX_SECONDS:.0f})")
         out = Notify(out.command, out.on, float(value))
     return out
 
