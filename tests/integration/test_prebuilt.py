@@ -166,9 +166,12 @@ def test_overlay_env_has_wheel_C_and_commit_python(home: Path, py_world: tuple) 
         if blob.type == "blob" and blob.path.endswith(".py") and blob.path != "torchlet/version.py":
             assert (site / blob.path).read_bytes() == blob.data_stream.read(), blob.path
     version = (pkg / "version.py").read_text()
-    assert hist.nightlies[10][0] in version  # the wheel's git_version is kept
+    # The probed commit's version file (issue 20): its sha, the nightly's public version kept.
+    assert hist.nightlies[10][0] not in version and f'git_version = "{hist.main[175]}"' in version
+    assert '__version__ = "0.1.0.dev' in version and '+cpu"' in version
     facts = json.loads((venv / "bisector-facts.json").read_text())
-    assert facts["overlay"]["commit"] == hist.main[175]
+    assert facts["overlay"]["commit"] == hist.main[175] == facts["git_version"]
+    assert facts["overlay_base"] == hist.main[160]
     assert facts["overlay"]["deleted"] == ["torchlet/_fixes.py"]
 
 
