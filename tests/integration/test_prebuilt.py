@@ -136,7 +136,7 @@ def test_c_regression_needs_few_source_builds(home: Path, c_world: tuple) -> Non
 
 def test_overlay_env_has_wheel_C_and_commit_python(home: Path, py_world: tuple) -> None:
     """Overlay of main[175] on the nightly of main[160]: _C from the wheel, every .py from 175,
-    the module deleted at 171 gone, version.py kept from the wheel."""
+    the module deleted at 171 gone, version.py naming the probed commit."""
     hist, server = py_world
     repo = git.Repo(hist.path)
     cands = hist.main[150:180]
