@@ -192,6 +192,12 @@ def run_proof(package: str, workdir: Path, python: str, harmless: int = 60,
         "artifact_kinds": kinds, "source_builds": kinds.count("source"),
         "history_seconds": round(made, 1), "bisect_wall_seconds": round(wall, 1),
         "probe_facts": data["probes"][-1].get("facts", {}) if data["probes"] else {},
+        # What each probe's own torch said it was (issue 20: an overlay names its commit).
+        "git_versions": [(p["sha"][:12], (p.get("facts") or {}).get("torch_git_version")
+                          or (p.get("facts") or {}).get("git_version"),
+                          (p.get("facts") or {}).get("overlay_base"))
+                         for p in probes],
+        "prior": (data.get("result") or {}).get("prior"),
         "jobs": data.get("jobs"), "rounds": data.get("rounds"),
         "gpu_per_probe": [(p["round"], p["sha"][:12], p["verdict"], p.get("gpu"),
                            (p.get("facts") or {}).get("gpu_name")
@@ -210,11 +216,23 @@ def main() -> None:
     ap.add_argument("--compare-gpus", default=None, metavar="0,1",
                     help="Bisect the same history twice, cold: --jobs 1, then one probe per "
                     "GPU of this list at once; both must name the planted commit.")
+    ap.add_argument("--compare-prior", action="store_true",
+                    help="Bisect the same history twice, cold: --prior none, then --prior "
+                    "auto (issue 23); both must name the planted commit.")
     a = ap.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     if importlib.util.find_spec("sqlalchemy") is None:
         sys.exit("install bisector's dependencies first")
-    if a.compare_gpus:
+    if a.compare_prior:
+        plain = run_proof(a.package, a.workdir, a.python, a.harmless,
+                          extra=("--prior", "none"), tag="-plain")
+        shas = plain.get("shas")
+        prior = run_proof(a.package, a.workdir, a.python, a.harmless, extra=("--prior", "auto"),
+                          shas=shas if isinstance(shas, dict) else None, tag="-prior")
+        result = {"ok": bool(plain.get("ok") and prior.get("ok")
+                             and plain["culprit"] == prior["culprit"]),
+                  "prior_none": plain, "prior_auto": prior}
+    elif a.compare_gpus:
         one = run_proof(a.package, a.workdir, a.python, a.harmless,
                         extra=("--jobs", "1"), tag="-jobs1")
         shas = one.get("shas")
