@@ -51,8 +51,9 @@ TAG = 0.25
 
 # ``File "/x/torch/_inductor/ir.py", line 12, in realize``
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>[\w<>.]+)')
-# pytest's ``torch/_inductor/ir.py:12: in realize`` and ``ir.py:12: RuntimeError``
-_PYTEST = re.compile(r"^(?P<path>[\w./\\-]+\.\w+):\d+: (?:in (?P<func>\w+)|\w)")
+# pytest's ``torch/_inductor/ir.py:12: in realize`` and ``ir.py:12: RuntimeError``; never a
+# warning's location (``pgo.py:538: UserWarning: ...``): a warning is not the failure.
+_PYTEST = re.compile(r"^(?P<path>[\w./\\-]+\.\w+):\d+: (?:in (?P<func>\w+)|(?!\w*Warning\b)\w)")
 # A path-like word of a command or a log: has a slash or a source-file suffix.
 _PATHLIKE = re.compile(r"^[\w.\-/]*(?:/[\w.\-]+|\.(?:py|pyi|cpp|cc|c|h|hpp|cu|cuh|yaml))$")
 _TAG = re.compile(r"^\s*\[([^\]]+)\]")

@@ -75,6 +75,15 @@ def test_command_paths_and_pytest_frames() -> None:
     assert not read_evidence("all fine\n", ("python", "-c", "print(1)"))
 
 
+def test_a_warnings_location_is_not_evidence() -> None:
+    """Seen on the H100 proof: the name-mangling oracle's output ends with a UserWarning of
+    torch/_dynamo/pgo.py, which had pointed the prior at the wrong folder."""
+    out = ("bad: reproduced #170398: NameError: name '_Runner__mm_kernel_0' is not defined\n"
+           "/x/site-packages/torch/_dynamo/pgo.py:538: UserWarning: dynamo_pgo force disabled\n"
+           "  warn_once(\n")
+    assert "torch/_dynamo/pgo.py" not in " ".join(read_evidence(out).files)
+
+
 def test_same_file_compares_whole_trailing_components() -> None:
     assert same_file("/v/site-packages/torch/_inductor/ir.py", "torch/_inductor/ir.py")
     assert not same_file("torch/_inductor/myir.py", "torch/_inductor/ir.py")
