@@ -79,7 +79,7 @@ def parse_build_env(pairs: tuple[str, ...]) -> dict[str, str]:
     for pair in pairs:
         k, sep, v = pair.partition("=")
         if not sep or not k or not k.replace("_", "").isalnum():
-            raise UsageError(f"--build-env {pair!r}: write KEY=VALUE, e.g. USE_DISTRIBUTED=1")
+            raise UsageError(f"--build-env {pair!r}: write NAME=VALUE, e.g. USE_DISTRIBUTED=1")
         out[k] = v
     return out
 

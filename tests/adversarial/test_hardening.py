@@ -392,7 +392,7 @@ def test_store_paths_and_ids_that_are_not_usable(home: Path, hist: SyntheticHist
             "--bad", hist.main[20], "--oracle", "torchlet_norm", check=True)
     for big in (str(2**63), str(2**70), "0"):
         r = invoke("--db", str(db), "show", big)
-        one_line_error(r, "no bisection with id")
+        one_line_error(r, "give a bisection id from 1 to 2147483647")
 
 
 def test_refs_and_subjects_are_text_not_markup_or_escapes(home: Path, tmp_path: Path) -> None:

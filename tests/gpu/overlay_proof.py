@@ -216,22 +216,24 @@ def main() -> None:
     ap.add_argument("--compare-gpus", default=None, metavar="0,1",
                     help="Bisect the same history twice, cold: --jobs 1, then one probe per "
                     "GPU of this list at once; both must name the planted commit.")
-    ap.add_argument("--compare-prior", action="store_true",
-                    help="Bisect the same history twice, cold: --prior none, then --prior "
-                    "auto (issue 23); both must name the planted commit.")
+    ap.add_argument("--compare-prior", choices=("both", "none", "auto"), default=None,
+                    help="Bisect the same history cold with --prior none and/or --prior auto "
+                    "(issue 23), without confirmation; each must name the planted commit.")
     a = ap.parse_args()
     a.workdir.mkdir(parents=True, exist_ok=True)
     if importlib.util.find_spec("sqlalchemy") is None:
         sys.exit("install bisector's dependencies first")
     if a.compare_prior:
-        plain = run_proof(a.package, a.workdir, a.python, a.harmless,
-                          extra=("--prior", "none"), tag="-plain")
-        shas = plain.get("shas")
-        prior = run_proof(a.package, a.workdir, a.python, a.harmless, extra=("--prior", "auto"),
-                          shas=shas if isinstance(shas, dict) else None, tag="-prior")
-        result = {"ok": bool(plain.get("ok") and prior.get("ok")
-                             and plain["culprit"] == prior["culprit"]),
-                  "prior_none": plain, "prior_auto": prior}
+        modes = ("none", "auto") if a.compare_prior == "both" else (a.compare_prior,)
+        runs: dict[str, dict[str, object]] = {}
+        shas = None
+        for mode in modes:
+            runs[f"prior_{mode}"] = got = run_proof(
+                a.package, a.workdir, a.python, a.harmless,
+                extra=("--prior", mode, "--no-confirm"), tag=f"-{mode}",
+                shas=shas if isinstance(shas, dict) else None)
+            shas = got.get("shas")
+        result = {"ok": all(r.get("ok") for r in runs.values()), **runs}
     elif a.compare_gpus:
         one = run_proof(a.package, a.workdir, a.python, a.harmless,
                         extra=("--jobs", "1"), tag="-jobs1")

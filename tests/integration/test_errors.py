@@ -68,7 +68,7 @@ CASES = [
     ("unknown profile", "main~5", "main", "torchlet_norm", ["--profile", "nope"], 2,
      "unknown profile 'nope'"),
     ("malformed build variable", "main~5", "main", "torchlet_norm",
-     ["--build-env", "USE_DISTRIBUTED"], 2, "write KEY=VALUE"),
+     ["--build-env", "USE_DISTRIBUTED"], 2, "write NAME=VALUE"),
 ]
 
 

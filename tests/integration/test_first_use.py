@@ -23,11 +23,12 @@ REPRO = "assert 1 + 1 == 3, 'the bug'\n"
 
 
 def fake_python(folder: Path, name: str, has_torch: bool) -> Path:
-    """A shell script posing as an interpreter: `-c "import torch"` succeeds only if has_torch."""
+    """A shell script posing as an interpreter: `[-E] -c "import torch"` succeeds only if
+    has_torch (bisector checks with -E, so PYTHONPATH cannot fake a torch)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text('#!/bin/sh\n[ "$1" = -c ] && [ "$2" = "import torch" ] && exit '
-                    f'{0 if has_torch else 1}\nexit 1\n')
+    path.write_text('#!/bin/sh\n[ "$1" = -E ] && shift\n[ "$1" = -c ] && '
+                    f'[ "$2" = "import torch" ] && exit {0 if has_torch else 1}\nexit 1\n')
     path.chmod(0o755)
     return path
 
@@ -59,25 +60,36 @@ def test_none_imports_it_so_the_first_python3_and_a_note_saying_so(
     monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "a"), str(tmp_path / "b")]))
     chosen = choose_python(None, "bisector_test_absent_package")
     assert chosen.path == str(first)
-    assert "no python3 or python on PATH imports bisector_test_absent_package" in chosen.note
+    assert ("neither bisector's own Python nor any python3 or python on PATH imports "
+            "bisector_test_absent_package") in chosen.note
 
 
 def test_a_pyenv_shim_is_resolved_to_the_python_it_runs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A package only this interpreter has: bisector's own Python (tried first) lacks it.
+    venv = tmp_path / "v"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    target = str(venv / "bin" / "python")
+    where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = subprocess.run([target, "-c", where], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    (Path(site) / "only_in_v").mkdir()
+    (Path(site) / "only_in_v" / "__init__.py").write_text("")
     shim = tmp_path / "shims" / "python3"
     shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", str(shim.parent))
-    chosen = choose_python(None, "json")
-    assert chosen.path == sys.executable  # what ran, not the launcher that picks per folder
+    chosen = choose_python(None, "only_in_v")
+    # What ran, not the launcher that picks per folder.
+    assert Path(chosen.path).parent == venv / "bin", chosen
     # A wrapper elsewhere is kept as it is: it may set up what it execs into.
     wrapper = tmp_path / "bin" / "python3"
     wrapper.parent.mkdir()
     wrapper.write_text(shim.read_text())
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", str(wrapper.parent))
-    assert choose_python(None, "json").path == str(wrapper)
+    assert choose_python(None, "only_in_v").path == str(wrapper)
 
 
 def test_check_runs_the_users_python_and_says_which(tmp_path: Path) -> None:
