@@ -21,11 +21,11 @@ from rich.table import Table
 
 from bisector.app import reports as report
 from bisector.base import defaults
-from bisector.base.errors import BisectorError, InterruptedBisection
+from bisector.base.errors import BisectorError, InterruptedBisection, UsageError
 from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
-from bisector.cli.options import BISECTION_ID, JOBS, Whole, range_options
+from bisector.cli.options import BISECTION_REF, JOBS, LAST, Whole, range_options
 from bisector.cli.progress import RichEvents, err, escape, out
 from bisector.project.history import printable
 from bisector.run.config import Request, request_from
@@ -67,6 +67,20 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     if loaded.default_map:
         ctx.default_map = loaded.default_map
         ctx.meta[config_file.META_KEY] = loaded.sources
+
+
+def _which(store: Store, bisection_id: int) -> int:
+    """``last`` (no id given) as the store's newest bisection."""
+    if bisection_id != LAST:
+        return bisection_id
+    # lazy: `bisect --help` and completion import none of this
+    from bisector.store import bisections as stored
+
+    newest = stored.listing(store, 1)
+    if not newest:
+        raise UsageError("no bisection in this store yet: start one with bisect start "
+                         "(or pass --db of the store that has it)")
+    return newest[0].id
 
 
 def _db_flag(c: Ctx) -> str:
@@ -204,14 +218,16 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
 
 
 @cli.command()
-@click.argument("bisection_id", type=BISECTION_ID)
+@click.argument("bisection_id", type=BISECTION_REF, default="last", metavar="[ID|last]")
 @workers.ENQUEUE
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
 def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> None:
-    """Finish an interrupted bisection (after Ctrl-C, kill -9, a crash, bisect cancel)."""
+    """Finish an interrupted bisection (default: the newest) after Ctrl-C, kill -9, a crash or
+    bisect cancel."""
     workers.check_enqueue(c.db, enqueue)
-    _run_and_report(c, c.store(create=False), bisection_id, json_out, resume=True,
+    store = c.store(create=False)
+    _run_and_report(c, store, _which(store, bisection_id), json_out, resume=True,
                     enqueue=enqueue)
 
 
@@ -252,7 +268,7 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
 
 
 @cli.command()
-@click.argument("bisection_id", type=BISECTION_ID)
+@click.argument("bisection_id", type=BISECTION_REF, default="last", metavar="[ID|last]")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "issue", "html", "json"]),
               default="markdown", show_default=True,
               help="markdown: the full record; issue: paste-ready for a GitHub issue (no local "
@@ -260,8 +276,10 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
 @click.option("--json", "json_out", is_flag=True, help="The same as --format json.")
 @click.pass_obj
 def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
-    """Show a bisection: culprit, PR, every probe, output of failures, reproduce command."""
-    _print_show(c.store(create=False), bisection_id, json_out, fmt)
+    """Show a bisection (default: the newest): culprit, PR, every probe, output of failures,
+    reproduce command."""
+    store = c.store(create=False)
+    _print_show(store, _which(store, bisection_id), json_out, fmt)
 
 
 @cli.command()
@@ -284,15 +302,17 @@ def serve(c: Ctx, host: str, port: int) -> None:
 
 
 @cli.command()
-@click.argument("bisection_id", type=BISECTION_ID)
+@click.argument("bisection_id", type=BISECTION_REF, default="last", metavar="[ID|last]")
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
 def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
-    """Print the probes like `git bisect log` (replayable with `git bisect replay`)."""
+    """Print the probes like `git bisect log` (replayable with `git bisect replay`); default:
+    the newest bisection."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import views
 
     store = c.store(create=False)
+    bisection_id = _which(store, bisection_id)
     if json_out:
         click.echo(json.dumps(views.log_data(store, bisection_id), indent=2))
     else:

@@ -78,7 +78,25 @@ class Variant(click.ParamType[str]):
         return text
 
 
+LAST = 0  # `last` (or no id): the store's newest bisection, resolved when the store is open
+
+
+class BisectionRef(Whole):
+    """A bisection id, or ``last``: what a person means right after a bisection."""
+
+    def __init__(self) -> None:
+        super().__init__(1, defaults.MAX_ID, "a bisection id or last",
+                         "; `bisect list` shows them")
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> int:
+        if isinstance(value, str) and value.strip().lower() == "last":
+            return LAST
+        return super().convert(value, param, ctx)
+
+
 BISECTION_ID = Whole(1, defaults.MAX_ID, "a bisection id", "; `bisect list` shows them")
+BISECTION_REF = BisectionRef()
 JOBS = Whole(1, defaults.MAX_JOBS)
 SECONDS = Seconds()
 
