@@ -85,8 +85,8 @@ class BisectionRef(Whole):
     """A bisection id, or ``last``: what a person means right after a bisection."""
 
     def __init__(self) -> None:
-        super().__init__(1, defaults.MAX_ID, "a bisection id or last",
-                         "; `bisect list` shows them")
+        super().__init__(1, defaults.MAX_ID, "a bisection id",
+                         ", or last; `bisect list` shows them")
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> int:

@@ -27,4 +27,4 @@ def test_show_log_and_resume_default_to_the_newest(home: Path, tmp_path: Path,
     assert r.stdout == invoke("--db", str(db), "log", str(newest), "--json").stdout
     r = invoke("--db", str(db), "resume", "--json")  # finished: resume says so for that id
     assert str(newest) in r.stdout + r.stderr
-    one_line_error(invoke("--db", str(db), "show", "lst"), "a bisection id or last")
+    one_line_error(invoke("--db", str(db), "show", "lst"), "or last")
