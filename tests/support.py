@@ -291,3 +291,45 @@ def bisect_installed_base(repo: Path, shas: dict[str, str], python: str, db: Pat
     finally:
         con.close()
     return data
+
+
+def built_world(base: Path, root: Path, releases: bool = False,
+                **gen: Any) -> SyntheticHistory:
+    """A generated history whose nightly (and, with ``releases``, release) wheels are
+    published into ``root``; built with a cache and home of their own under ``base``, so the
+    test's own runs start with nothing cached."""
+    # lazy: only the tests of the nightly path build wheels this way
+    from bisector.app.demo.nightlies import publish
+
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
+    mp.setenv("BISECTOR_HOME", str(base / "build-home"))
+    try:
+        hist = generate(base / "repo", **gen)
+        publish(hist, root, releases=releases)
+    finally:
+        mp.undo()
+    return hist
+
+
+def staged_nightlies(hist: SyntheticHistory, root: Path) -> list[Path]:
+    """The published nightly wheels under ``root``, oldest first."""
+    staged = sorted((root / "nightly-cpu" / "files").glob("*.whl"))
+    return [next(w for w in staged if f".dev{stamp}+" in w.name)
+            for _n, _m, stamp in hist.nightlies]
+
+
+def installed_torchlet(hist: SyntheticHistory, dest: Path) -> str:
+    """A virtualenv at ``dest`` with torchlet built from ``hist``'s last commit installed, as
+    torch is on a GPU box; its python."""
+    # lazy: only the installed-base tests build an "installed" package
+    import git as gitpython
+
+    from bisector.artifacts.build import build_wheel
+    from bisector.project.profiles import TORCHLET
+
+    res = build_wheel(gitpython.Repo(hist.path), hist.main[-1], TORCHLET, python=sys.executable)
+    assert res.ok and res.wheel, res.log_tail
+    subprocess.run([sys.executable, "-m", "venv", str(dest)], check=True)
+    subprocess.run([str(dest / "bin" / "pip"), "install", "-q", str(res.wheel)], check=True)
+    return str(dest / "bin" / "python")

@@ -185,7 +185,7 @@ RANGE_OPTIONS = [
                  "source builds (default: the GPUs of --gpus / this machine, else 8.0;8.6;9.0)."),
     click.option("--max-jobs", type=JOBS, default=None,
                  help="MAX_JOBS for source builds (default: all cores)."),
-    click.option("--build-env", multiple=True, metavar="KEY=VALUE", help="Override a build "
+    click.option("--build-env", multiple=True, metavar="NAME=VALUE", help="Override a build "
                  "variable of the profile, e.g. USE_DISTRIBUTED=1 (part of the build's key)."),
     click.option("--installed-base", default=None, metavar="REF",
                  help="The torch installed for --python was built from REF: use it as the "

@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-import git
 import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
-from bisector.artifacts.build import build_wheel
 from bisector.artifacts.overlay import truthful_version, version_member
 from bisector.project.profiles import GENERIC, PYTORCH, TORCHLET
-from tests.support import installed_base_history, installed_dir, run_cli
+from tests.support import installed_base_history, installed_dir, installed_torchlet, run_cli
 
 pytestmark = [pytest.mark.adversarial]
 
@@ -107,12 +103,7 @@ def test_overlays_on_an_installed_base_print_the_commit_they_probe(home: Path,
     """The GPU box's way: the installed package is the only base, every probe an overlay."""
     hist: SyntheticHistory = generate(tmp_path / "src", commits=24, culprit=15, broken=(),
                                       seed=20205, release_at=None, side_branch_at=None)
-    res = build_wheel(git.Repo(hist.path), hist.main[-1], TORCHLET, python=sys.executable)
-    assert res.ok and res.wheel
-    venv = tmp_path / "installed"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(res.wheel)], check=True)
-    python = str(venv / "bin" / "python")
+    python = installed_torchlet(hist, tmp_path / "installed")
     repo = tmp_path / "proof" / "repo"
     shas = installed_base_history(installed_dir(python, "torchlet"), repo, harmless=6)
     r = run_cli("--db", str(tmp_path / "proof" / "bisector.db"), "start", "--repo", str(repo),

@@ -21,13 +21,12 @@ from packaging.version import Version
 from sqlalchemy import func, select
 
 from bisector.app.demo.index import IndexServer
-from bisector.app.demo.nightlies import publish
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.artifacts.build import build_wheel
 from bisector.project.profiles import TORCHLET
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.support import run_cli
+from tests.support import built_world, run_cli, staged_nightlies
 
 pytestmark = [pytest.mark.adversarial]
 
@@ -45,16 +44,9 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("watch-order")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
-    mp.setenv("BISECTOR_HOME", str(base / "build-home"))
-    hist = generate(base / "repo", commits=30, culprit=CULPRIT, broken=(), release_at=None,
-                    side_branch_at=None, nightly_every=6)
-    publish(hist, base / "stage")
-    mp.undo()
-    staged = sorted((base / "stage" / "nightly-cpu" / "files").glob("*.whl"))
-    nightlies = [next(w for w in staged if f".dev{stamp}+" in w.name)
-                 for _n, _m, stamp in hist.nightlies]
+    hist = built_world(base, base / "stage", commits=30, culprit=CULPRIT, broken=(),
+                       release_at=None, side_branch_at=None, nightly_every=6)
+    nightlies = staged_nightlies(hist, base / "stage")
     (base / "index").mkdir()
     with IndexServer(base / "index") as server:
         yield World(hist, server, nightlies, base)

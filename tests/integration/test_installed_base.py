@@ -5,29 +5,24 @@ GPU proof script."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
-import git
 import pytest
 
 from bisector.app.demo.torchlet import generate
-from bisector.artifacts.build import build_wheel
-from bisector.project.profiles import TORCHLET
-from tests.support import bisect_installed_base, installed_base_history, installed_dir
+from tests.support import (
+    bisect_installed_base,
+    installed_base_history,
+    installed_dir,
+    installed_torchlet,
+)
 
 
 @pytest.mark.e2e
 def test_installed_base_overlay_proof_on_torchlet(home: Path, tmp_path: Path) -> None:
     hist = generate(tmp_path / "src", release_at=None, side_branch_at=None, broken=())
     # "Installed" torchlet: built from a commit after the planted bug, into its own venv.
-    res = build_wheel(git.Repo(hist.path), hist.main[-1], TORCHLET, python=sys.executable)
-    assert res.ok and res.wheel
-    venv = tmp_path / "installed"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(res.wheel)], check=True)
-    python = str(venv / "bin" / "python")
+    python = installed_torchlet(hist, tmp_path / "installed")
     repo = tmp_path / "proof" / "repo"
     shas = installed_base_history(installed_dir(python, "torchlet"), repo, harmless=12)
     one = bisect_installed_base(repo, shas, python, tmp_path / "proof" / "bisector.db")

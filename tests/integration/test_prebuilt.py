@@ -20,8 +20,7 @@ import pytest
 from sqlalchemy import select
 
 from bisector.app.demo.index import IndexServer
-from bisector.app.demo.nightlies import publish
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem, parse_simple_page
 from bisector.artifacts.obtained import Obtained, Recipe, Sources
 from bisector.artifacts.prebuilt import Discoverer
@@ -32,7 +31,7 @@ from bisector.project.profiles import TORCHLET
 from bisector.store import models as m
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import open_store
-from tests.support import run_cli
+from tests.support import built_world, run_cli
 
 EVERY = 16
 
@@ -42,12 +41,7 @@ World = tuple[SyntheticHistory, IndexServer]
 
 def _world(base: Path, releases: bool = False, **gen: Any) -> Iterator[World]:
     """A synthetic history with nightlies every 16 commits, its wheels served on 127.0.0.1."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
-    mp.setenv("BISECTOR_HOME", str(base / "build-home"))
-    hist = generate(base / "repo", nightly_every=EVERY, **gen)
-    publish(hist, base / "index", releases=releases)
-    mp.undo()
+    hist = built_world(base, base / "index", releases=releases, nightly_every=EVERY, **gen)
     with IndexServer(base / "index") as server:
         yield hist, server
 

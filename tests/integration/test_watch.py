@@ -22,11 +22,10 @@ import pytest
 from sqlalchemy import func, select
 
 from bisector.app.demo.index import IndexServer
-from bisector.app.demo.nightlies import publish
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.support import BISECT, ROOT, run_cli
+from tests.support import BISECT, ROOT, built_world, run_cli, staged_nightlies
 
 NOTIFIER = """\
 import json, pathlib, sys
@@ -48,16 +47,9 @@ class World:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("watch-world")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
-    mp.setenv("BISECTOR_HOME", str(base / "build-home"))
-    hist = generate(base / "repo", commits=50, culprit=40, broken=(), release_at=None,
-                    side_branch_at=None, nightly_every=12)
-    publish(hist, base / "stage")
-    mp.undo()
-    stamps = [stamp for _n, _m, stamp in hist.nightlies]
-    staged = sorted((base / "stage" / "nightly-cpu" / "files").glob("*.whl"))
-    wheels = [next(w for w in staged if f".dev{s}+" in w.name) for s in stamps]
+    hist = built_world(base, base / "stage", commits=50, culprit=40, broken=(),
+                       release_at=None, side_branch_at=None, nightly_every=12)
+    wheels = staged_nightlies(hist, base / "stage")
     (base / "index").mkdir()
     with IndexServer(base / "index") as server:
         yield World(hist, server, wheels)
