@@ -16,7 +16,9 @@ from typing import Any
 
 import jinja2
 
+from bisector.app.phases import phase_rows
 from bisector.app.reports import culprit_facts
+from bisector.run.pipeline import PHASES
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("bisector.app", "templates"),
@@ -105,7 +107,8 @@ def _wheel_day(version: str) -> str:
 def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
     # The culprit's own facts, as the issue report's Versions block: not the first probe's.
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
-            "repo_name": d["github"] or Path(d["repo"]).name}
+            "repo_name": d["github"] or Path(d["repo"]).name, "phases": phase_rows(d),
+            "phase_names": PHASES}
 
 
 def render_report(d: dict[str, Any], issue: str) -> str:

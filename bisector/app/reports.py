@@ -11,6 +11,7 @@ from typing import Any
 
 import git
 
+from bisector.app.phases import phase_markdown
 from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
@@ -173,6 +174,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             "stderr": p.stderr_path,
             "facts": p.facts,
             "gpu": p.facts.get("gpu_index"),
+            "phases": p.facts.get("phases"),
             "artifact": a.kind.value if a is not None else None,
         }
         if a is not None and a.status in (ArtifactStatus.FAILED, ArtifactStatus.ERROR):
@@ -280,6 +282,7 @@ def show_markdown(d: dict[str, Any]) -> str:
             how += f" ({_build_summary(p['build'])})"
         lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {how} | {reason} "
                      f"| {subject} |")
+    lines += phase_markdown(d)
     failed = [p for p in d["probes"] if p.get("build_log")]
     for p in failed:
         lines += ["", f"Build log of `{p['sha'][:12]}` ({md(p['build_log'])}), last lines:",

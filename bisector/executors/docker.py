@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from functools import cached_property
 from pathlib import Path
@@ -34,7 +35,7 @@ from bisector.base.errors import UsageError
 from bisector.base.paths import FACTS_SCRIPT, cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip
-from bisector.executors.local import collect_output, in_use
+from bisector.executors.local import collect_output, in_use, with_phases
 from bisector.infra import inuse
 from bisector.infra.containers import (
     ContainerFailed,
@@ -282,6 +283,7 @@ class DockerExecutor:
         run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(run_dir, 0o777)  # the oracle runs as the image's non-root user
         out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
+        t0 = time.monotonic()
         try:
             name = self.ensure_env(inst, oracle.meta.dependencies, gpu=gpu)
             facts = self._env_facts(name, inst)
@@ -289,6 +291,7 @@ class DockerExecutor:
             return infra_skip(e.reason)
         except (RuntimeError, OSError, ValueError) as e:  # ValueError: unreadable facts JSON
             return infra_skip(str(e)[:500])
+        made_s = time.monotonic() - t0
         if gpu is not None:
             facts["gpu_index"] = gpu
         (run_dir / "oracle").mkdir(exist_ok=True)
@@ -321,5 +324,6 @@ class DockerExecutor:
         if done.oom_killed:
             reason = f"killed for using more than its memory limit {self.memory} (OOM)"
         output_tail, facts = collect_output(out, err, facts)
-        return RunResult(verdict.outcome, reason, code, done.seconds, verdict.reusable, out, err,
-                         output_tail, facts)
+        return with_phases(RunResult(verdict.outcome, reason, code, done.seconds,
+                                     verdict.reusable, out, err, output_tail, facts),
+                           environment=made_s)

@@ -15,6 +15,7 @@ import platform
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -26,22 +27,22 @@ from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay, overlay_facts
 from bisector.artifacts.trees import run_tree, trees_dir
-from bisector.base.paths import FACTS_SCRIPT, cache_dir, uv_cache_dir
+from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip
+from bisector.executors.facts import (
+    FACTS_FILE,
+    PENDING,
+    clean_env,
+    collect_facts,
+    install_facts_hook,
+    learn_facts,
+)
 from bisector.infra import cancel, inuse
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import call, cap_output, reaped, reaper_env, run_logged, tail
 from bisector.oracle.command import is_command, program
 from bisector.oracle.script import Oracle
-
-# Variables that would let the host's environment leak into the probed one.
-SCRUB = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "CONDA_PREFIX")
-
-
-def clean_env() -> dict[str, str]:
-    """This process's environment minus what would leak the host's Python into a probe."""
-    return {k: v for k, v in os.environ.items() if k not in SCRUB}
 
 
 class InstallFailed(Exception):
@@ -117,12 +118,11 @@ class LocalExecutor:
                 # The base's own dependencies (triton, numpy, nvidia-*) stay where they are,
                 # also when that is another virtualenv: its site-packages goes after ours.
                 (site / "bisector-installed-base.pth").write_text(f"{inst.installed.site}\n")
-            extra_facts: dict[str, Any] = {}
+            facts: dict[str, Any] = {"obtained": inst.obtained, PENDING: True}
             if inst.overlay is not None:
-                extra_facts.update(overlay_facts(apply_overlay(inst.overlay, site)))
-            facts = collect_facts(py, self.import_name, inst.obtained)
-            facts.update(extra_facts)
-            (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
+                facts.update(overlay_facts(apply_overlay(inst.overlay, site)))
+            install_facts_hook(site)
+            (venv / FACTS_FILE).write_text(json.dumps(facts, sort_keys=True))
             write_manifest(venv)
             (venv / READY).write_text("ok\n")
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -155,13 +155,26 @@ class LocalExecutor:
         # leaves what a live probe uses (infra/inuse.py).
         with inuse.using(in_use(inst, oracle, commit, self.env_dir(inst.key, deps)),
                          f"probe of {commit[:12] or inst.obtained}"):
+            t0 = time.monotonic()
             try:
                 venv = self.ensure_env(inst, deps)
             except (InstallFailed, OSError, subprocess.SubprocessError) as e:
                 return infra_skip(f"environment install failed: {e}".strip())
-            facts = json.loads((venv / "bisector-facts.json").read_text())
-            result = run_in_place(str(venv / "bin" / "python"), oracle, commit, run_dir,
-                                  facts, gpu, self.trees)
+            made_s = time.monotonic() - t0
+            facts = json.loads((venv / FACTS_FILE).read_text())
+            pending = bool(facts.pop(PENDING, False))
+            if pending:
+                facts["probed"] = self.import_name or ""
+            told = run_dir / "facts" if pending else None
+            py = str(venv / "bin" / "python")
+            result = run_in_place(py, oracle, commit, run_dir, facts, gpu, self.trees,
+                                  facts_dir=told)
+            t1 = time.monotonic()
+            if pending:
+                learned = learn_facts(venv, told, self.import_name)
+                result = replace(result, facts={**learned, **result.facts})
+            facts_s = time.monotonic() - t1
+        result = with_phases(result, environment=made_s, facts=facts_s)
         touched = changed_files(venv)
         if touched:
             # The oracle edited its own environment: its answer is kept for this run only,
@@ -171,6 +184,15 @@ class LocalExecutor:
                 f"{result.reason}; the oracle changed its environment ({len(touched)} files, "
                 f"e.g. {touched[0]}): not reused"))
         return result
+
+
+def with_phases(result: RunResult, **phases: float) -> RunResult:
+    """The run with where its time went (``facts["phases"]``, seconds): the pipeline adds
+    obtaining and the overhead; ``show`` and the reports print them."""
+    known = dict(result.facts.get("phases") or {})
+    known.update({k: round(v, 3) for k, v in phases.items()})
+    known.setdefault("oracle", round(result.duration_s, 3))
+    return replace(result, facts={**result.facts, "phases": known})
 
 
 def in_use(inst: Installable, oracle: Oracle, commit: str, env: Path | None) -> list[Path | None]:
@@ -255,33 +277,22 @@ def link_tree(src: Path, dest: Path) -> None:
                 target.symlink_to(Path(root) / name)
 
 
-def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[str, Any]:
-    """Ask the environment's own Python what it has (see facts_probe.py)."""
-    env = clean_env()
-    r = call([python, str(FACTS_SCRIPT), import_name or ""], env=env, timeout_s=300)
-    try:
-        facts: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
-    except (json.JSONDecodeError, IndexError):
-        facts = {"facts_error": (r.stderr or r.stdout)[-500:]}
-    facts["obtained"] = obtained
-    return facts
-
-
 def run_in_place(
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
-    gpu: str | None, trees: Callable[[str], Path] | None,
+    gpu: str | None, trees: Callable[[str], Path] | None, facts_dir: Path | None = None,
 ) -> RunResult:
     """:func:`run_oracle` where it belongs: a command in a fresh copy of the commit's tree
     (one that cannot be exported is a skip retried later), an oracle file in a scratch
     folder."""
     if not is_command(oracle):
-        return run_oracle(python, oracle, commit, run_dir, facts, gpu)
+        return run_oracle(python, oracle, commit, run_dir, facts, gpu, facts_dir=facts_dir)
     try:
         tree = trees(commit) if trees is not None and commit else None
     except (ExportError, OSError) as e:
         return infra_skip(f"the commit's tree for the command could not be exported: {e}")
     with run_tree(tree) as cwd:
-        return run_oracle(python, oracle, commit, run_dir, facts, gpu, cwd=cwd)
+        return run_oracle(python, oracle, commit, run_dir, facts, gpu, cwd=cwd,
+                          facts_dir=facts_dir)
 
 
 def bin_first(env: dict[str, str], python: str) -> None:
@@ -295,12 +306,13 @@ def bin_first(env: dict[str, str], python: str) -> None:
 
 def run_oracle(
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
-    gpu: str | None = None, cwd: Path | None = None,
+    gpu: str | None = None, cwd: Path | None = None, facts_dir: Path | None = None,
 ) -> RunResult:
     """Run the oracle with ``python`` (a file with a foreign ``#!`` as that line says, a
     command as given) in ``cwd`` (default: a scratch directory) and classify it.
 
     ``gpu`` pins the run to one GPU (``CUDA_VISIBLE_DEVICES``): K probes at once, one per GPU.
+    ``facts_dir``: where the environment's facts hook writes what the run imported.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / oracle.path.name
@@ -315,11 +327,11 @@ def run_oracle(
         "BISECTOR_COMMIT": commit,
         "BISECTOR_RUN_DIR": str(run_dir),
         "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        # Bytecode only from a fresh folder of this run: a .pyc planted in site-packages'
-        # __pycache__ by an earlier oracle is never read.
-        "PYTHONPYCACHEPREFIX": str(run_dir / "pycache"),
     })
+    if facts_dir is not None:
+        facts_dir.mkdir(parents=True, exist_ok=True)
+        env["BISECTOR_FACTS_DIR"] = str(facts_dir)
+        env["BISECTOR_FACTS_PACKAGE"] = str(facts.get("probed") or "")
     if gpu is not None:
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the numbering nvidia-smi and --gpus use
         env["CUDA_VISIBLE_DEVICES"] = gpu
@@ -334,6 +346,12 @@ def run_oracle(
     tmp = scratch_dir("oracle-tmp-")
     env.setdefault("TRITON_CACHE_DIR", str(tmp / "triton"))
     env["TMPDIR"] = str(tmp)
+    # Bytecode only from a fresh folder of this run, gone with it: a .pyc planted in
+    # site-packages' __pycache__ by an earlier oracle is never read. Written, so the run's
+    # other Pythons (Inductor's compile workers import torch too) do not each compile torch's
+    # sources again: that cost ~1.5 s a GPU probe (issue 21).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
     try:
         res = run_logged(reaped(program(oracle, python, script), mark), cwd=work,
                          env=reaper_env(env),
@@ -395,6 +413,9 @@ class SystemExecutor:
 
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
+        t0 = time.monotonic()
         facts = collect_facts(self.python, self.import_name, inst.obtained)
+        facts_s = time.monotonic() - t0
         with inuse.using(in_use(inst, oracle, commit, None), f"probe of {commit[:12]}"):
-            return run_in_place(self.python, oracle, commit, run_dir, facts, gpu, self.trees)
+            return with_phases(run_in_place(self.python, oracle, commit, run_dir, facts, gpu,
+                                            self.trees), environment=0.0, facts=facts_s)

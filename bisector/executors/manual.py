@@ -14,7 +14,6 @@ shell) is made again for the next probe, and the answer is not reused, as for an
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -27,6 +26,7 @@ from bisector.artifacts.installable import Installable
 from bisector.artifacts.trees import run_tree
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
+from bisector.executors.facts import learn_facts
 from bisector.executors.local import InstallFailed, LocalExecutor, changed_files
 from bisector.executors.shell import shell_line, shell_rc
 from bisector.oracle.manual import Answer, Asks, ManualProbe
@@ -56,7 +56,7 @@ class ManualExecutor:
             tree = self.trees(commit)
         except ExportError as e:
             return infra_skip(f"the commit's tree could not be exported: {e}")
-        facts = json.loads((venv / "bisector-facts.json").read_text())
+        facts = learn_facts(venv, None, self.inner.import_name)
         started = time.monotonic()
         with run_tree(tree) as work:
             rc = work.parent / "bisector-shell.rc"

@@ -207,12 +207,13 @@ class Pipeline:
     def _judge(self, position: int, sha: str, gpu: str | None, round_: int | None,
                started: datetime, t0: float) -> ProbeResult:
         got = self.obtain(position)
+        obtain_s = time.monotonic() - t0
         if isinstance(got, Unobtainable):
             # A commit that does not build is a fact (reusable); one the machine could not
             # build now is retried by a later probe.
             run = RunResult(Outcome.SKIP, got.reason, None,
                             got.artifact.duration_s if got.artifact else 0.0,
-                            reusable=got.permanent)
+                            reusable=got.permanent, facts={"phases": {"oracle": 0.0}})
             artifact_id = got.artifact.id if got.artifact else None
             obtained = None
         else:
@@ -229,8 +230,9 @@ class Pipeline:
             run = with_samples(run)
         # The probe's whole wall time (obtaining and installing included, which the oracle's
         # own duration leaves out): what the estimate of a run's time left is made of.
-        facts = {**run.facts, "artifact_fresh": got.fresh,
-                 "probe_s": round(time.monotonic() - t0, 3)}
+        probe_s = time.monotonic() - t0
+        facts = {**run.facts, "artifact_fresh": got.fresh, "probe_s": round(probe_s, 3),
+                 "phases": phases(run, obtain_s, probe_s)}
         if cancel.stopping():
             raise cancel.Stopped("stopped by the user; this run is not recorded")
         verdict = self.rules.judge(run.outcome)
@@ -244,6 +246,21 @@ class Pipeline:
         seconds = time.monotonic() - t0
         self.events.probe_done(position, sha, verdict, run.reason, seconds, False)
         return ProbeResult(position, sha, verdict, run, seconds, obtained)
+
+
+PHASES = ("obtain", "environment", "facts", "oracle", "overhead")
+
+
+def phases(run: RunResult, obtain_s: float, probe_s: float) -> dict[str, float]:
+    """Where a probe's wall time went, in seconds: obtaining its torch, making its
+    environment, learning its facts, the oracle's own run (what the executor measured), and
+    the rest (``overhead``: bisector's own bookkeeping, judging, starting processes)."""
+    known = dict(run.facts.get("phases") or {})
+    known.setdefault("oracle", run.duration_s)
+    out = {"obtain": obtain_s, **{k: float(v) for k, v in known.items()
+                                  if k in PHASES and isinstance(v, int | float)}}
+    out["overhead"] = max(0.0, probe_s - sum(v for k, v in out.items() if k != "overhead"))
+    return {k: round(out.get(k, 0.0), 3) for k in PHASES}
 
 
 RESULT_READ = 2**20  # the result line is the last line: the last MiB of stdout holds it

@@ -43,7 +43,7 @@ from bisector.artifacts.prebuilt import GIT_VERSION, Prebuilt, pick_wheels
 from bisector.base.errors import RepoError, UsageError
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.executors.base import Executor
-from bisector.executors.local import collect_facts
+from bisector.executors.facts import collect_facts
 from bisector.project import history
 from bisector.project.profiles import Profile
 from bisector.run.factory import env_executor
