@@ -18,6 +18,8 @@ import jinja2
 
 from bisector.app.phases import phase_rows
 from bisector.app.reports import culprit_facts
+from bisector.base import defaults
+from bisector.base.kinds import State
 from bisector.run.pipeline import PHASES
 
 _env = jinja2.Environment(
@@ -26,7 +28,6 @@ _env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-
 
 
 def http_url(value: object) -> bool:
@@ -43,6 +44,11 @@ WIDTH, LEFT, RIGHT, TOP, ROW = 1000, 24, 24, 34, 18
 R_MIN, R_MAX = 4.0, 11.0
 # Up to this many candidates each commit gets a tick; past it the range is a plain bar.
 TICKS_UP_TO = 600
+# Nightly labels stand upright in a band under the rows, so dates of nightlies a few commits
+# apart still fit side by side; closer than LABEL_GAP, a line keeps only its hover title.
+LABEL_FONT, LABEL_GAP, LABEL_CHARS = 11, 15.0, 20
+EM = 0.62  # the widest average glyph of the page's sans-serif fonts, in em: a label's length
+REF_CHARS = 48  # an endpoint's ref in the timeline's heading (the full one is in the facts)
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,16 @@ def _cost(p: dict[str, Any]) -> float:
     return float(p["duration_s"]) + float((p.get("build") or {}).get("seconds", 0.0))
 
 
+def _clip(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars - 1] + "\u2026"
+
+
 def timeline(d: dict[str, Any]) -> dict[str, Any]:
-    """Geometry of the range: x is the position in the range, y the order probes ran in."""
+    """Geometry of the range: x is the position in the range, y the order probes ran in.
+
+    Every label is placed to stay inside the picture: the culprit's reads leftwards from its
+    line in the right half (else "culprit 45d9…" is cut at the edge), and nightly dates stand
+    in a band of their own, thinned where lines crowd."""
     n = max(int(d["candidates"]), 2)
     span = WIDTH - LEFT - RIGHT
 
@@ -84,17 +98,44 @@ def timeline(d: dict[str, Any]) -> dict[str, Any]:
             p["seq"], x(p["position"]), TOP + ROW * (row + 1), round(r, 2), p["verdict"],
             p["sha"], f"probe {p['seq']}: {p['sha'][:12]} {verdict} ({how}) "
             f"{p.get('subject', '')}", p["position"] == culprit_pos))
-    height = TOP + ROW * (len(markers) + 1) + 12
-    nightlies = [{"x": x(pb["position"]), "label": f"{pb['kind']} {pb['version']}",
-                  "short": _wheel_day(str(pb["version"]))}
-                 for pb in d["prebuilts"] if pb["position"] is not None]
+    rows_end = TOP + ROW * (len(markers) + 1)
+    nightlies = _nightlies(d, x, rows_end)
+    band = max((len(nl["short"]) for nl in nightlies if nl["short"]), default=0)
+    band_h = round(band * LABEL_FONT * EM + 10) if band else 0
+    height = rows_end + 12 + band_h
+    culprit_x = x(culprit_pos) if culprit_pos is not None else None
+    right_half = culprit_x is not None and culprit_x > WIDTH / 2
     return {
         "width": WIDTH, "height": height, "left": LEFT, "right": WIDTH - RIGHT, "axis": TOP - 10,
         "ticks": [x(i) for i in range(n)] if n <= TICKS_UP_TO else [],
-        "nightlies": nightlies, "markers": markers,
-        "culprit_x": x(culprit_pos) if culprit_pos is not None else None,
+        "good_label": _clip(f"{d['good']['ref']} ({old})", REF_CHARS),
+        "bad_label": _clip(f"{d['bad']['ref']} ({new})", REF_CHARS),
+        "nightlies": nightlies, "rows_end": rows_end + 4, "band_top": rows_end + 10,
+        "labelled": sum(1 for nl in nightlies if nl["short"]), "markers": markers,
+        "culprit_x": culprit_x,
+        "culprit_label_x": (culprit_x - 4 if right_half else culprit_x + 4)
+        if culprit_x is not None else None,
+        "culprit_anchor": "end" if right_half else "start",
         "n": int(d["candidates"]),
     }
+
+
+def _nightlies(d: dict[str, Any], x: Any, rows_end: int) -> list[dict[str, Any]]:
+    """The prebuilt wheels' lines, left to right; a line closer than LABEL_GAP to the last
+    labelled one gets no label (its title still names it on hover)."""
+    placed = sorted((pb for pb in d["prebuilts"] if pb["position"] is not None),
+                    key=lambda pb: int(pb["position"]))
+    out: list[dict[str, Any]] = []
+    last = -math.inf
+    for pb in placed:
+        at = x(pb["position"])
+        keep = at - last >= LABEL_GAP
+        last = at if keep else last
+        out.append({"x": at, "label": f"{pb['kind']} {pb['version']}",
+                    # the baseline sits right of the line so the upright glyphs centre on it
+                    "text_x": round(at + LABEL_FONT * 0.35, 2),
+                    "short": _clip(_wheel_day(str(pb["version"])), LABEL_CHARS) if keep else ""})
+    return out
 
 
 def _wheel_day(version: str) -> str:
@@ -106,8 +147,11 @@ def _wheel_day(version: str) -> str:
 
 def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
     # The culprit's own facts, as the issue report's Versions block: not the first probe's.
+    # An unfinished bisection has no issue to report yet: its page says how far it got.
+    finished = d["state"] in {s.value for s in State if s.finished}
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
-            "repo_name": d["github"] or Path(d["repo"]).name, "phases": phase_rows(d),
+            "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
+            "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": phase_rows(d),
             "phase_names": PHASES}
 
 

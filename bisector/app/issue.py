@@ -170,6 +170,17 @@ def _output(p: dict[str, Any], label: str, new: str, old: str,
             *fence(text), ""]
 
 
+def _no_culprit(d: dict[str, Any]) -> str:
+    """Why there is no culprit: a running bisection has not named one yet (saying "no culprit
+    was named" of it reads as if it had ended empty-handed)."""
+    n = len(d["probes"])
+    if d["state"] == "running":
+        return f"still running: {n} probes so far, no culprit yet"
+    if d["state"] in ("interrupted", "cancelled"):
+        return f"stopped after {n} probes, before a culprit was named: `bisect resume {d['id']}`"
+    return "no culprit was named"
+
+
 def issue_markdown(d: dict[str, Any], req: Request) -> str:
     scrub = scrubber(d["repo"], (d["environment"] or {}).get("paths"))
     old, new = d["terms"]["old"], d["terms"]["new"]
@@ -194,7 +205,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
                   for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False)]
     else:
         lines += [f"### bisector #{d['id']}: {d['state']}", "",
-                  *(md(m) for m in scrub(d["message"] or "no culprit was named").splitlines())]
+                  *(md(m) for m in scrub(d["message"] or _no_culprit(d)).splitlines())]
     lines.append("")
     if (d["result"] or {}).get("noisy"):
         lines += [noisy_summary(d["result"]["noisy"]) + ".", ""]

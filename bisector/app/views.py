@@ -20,6 +20,7 @@ from bisector.app.issue import issue_markdown
 from bisector.base import escape, redact
 from bisector.base.paths import data_dir
 from bisector.run.factory import stored_config
+from bisector.store import bisections, runs
 from bisector.store.db import Store
 
 
@@ -40,6 +41,15 @@ def html_report(store: Store, bisection_id: int) -> str:
     """One self-contained HTML file: timeline, probes with their output, facts."""
     d = show(store, bisection_id)
     return redact.text(render_report(d, issue=issue_report(store, bisection_id)))
+
+
+def progress(store: Store, bisection_id: int) -> dict[str, Any]:
+    """What a running bisection's page polls: its state and how many probes it has, from two
+    small reads (not ``show``'s git look-ups, which a page asking every two seconds would pay
+    for each time)."""
+    b = bisections.get(store, bisection_id)
+    return {"id": b.id, "state": report.effective_state(b),
+            "probes": len(runs.probes(store, bisection_id))}
 
 
 def listing(store: Store, limit: int,

@@ -76,3 +76,6 @@ WORKER_SHUTDOWN_S = 240.0
 # The prior from the failure (core/prior.py): the share of the probability mass the evidence
 # moves onto the commits it points at; the rest stays uniform (see core/prior.py for why 0.5).
 PRIOR_WEIGHT = 0.5
+# How often a running bisection's page in `bisect serve` asks whether it moved on (a new probe,
+# an end); it reloads itself only then, and stops asking once the bisection is not running.
+PAGE_POLL_S = float(os.environ.get("BISECTOR_PAGE_POLL_S", "2"))

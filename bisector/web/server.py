@@ -93,6 +93,17 @@ def _readable_log(path: Path) -> bool:
     return real.is_file() and any(real.is_relative_to(root) for root in roots)
 
 
+def _log_source(probe: dict[str, Any], stream: str) -> Path | str | None:
+    """Where a probe's log is served from: the file the store recorded for this very probe,
+    when it lies inside this machine's log folders (anyone who can write the store must not be
+    able to read other files); else the stored tail (stdout and build only); else nothing."""
+    recorded = probe.get({"stdout": "stdout", "stderr": "stderr", "build": "build_log"}[stream])
+    if recorded and _readable_log(Path(recorded)):
+        return Path(recorded)
+    fallback = probe.get("build_log_tail" if stream == "build" else "output_tail") or ""
+    return fallback if stream != "stderr" and fallback else None
+
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
@@ -115,6 +126,8 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
     def page(request: Request) -> Response:
         i = _id(request)
         d = views.show(store, i)
+        for p in d["probes"]:  # link only the logs that are there to serve: no link to a 404
+            p["served_logs"] = [s for s in STREAMS if _log_source(p, s) is not None]
         return HTMLResponse(html_report.render_page(d, views.issue_report(store, i)))
 
     def issue_md(request: Request) -> Response:
@@ -135,26 +148,25 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         probe = next((p for p in views.show(store, i)["probes"] if p["seq"] == seq), None)
         if probe is None:
             return PlainTextResponse(f"bisection {i} has no probe {seq}", status_code=404)
-        # Only a path the store recorded for this very probe, and only inside this machine's
-        # log folder: anyone who can write the store must not be able to read other files.
-        recorded = probe.get({"stdout": "stdout", "stderr": "stderr",
-                              "build": "build_log"}[stream])
-        if recorded and _readable_log(Path(recorded)):
-            return PlainTextResponse(escape.safe_text(_tail(Path(recorded))))
-        fallback = probe.get("build_log_tail" if stream == "build" else "output_tail") or ""
+        source = _log_source(probe, stream)
+        if isinstance(source, Path):
+            return PlainTextResponse(escape.safe_text(_tail(source)))
         removed = {"build": "build_log"}.get(stream, stream) in probe.get("removed_logs", ())
-        where = "log removed by gc" if removed else "the full log is not on this machine"
-        if stream == "stderr" or not fallback:
+        if source is None:
             return PlainTextResponse(f"probe {seq} has no {stream} log on this machine"
                                      + (" (log removed by gc)" if removed else ""),
                                      status_code=404)
-        return PlainTextResponse(f"({where}; the stored tail)\n{fallback}")
+        where = "log removed by gc" if removed else "the full log is not on this machine"
+        return PlainTextResponse(f"({where}; the stored tail)\n{source}")
 
     def api_list(request: Request) -> Response:
         return JSONResponse(views.listing(store, LIST_LIMIT, _filter(request)))
 
     def api_show(request: Request) -> Response:
         return JSONResponse(_jsonable(views.show(store, _id(request))))
+
+    def api_state(request: Request) -> Response:
+        return JSONResponse(views.progress(store, _id(request)))
 
     def api_log(request: Request) -> Response:
         return JSONResponse(views.log_data(store, _id(request)))
@@ -175,6 +187,7 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         Route("/bisections/{bisection_id:int}/probes/{seq:int}/{stream}", probe_log),
         Route("/api/bisections", api_list), Route("/api/bisections/{bisection_id:int}", api_show),
         Route("/api/bisections/{bisection_id:int}/log", api_log),
+        Route("/api/bisections/{bisection_id:int}/state", api_state),
         Route("/watch", watch_page), Route("/api/watch", api_watch),
     ]
     middleware = [Middleware(SecurityHeaders)]
