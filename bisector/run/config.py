@@ -313,7 +313,8 @@ def reproduce_command(req: Request) -> str:
     request.
     """
     parts = ["bisect", "start", "--repo", str(req.repo), "--good", req.good, "--bad", req.bad]
-    if req.oracle:
+    # Manual bisections were stored naming their oracle "manual": never a flag to repeat.
+    if req.oracle and not (req.manual and req.oracle == "manual"):
         parts += ["--oracle", req.oracle]
     for f in fields(Request):
         if f.name in {"good", "bad", "oracle", "repo", "command"} | SPEED_ONLY:

@@ -166,7 +166,8 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     # A team's oracle ($BISECTOR_ORACLES_DIR) is stored by path: the reproduce line must not
     # depend on a variable set in this shell only.
     bundled = oracle.path.parent == (oracles_dir or bundled_oracles_dir()).resolve()
-    spec = "" if req.command else oracle.name if bundled else str(oracle.path)
+    # A command and a person (--manual) are no oracle file: ``--oracle`` stays empty.
+    spec = "" if req.command or req.manual else oracle.name if bundled else str(oracle.path)
     cfg = RunConfig(
         # Absolute repository and oracle (or a bundled oracle's name): the reproduce line
         # derived from the request then works from any directory.
