@@ -45,14 +45,17 @@ class Seed:
 
 
 def _newest_answer(s: Session, bisection_id: int) -> tuple[m.Probe, m.RunRow] | None:
-    """The bisection's newest probe, when it is a person's answer (its run says so)."""
-    row = s.execute(select(m.Probe, m.RunRow)
-                    .join(m.RunRow, m.Probe.run_id == m.RunRow.id)
-                    .where(m.Probe.bisection_id == bisection_id)
-                    .order_by(m.Probe.seq.desc()).limit(1)).first()
-    if row is None or "manual" not in (row[1].facts or {}):
-        return None
-    return row[0], row[1]
+    """The bisection's newest probe that is a person's answer (its run says so). Probes
+    nobody answered (a commit that does not build is a skip before anyone is asked) are facts
+    about the commit, not answers: ``back`` passes over them and they stay."""
+    rows = s.execute(select(m.Probe, m.RunRow)
+                     .join(m.RunRow, m.Probe.run_id == m.RunRow.id)
+                     .where(m.Probe.bisection_id == bisection_id)
+                     .order_by(m.Probe.seq.desc()))
+    for probe, run in rows:
+        if "manual" in (run.facts or {}):
+            return probe, run
+    return None
 
 
 def last(store: Store, bisection_id: int) -> str | None:
@@ -78,15 +81,15 @@ def take_back(store: Store, bisection_id: int, me: str) -> tuple[bool, Taken | N
         b = s.get(m.Bisection, bisection_id)
         assert b is not None
         flight: dict[str, Any] = dict(b.in_flight or {})
+        positions = {probe.position}
         if probe.round is not None:
             round_ = probe.round
+            if flight.get("round") == round_:  # taken back inside the round being asked
+                positions |= {int(p) for p in flight.get("positions", ())}
         else:  # a mark of a log (no round): asked again in a round of its own
             top = s.scalar(select(func.max(m.Probe.round))
                            .where(m.Probe.bisection_id == bisection_id))
-            round_ = int(top or 0) + 1
-        positions = {probe.position}
-        if flight.get("round") == round_:  # taken back inside the round being asked
-            positions |= {int(p) for p in flight.get("positions", ())}
+            round_ = max(int(top or 0), int(flight.get("round", 0))) + 1
         b.in_flight = {"round": round_, "positions": sorted(positions)}
         run.reusable = False
         run.facts = {**(run.facts or {}), "taken_back": {

@@ -146,16 +146,54 @@ def test_retry_makes_the_tree_again_and_opens_the_shell(home: Path, tmp_path: Pa
     assert not any(Path(t).exists() for t in trees)
 
 
-def test_the_reproduce_line_of_a_manual_bisection_is_accepted(home: Path,
-                                                             tmp_path: Path) -> None:
+def test_reproduce_lines_are_accepted_and_bisect_log_round_trips(home: Path,
+                                                                  tmp_path: Path) -> None:
     hist = generate(tmp_path / "t", commits=6, culprit=3, broken=(), seed=8133,
                     release_at=None, side_branch_at=None)
     r = drive(["start", "--repo", str(hist.path), "--good", hist.main[0], "--bad",
                hist.main[-1], "--manual", "--json"], Person(hist))
     assert r.returncode == 0, r.stderr
-    line = json.loads(r.stdout)["reproduce"]
+    first = json.loads(r.stdout)
+    line = first["reproduce"]
     assert "--manual" in line and "--oracle" not in line
     args = shlex.split(line)
     assert args[:2] == ["bisect", "start"]
     again = drive(args[1:], lambda text: "quit" if ASKED.search(text) else None)
     assert again.returncode == 130, again.stderr  # accepted: it asked, the person quit
+    # `bisect log` seeds a new manual bisection that needs no question at all.
+    log = tmp_path / "manual.log"
+    log.write_text(run_cli("log", str(first["id"]), check=True).stdout)
+    nobody = Person(hist)
+    r = drive(["start", "--repo", str(hist.path), "--manual", "--from-log", str(log),
+               "--json"], nobody)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert not nobody.asked and d["culprit"]["sha"] == hist.culprit
+    assert [(p["sha"], p["verdict"]) for p in d["probes"]] == [
+        (p["sha"], p["verdict"]) for p in first["probes"]]
+    assert f"--from-log {log}" in d["reproduce"] and "--manual" in d["reproduce"]
+    r = drive(shlex.split(d["reproduce"])[1:], nobody)
+    assert r.returncode == 0 and not nobody.asked, r.stderr  # accepted, and as seeded
+
+
+def test_a_git_log_seeds_a_manual_bisection_and_back_undoes_its_marks(
+        home: Path, tmp_path: Path) -> None:
+    hist = generate(tmp_path / "t", commits=16, culprit=9, broken=(), seed=8134,
+                    release_at=None, side_branch_at=None)
+    m = hist.main
+    mid = m[5]
+    log = tmp_path / "git.log"
+    log.write_text(f"# bad: [{m[-1]}] end\n# good: [{m[0]}] start\n"
+                   f"git bisect start 'main' 'v0'\n# good: [{mid}] mid\n"
+                   f"git bisect good {mid}\n")
+    person = Person(hist, {1: ["back"]})
+    r = drive(["start", "--repo", str(hist.path), "--manual", "--from-log", str(log),
+               "--json"], person)
+    assert r.returncode == 0, r.stderr
+    assert f"took back good for {mid[:12]}" in r.stderr  # a mark of the log is an answer
+    assert person.asked[1] == mid[:12]
+    assert not {m[0][:12], m[-1][:12]} & set(person.asked)  # the log's endpoints: not asked
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == hist.culprit
+    assert [p["sha"] for p in d["probes"][:2]] == [m[-1], m[0]]
+    assert "marked bad in the git bisect log git.log (line 3)" in d["probes"][0]["reason"]
