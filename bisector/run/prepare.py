@@ -4,7 +4,8 @@
 and resolves the :class:`~bisector.run.config.RunConfig` without touching the store, so a refused
 ``start`` does not even create a database. ``discover`` maps the indexes' wheels onto the
 candidates (an index problem stops here, before anything is recorded); ``record`` stores the
-bisection and its frozen candidate list in one transaction.
+bisection and its frozen candidate list in one transaction, with the marks of ``--from-log``
+(read and checked in ``prepare``, :mod:`bisector.run.from_log`).
 """
 
 from __future__ import annotations
