@@ -59,7 +59,8 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
     cfg = stored_config(store, bisection_id)
     cands = bisections.candidates(store, bisection_id)
     oracle = stored_oracle(store, rec)
-    parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)})
+    parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)},
+                  bisection_id=bisection_id)
 
     def subject(sha: str) -> str:
         try:

@@ -78,7 +78,8 @@ def portable_request(req: Request, repo_name: str, good: str | None = None,
     ``--gpus`` (this machine's interpreter, torch and GPUs); an index that is a local path
     falls back to the default index."""
     changes: dict[str, Any] = {"repo": Path(repo_name), "python": None,
-                               "installed_base": None, "gpus": None, "jobs": None}
+                               "installed_base": None, "gpus": None, "jobs": None,
+                               "from_log": None}  # its marks are the report's probes
     if good:
         changes["good"] = good
     if bad:

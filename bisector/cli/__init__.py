@@ -25,7 +25,7 @@ from bisector.base.errors import BisectorError, InterruptedBisection, UsageError
 from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
-from bisector.cli.options import BISECTION_REF, JOBS, LAST, Whole, range_options
+from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, range_options
 from bisector.cli.progress import RichEvents, err, escape, out
 from bisector.project.history import printable
 from bisector.run.config import Request, request_from
@@ -146,6 +146,7 @@ def _request(kw: dict[str, Any]) -> Request:
 
 @cli.command()
 @range_options
+@FROM_LOG
 @workers.ENQUEUE
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj

@@ -103,9 +103,9 @@ SECONDS = Seconds()
 RANGE_OPTIONS = [
     click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
                  help="Path of the git clone."),
-    click.option("--good", required=True,
+    click.option("--good", default=None,
                  help="A ref where the oracle passes (tag, branch, sha)."),
-    click.option("--bad", required=True, help="A ref where the oracle fails."),
+    click.option("--bad", default=None, help="A ref where the oracle fails."),
     click.option("--oracle", default=None, help="Oracle name from `bisect oracles`, or a "
                  "path; or give a command after -- instead (run in the commit's tree, like "
                  "git bisect run)."),
@@ -191,6 +191,14 @@ RANGE_OPTIONS = [
                  help="The torch installed for --python was built from REF: use it as the "
                  "prebuilt base for overlays (a GPU box with no index)."),
 ]
+
+
+# `start` only: a `git bisect log` whose marks seed the bisection (run/from_log.py).
+FROM_LOG = click.option(
+    "--from-log", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    metavar="FILE", help="Seed the bisection with the marks of a git bisect log (git's, or "
+    "bisect log's): they become verdicts judged by hand, the range is the log's unless "
+    "--good/--bad are given, and the search goes on with the oracle, a command or --manual.")
 
 
 def _name(option: Any) -> str:

@@ -186,33 +186,41 @@ class RichEvents:
         )
 
     def ask(self, probe: ManualProbe) -> int:
-        """``--manual``: the commit, the shell line, then good / bad / skip as ``git bisect``
-        takes them (``shell`` opens the shell here and asks again; ``quit`` stops the run as
-        Ctrl-C does). Answers are read from standard input, so a script can pipe them."""
+        """``--manual``: the commit, the shell line, then bad/yes, good/no or skip as ``git
+        bisect`` and mozregression take them; ``back`` takes the previous answer back,
+        ``retry`` makes the tree and environment again and opens the shell, ``shell`` opens
+        it here and asks again, ``quit`` stops the run as Ctrl-C does. Answers are read from
+        standard input, so a script can pipe them (words: ``oracle/manual.REPLIES``)."""
         # lazy: `bisect --help` and completion import none of this
-        from bisector.oracle.manual import Answer
+        from bisector.oracle.manual import Answer, reply
 
         self.close()  # no live display under a prompt
+        again = f" (made again: retry {probe.retried})" if probe.retried else ""
         self.console.print(
-            f"[bold]judge {probe.commit[:12]}[/] ({escape(probe.obtained)}). Try it in a shell "
-            f"in its tree with its environment:\n  {escape(probe.shell)}")
-        answers = {"good": Answer.NO_BUG, "g": Answer.NO_BUG, "bad": Answer.BUG,
-                   "b": Answer.BUG, "skip": Answer.SKIP, "s": Answer.SKIP}
+            f"[bold]judge {probe.commit[:12]}[/] ({escape(probe.obtained)}){again}. Try it in a "
+            f"shell in its tree with its environment:\n  {escape(probe.shell)}")
+        if probe.retried:
+            subprocess.run(["/bin/sh", "-c", probe.shell], check=False)
+        back = f" (undo {escape(probe.undo)})" if probe.undo else ""
         while True:
-            self.console.print("does it show the bug? [bold]bad[/] (yes), [bold]good[/] (no), "
-                               "[bold]skip[/], [bold]shell[/] or [bold]quit[/]: ", end="")
+            self.console.print("does it show the bug? [bold]bad[/]/yes/y, [bold]good[/]/no/n, "
+                               f"[bold]skip[/], [bold]back[/]{back}, [bold]retry[/], "
+                               "[bold]shell[/] or [bold]quit[/]: ", end="")
             line = sys.stdin.readline()
             if not line:  # end of input: nobody left to ask
                 raise KeyboardInterrupt
             word = line.strip().lower()
-            if word in answers:
-                return answers[word]
-            if word in ("q", "quit"):
+            code = reply(word)
+            if code == Answer.BACK and probe.undo is None:
+                self.console.print("[yellow]nothing to undo: no answer was given yet[/]")
+            elif code is not None:
+                return code
+            elif word in ("q", "quit"):
                 raise KeyboardInterrupt
-            if word == "shell":
+            elif word == "shell":
                 subprocess.run(["/bin/sh", "-c", probe.shell], check=False)
-                continue
-            self.console.print(f"[yellow]{escape(word)!r} is not an answer[/]")
+            else:
+                self.console.print(f"[yellow]{escape(word)!r} is not an answer[/]")
 
     def close(self) -> None:
         """Take the live display down (what it showed was transient); safe to call twice."""

@@ -47,6 +47,8 @@ def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
         return ctx.get_parameter_source(name) is ParameterSource.DEFAULT_MAP
 
     drop = ["oracle"] if kw.get("command") else ["timeout", "dependency"]
+    if kw.get("from_log"):  # the log's range, unless typed on the line
+        drop += ["good", "bad"]
     return {**kw, **{k: None if k != "dependency" else () for k in drop if configured(k)}}
 
 

@@ -10,6 +10,10 @@ The person works in a private copy of the commit's tree (``artifacts/trees.run_t
 in the cached one, and in bash with the environment first after their start-up files
 (:mod:`bisector.executors.shell`). An environment the person changed (``pip install`` in the
 shell) is made again for the next probe, and the answer is not reused, as for an oracle.
+
+``retry`` (mozregression's) makes the private tree again, checks the environment (made again
+when the shell changed it) and opens the shell before asking again; ``back`` abandons this
+probe (nothing recorded) and raises :class:`~bisector.oracle.manual.TakeBack` for the runner.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from bisector.executors.base import RunResult, infra_skip
 from bisector.executors.facts import learn_facts
 from bisector.executors.local import InstallFailed, LocalExecutor, changed_files
 from bisector.executors.shell import shell_line, shell_rc
-from bisector.oracle.manual import Answer, Asks, ManualProbe
+from bisector.oracle.manual import Answer, Asks, ManualProbe, TakeBack
 from bisector.oracle.script import Oracle
 
 WORDS = {Answer.BUG: "shows the bug", Answer.NO_BUG: "does not show the bug",
@@ -37,10 +41,14 @@ WORDS = {Answer.BUG: "shows the bug", Answer.NO_BUG: "does not show the bug",
 
 
 class ManualExecutor:
+    """``undo`` names the answer ``back`` would take back (None: there is none), read each time
+    a question is put: the executor knows probes, not the bisection's store."""
+
     name = "manual"
 
-    def __init__(self, inner: LocalExecutor, asks: Asks, trees: Callable[[str], Path]) -> None:
-        self.inner, self.asks, self.trees = inner, asks, trees
+    def __init__(self, inner: LocalExecutor, asks: Asks, trees: Callable[[str], Path],
+                 undo: Callable[[], str | None] = lambda: None) -> None:
+        self.inner, self.asks, self.trees, self.undo = inner, asks, trees, undo
 
     def fingerprint_facts(self) -> dict[str, Any]:
         return self.inner.fingerprint_facts()
@@ -48,22 +56,34 @@ class ManualExecutor:
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
         run_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            venv = self.inner.ensure_env(inst, oracle.meta.dependencies)
-        except (InstallFailed, OSError, subprocess.SubprocessError) as e:
-            return infra_skip(f"environment install failed: {e}".strip())
-        try:
-            tree = self.trees(commit)
-        except ExportError as e:
-            return infra_skip(f"the commit's tree could not be exported: {e}")
-        facts = learn_facts(venv, None, self.inner.import_name)
-        started = time.monotonic()
-        with run_tree(tree) as work:
-            rc = work.parent / "bisector-shell.rc"
-            rc.write_text(shell_rc(venv, work, commit, inst.obtained, self.inner.import_name,
-                                   os.environ.get("SHELL", "")))
-            probe = ManualProbe(commit, venv, work, shell_line(rc, venv, work), inst.obtained)
-            code = self.asks.ask(probe)
+        retried = 0
+        while True:  # once, or again after each `retry`: a fresh tree, a checked environment
+            try:
+                venv = self.inner.ensure_env(inst, oracle.meta.dependencies)
+            except (InstallFailed, OSError, subprocess.SubprocessError) as e:
+                return infra_skip(f"environment install failed: {e}".strip())
+            try:
+                tree = self.trees(commit)
+            except ExportError as e:
+                return infra_skip(f"the commit's tree could not be exported: {e}")
+            facts = learn_facts(venv, None, self.inner.import_name)
+            started = time.monotonic()
+            with run_tree(tree) as work:
+                rc = work.parent / "bisector-shell.rc"
+                rc.write_text(shell_rc(venv, work, commit, inst.obtained,
+                                       self.inner.import_name, os.environ.get("SHELL", "")))
+                probe = ManualProbe(commit, venv, work, shell_line(rc, venv, work),
+                                    inst.obtained, undo=self.undo(), retried=retried)
+                code = self.asks.ask(probe)
+            if code in (Answer.RETRY, Answer.BACK):
+                # Whatever the shell changed is not carried into the next try or probe.
+                if changed_files(venv):
+                    self.inner.discard(venv)
+                if code == Answer.BACK:
+                    raise TakeBack(commit)
+                retried += 1
+                continue
+            break
         if code not in WORDS:
             raise ValueError(f"not an answer: {code}")
         said = f"judged by hand: it {WORDS[code]}"

@@ -27,9 +27,34 @@ NAME = "manual"
 
 class Answer:
     """What a person can answer, as the exit codes an oracle would give: the bug shows (1,
-    "bad"), it does not (0, "good"), or this commit cannot be judged (125, "skip")."""
+    "bad"), it does not (0, "good"), or this commit cannot be judged (125, "skip"). Two more
+    replies are no verdict (negative, never an exit code): ``RETRY`` makes the commit's tree
+    and environment again and opens the shell, then asks again; ``BACK`` takes the previous
+    answer back (mozregression's and ``git bisect``'s habits, typed at the same prompt)."""
 
     BUG, NO_BUG, SKIP = 1, 0, 125
+    RETRY, BACK = -1, -2
+
+
+# Every word the prompt takes, as ``git bisect`` and mozregression take them: the question is
+# "does it show the bug?", so yes is bad and no is good.
+REPLIES = {
+    "bad": Answer.BUG, "b": Answer.BUG, "yes": Answer.BUG, "y": Answer.BUG,
+    "good": Answer.NO_BUG, "g": Answer.NO_BUG, "no": Answer.NO_BUG, "n": Answer.NO_BUG,
+    "skip": Answer.SKIP, "s": Answer.SKIP,
+    "retry": Answer.RETRY, "r": Answer.RETRY,
+    "back": Answer.BACK, "undo": Answer.BACK,
+}
+
+
+def reply(word: str) -> int | None:
+    """The code of a typed word (case and surrounding blanks ignored); None: not an answer."""
+    return REPLIES.get(word.strip().lower())
+
+
+class TakeBack(Exception):
+    """The person typed ``back``: the probe being asked about is abandoned (nothing of it is
+    recorded) and the runner takes the previous answer back, then asks about that commit."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +66,8 @@ class ManualProbe:
     tree: Path  # a private copy of the commit's exported tree, removed after the answer
     shell: str  # one command line: bash in the tree, the environment first after ~/.bashrc
     obtained: str  # how its torch was obtained (a wheel, an overlay, a build)
+    undo: str | None = None  # the answer ``back`` would take back ("good for abc123"); None: none
+    retried: int = 0  # how many times ``retry`` made this probe again (>0: open the shell first)
 
 
 @runtime_checkable
@@ -48,8 +75,9 @@ class Asks(Protocol):
     """Whoever can put the question to a person (the CLI's terminal display)."""
 
     def ask(self, probe: ManualProbe) -> int:
-        """One of :class:`Answer`'s codes; raises KeyboardInterrupt when the person quits
-        (the bisection stops as on Ctrl-C, every answer given is stored, ``resume`` asks on)."""
+        """One of :class:`Answer`'s codes (``BACK`` only when ``probe.undo`` names an answer
+        to take back); raises KeyboardInterrupt when the person quits (the bisection stops as
+        on Ctrl-C, every answer given is stored, ``resume`` asks on)."""
         ...
 
 

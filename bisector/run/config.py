@@ -75,6 +75,7 @@ class Request:
     command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (oracle/command.py)
     manual: bool = False  # a person answers for each probe (manual.py)
     prior: PriorMode = PriorMode.AUTO  # weigh candidates by what the failure names (prior.py)
+    from_log: Path | None = None  # a `git bisect log` whose marks seed the search (from_log.py)
 
     @property
     def gpu_list(self) -> tuple[str, ...]:
@@ -86,6 +87,9 @@ class Request:
 
     def check(self) -> None:
         """The option combinations that cannot work, refused before anything is stored."""
+        if not (self.good and self.bad) and self.from_log is None:
+            raise UsageError("give --good REF and --bad REF (bisect start also takes them "
+                             "from a git bisect log: --from-log FILE)")
         gpus = self.gpu_list
         if self.gpus is not None and self.gpus != "all" and (
                 not gpus or not all(g.isdigit() for g in gpus) or len(set(gpus)) != len(gpus)):
@@ -313,7 +317,8 @@ def reproduce_command(req: Request) -> str:
     request.
     """
     parts = ["bisect", "start", "--repo", str(req.repo), "--good", req.good, "--bad", req.bad]
-    if req.oracle:
+    # Manual bisections were stored naming their oracle "manual": never a flag to repeat.
+    if req.oracle and not (req.manual and req.oracle == "manual"):
         parts += ["--oracle", req.oracle]
     for f in fields(Request):
         if f.name in {"good", "bad", "oracle", "repo", "command"} | SPEED_ONLY:
@@ -374,6 +379,8 @@ def _structure(values: dict[str, Any], kind: type[_T]) -> _T:
     known = {f.name for f in fields(kind)}  # type: ignore[arg-type]
     if values.get("oracle") is None:  # not given: a command oracle, or a usage error
         values = {**values, "oracle": ""}
+    # --good/--bad not given: taken from --from-log, or a usage error (Request.check).
+    values = {**values, **{k: "" for k in ("good", "bad") if k in values and values[k] is None}}
     try:
         return _conv.structure({k: v for k, v in values.items() if k in known}, kind)
     except cattrs.BaseValidationError as e:

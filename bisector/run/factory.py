@@ -43,7 +43,7 @@ from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import RunConfig, decode, legacy_rules
 from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
-from bisector.store import bisections
+from bisector.store import answers, bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, OracleRecord
@@ -186,9 +186,9 @@ class Parts:
     """The executor, builder and provider of one stored run, made on first use."""
 
     def __init__(self, store: Store, cfg: RunConfig, candidates: list[str], events: Events,
-                 labels: dict[str, str] | None = None) -> None:
+                 labels: dict[str, str] | None = None, bisection_id: int | None = None) -> None:
         self.store, self.cfg, self.candidates = store, cfg, candidates
-        self.events, self.labels = events, labels
+        self.events, self.labels, self.bisection_id = events, labels, bisection_id
         self.repos = Repos(cfg.repo)
 
     @cached_property
@@ -200,7 +200,9 @@ class Parts:
         if not isinstance(self.events, Asks) or not isinstance(made, LocalExecutor):
             raise UsageError("--manual asks a person at a terminal: run it with bisect start "
                              "--manual or bisect resume in one, not from a worker or a script")
-        return ManualExecutor(made, self.events, Trees(self.cfg.repo))
+        bid = self.bisection_id
+        return ManualExecutor(made, self.events, Trees(self.cfg.repo),
+                              undo=lambda: None if bid is None else answers.last(self.store, bid))
 
     @cached_property
     def builder(self) -> Builder:

@@ -4,7 +4,8 @@
 and resolves the :class:`~bisector.run.config.RunConfig` without touching the store, so a refused
 ``start`` does not even create a database. ``discover`` maps the indexes' wheels onto the
 candidates (an index problem stops here, before anything is recorded); ``record`` stores the
-bisection and its frozen candidate list in one transaction.
+bisection and its frozen candidate list in one transaction, with the marks of ``--from-log``
+(read and checked in ``prepare``, :mod:`bisector.run.from_log`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import cattrs
 import git
+from sqlalchemy.orm import Session
 
 from bisector.artifacts.build import (
     build_settings,
@@ -43,6 +45,7 @@ from bisector.oracle.script import Oracle, bundled_oracles_dir
 from bisector.project import history
 from bisector.project.interpreter import choose_python
 from bisector.project.profiles import Profile, detect_profile, get_profile
+from bisector.run import from_log
 from bisector.run.config import (
     BuildConfig,
     DockerConfig,
@@ -52,9 +55,10 @@ from bisector.run.config import (
     encode,
 )
 from bisector.run.factory import builder_for, executor_for, judge_for
-from bisector.store import bisections
+from bisector.store import answers, bisections
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
+from bisector.store.runs import Key
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Prepared:
     fingerprint: str
     environment: dict[str, Any]
     discovery: Discovery | None = None
+    seeding: from_log.Seeding | None = None  # --from-log: the log's marks, stored with it
 
 
 def env_fingerprint(executor_facts: dict[str, Any], build: dict[str, Any]) -> str:
@@ -130,12 +135,22 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     """Check every input without touching the store, and resolve the run configuration."""
     req.check()
     repo = history.open_repo(req.repo)
-    span = history.resolve_range(repo, req.good, req.bad, first_parent=not req.ancestry_path)
+    path = req.from_log.resolve() if req.from_log is not None else None
+    log = None if path is None else from_log.read(repo, path, req.good, req.bad, req.find_fix)
+    good, bad = (log.good, log.bad) if log is not None else (req.good, req.bad)
+    span = history.resolve_range(repo, good, bad, first_parent=not req.ancestry_path)
     oracle = manual_oracle() if req.manual else oracle_for(
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
         oracles_dir=oracles_dir)
     oracle, rules = judge_for(oracle, req.regress, req.find_fix, req.match)
     refuse_for_performance(req, oracle)
+    seeding = None
+    if log is not None:
+        from_log.refuse_sampled(oracle)
+        seeding = from_log.seeding(log, list(span.candidates), rules, oracle, req.manual)
+        span = replace(span, notes=(*span.notes, *seeding.notes))
+        # The range and the file as resolved: the reproduce line names both.
+        req = replace(req, good=good, bad=bad, from_log=path)
     if req.executor is ExecutorKind.DOCKER and not docker_runs(oracle):
         raise UsageError(DOCKER_REFUSAL)
     profile = pick_profile(repo, span.bad_sha, req.profile)
@@ -166,7 +181,8 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     # A team's oracle ($BISECTOR_ORACLES_DIR) is stored by path: the reproduce line must not
     # depend on a variable set in this shell only.
     bundled = oracle.path.parent == (oracles_dir or bundled_oracles_dir()).resolve()
-    spec = "" if req.command else oracle.name if bundled else str(oracle.path)
+    # A command and a person (--manual) are no oracle file: ``--oracle`` stays empty.
+    spec = "" if req.command or req.manual else oracle.name if bundled else str(oracle.path)
     cfg = RunConfig(
         # Absolute repository and oracle (or a bundled oracle's name): the reproduce line
         # derived from the request then works from any directory.
@@ -202,7 +218,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     # user) still hides them; not part of the fingerprint.
     environment["paths"] = {"home": str(Path.home()), "data": str(data_dir()),
                             "cache": str(cache_dir())}
-    return Prepared(span, oracle, cfg, fingerprint, environment)
+    return Prepared(span, oracle, cfg, fingerprint, environment, seeding=seeding)
 
 
 def refuse_for_performance(req: Request, oracle: Oracle) -> None:
@@ -300,12 +316,20 @@ def _meta_json(oracle: Oracle) -> dict[str, Any]:
 
 def record(store: Store, p: Prepared) -> int:
     """Store the oracle, the bisection and its frozen candidate list; owned by this process."""
-    oracle, span = p.oracle, p.span
-    bisections.save_oracle(store, oracle.sha256, oracle.name, oracle.content.decode("utf-8"),
-                           _meta_json(oracle))
+    oracle, span, seeding = p.oracle, p.span, p.seeding
+    for o in (oracle, *((seeding.oracle,) if seeding is not None else ())):
+        bisections.save_oracle(store, o.sha256, o.name, o.content.decode("utf-8"),
+                               _meta_json(o))
+
+    def seed(s: Session, bisection_id: int) -> None:
+        if seeding is not None and seeding.seeds:
+            answers.seed(s, bisection_id, Key(seeding.oracle.sha256, p.fingerprint),
+                         seeding.seeds)
+
     return bisections.create(
         store, candidates=span.candidates, owner=owner_id(), repo_path=p.config.repo,
         good_ref=span.good_ref, bad_ref=span.bad_ref, good_sha=span.good_sha,
         bad_sha=span.bad_sha, oracle_name=oracle.name, oracle_sha256=oracle.sha256,
         polarity=p.config.rules.polarity.value, env_fingerprint=p.fingerprint,
-        environment=p.environment, settings=encode(p.config), notes=list(span.notes))
+        environment=p.environment, settings=encode(p.config), notes=list(span.notes),
+        then=seed)

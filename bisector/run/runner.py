@@ -28,6 +28,7 @@ from bisector.core.search import Verdict
 from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
 from bisector.infra import cancel
+from bisector.oracle.manual import TakeBack
 from bisector.oracle.script import Oracle
 from bisector.run import confirm
 from bisector.run.lease import Lease
@@ -36,7 +37,7 @@ from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote, cancelled_message
 from bisector.run.strategies import strategy_for
 from bisector.run.strategies.base import Adopted, Answer, Round, Strategy, View
-from bisector.store import bisections, durations
+from bisector.store import answers, bisections, durations
 from bisector.store import runs as run_store
 from bisector.store.db import Store, connection_lost
 from bisector.store.records import BisectionRecord
@@ -90,6 +91,7 @@ class Runner:
         self.remote = remote
         self.view = View(store, record, candidates, self.key, rules, oracle.meta, self.width,
                          source.cost if self.width == 1 else None, prior)
+        self.make_strategy = strategy
         self.strategy = strategy(self.view)
 
     @property
@@ -149,7 +151,10 @@ class Runner:
             if isinstance(decision.then, Answer):
                 return Finished(self.finish(decision.then), ran)
             ran += 1
-            self.run_round(decision.then)
+            try:
+                self.run_round(decision.then)
+            except TakeBack:
+                self.take_back()
 
     # -- verdicts --------------------------------------------------------------------------
 
@@ -162,6 +167,21 @@ class Runner:
         for a, reason in adopted:
             self.events.probe_done(a.position, a.commit_sha, Verdict(a.verdict), reason, 0.0,
                                    True)
+
+    def take_back(self) -> None:
+        """``back`` at a ``--manual`` prompt: the probe asked about was abandoned (nothing
+        recorded); the previous answer leaves the bisection (``store/answers.take_back``) and
+        its commit is the round in flight again, so a fresh strategy, reading that as
+        ``resume`` would, asks about it next."""
+        owned, taken = answers.take_back(self.store, self.record.id, self.lease.me)
+        if not owned:
+            raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
+        if taken is None:
+            self.events.note("nothing to undo: no answer was given yet")
+        else:
+            self.events.note(f"took back {taken.verdict} for {taken.commit_sha[:12]}: "
+                             f"asking about it again")
+        self.strategy = self.make_strategy(self.view)
 
     def time_left(self, left: int) -> float | None:
         """Seconds the search should still take: ``left`` probes, ``width`` at a time (a round

@@ -7,12 +7,13 @@ run cannot both win, and every beat and every recorded probe checks the owner is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from bisector.base.errors import NotFoundError
 from bisector.base.kinds import State
@@ -61,8 +62,10 @@ def get_oracle(store: Store, sha256: str) -> OracleRecord:
         return OracleRecord(row.sha256, row.name, row.content, dict(row.meta))
 
 
-def create(store: Store, *, candidates: Sequence[str], owner: str, **fields: Any) -> int:
-    """Store a bisection and its frozen candidate list in one transaction, owned by ``owner``."""
+def create(store: Store, *, candidates: Sequence[str], owner: str,
+           then: Callable[[Session, int], None] | None = None, **fields: Any) -> int:
+    """Store a bisection and its frozen candidate list in one transaction, owned by ``owner``;
+    ``then`` writes what else belongs to it in the same transaction (a log's marks)."""
     with store.session() as s:
         b = m.Bisection(state=State.RUNNING.value, owner=owner, heartbeat_at=datetime.now(UTC),
                         n_candidates=len(candidates), result={}, **fields)
@@ -70,6 +73,8 @@ def create(store: Store, *, candidates: Sequence[str], owner: str, **fields: Any
         s.flush()
         s.add_all(m.Candidate(bisection_id=b.id, position=i, sha=sha)
                   for i, sha in enumerate(candidates))
+        if then is not None:
+            then(s, b.id)
         return b.id
 
 

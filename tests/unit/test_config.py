@@ -40,6 +40,7 @@ EVERYTHING = Request(
     confirm=False, reconfirm=True,
     match=r"NameError: .*_Runner__", timeout=30.0, dependency=("pytest", "expecttest>=0.2"),
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
+    from_log=Path("/abs/bisect log.txt"),
 )
 
 

@@ -1,0 +1,288 @@
+"""``git bisect log`` output read back (``bisect start --from-log FILE``): the marks a person
+(or ``git bisect run``, or ``bisect log``) made, so a bisection begun by hand, in git or in
+another bisector, goes on where it stopped.
+
+Only what ``git bisect replay`` reads is read: ``git bisect start [options] [bad [good...]]``
+and one line per mark (``good``/``bad``, ``old``/``new`` or the log's own terms, ``skip``);
+comment lines (``# good: [sha] subject``, ``# first bad commit: ...``) and blank lines are
+passed over. A mark is a *side*: the old term is the good (older) side, the new term the bad
+side, whatever the words; skips are commits that cannot be judged. Anything else is refused
+with the line it is on: a log is input typed or pasted by a person, and a guess would seed a
+search with verdicts nobody gave.
+
+:func:`parse` is pure (text in, :class:`BisectLog` out); :func:`endpoints` and :func:`place`
+ask the clone which commits the marks name and where they fall in the range.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from bisector.base.errors import RepoError, UsageError
+from bisector.base.escape import line as one_line
+from bisector.base.kinds import Verdict
+from bisector.project import history
+
+MAX_BYTES = 4 * 2**20  # a log of a million marks is not a bisect log
+# The options ``git bisect start`` writes into its log that change nothing here.
+IGNORED_START = frozenset({"--no-checkout", "--first-parent"})
+# What git writes before ``git bisect start B G``: the commits B and G were when it started
+# (the start line keeps the refs as typed, ``HEAD`` or ``main`` that have moved since).
+STARTED_AT = re.compile(r"#\s*([^\s:\[\]]+):\s*\[([0-9a-fA-F]{7,64})\]")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One commit named by one mark line."""
+
+    line: int  # 1-based, for messages
+    verdict: Verdict  # the side: GOOD (old term), BAD (new term), SKIP
+    rev: str  # as written (a full sha in logs git and bisector write)
+
+
+@dataclass(frozen=True)
+class BisectLog:
+    name: str  # the file, for messages
+    terms: tuple[str, str]  # (old, new) as the log calls them
+    bad: str | None  # ``git bisect start BAD GOOD...``: the refs it started from, if any
+    goods: tuple[str, ...]
+    marks: tuple[Mark, ...]
+
+
+def _shown(text: str) -> str:
+    """A piece of the file quoted for a one-line message (control characters made visible)."""
+    return repr(one_line(text[:60]) + ("..." if len(text) > 60 else ""))
+
+
+def read(path: Path) -> BisectLog:
+    """The log in ``path``: a one-line error when it cannot be read or is not a bisect log."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"--from-log {path}: cannot read it ({e.strerror or e}): give the "
+                         f"file git bisect log (or bisect log) wrote") from None
+    if len(raw) > MAX_BYTES:
+        raise UsageError(f"--from-log {path}: larger than {MAX_BYTES // 2**20} MiB, not a "
+                         f"bisect log: give the output of git bisect log (or bisect log)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"--from-log {path}: not UTF-8 text, not a bisect log: give the "
+                         f"output of git bisect log (or bisect log)") from None
+    return parse(text, str(path))
+
+
+def _start(words: list[str], where: str) -> tuple[tuple[str, str], list[str]]:
+    """The terms and refs of a ``git bisect start`` line."""
+    old, new = "good", "bad"
+    refs: list[str] = []
+    for w in words:
+        key, _, value = w.partition("=")
+        if key in ("--term-old", "--term-good") and value:
+            old = value
+        elif key in ("--term-new", "--term-bad") and value:
+            new = value
+        elif w in IGNORED_START:
+            continue
+        elif w == "--":
+            raise UsageError(f"{where}: the log limits the search to paths (after --); "
+                             f"bisector searches every commit of the range: delete the "
+                             f"paths from that line")
+        elif w.startswith("-"):
+            raise UsageError(f"{where}: unknown git bisect start option {_shown(w)}: delete "
+                             f"it from that line")
+        else:
+            refs.append(w)
+    if old == new:
+        raise UsageError(f"{where}: the old and new terms are both {_shown(old)}: fix that line")
+    return (old, new), refs
+
+
+def parse(text: str, name: str = "the log") -> BisectLog:
+    """Read the lines of a ``git bisect log`` (see the module docstring)."""
+    terms = ("good", "bad")
+    started = False
+    bad: str | None = None
+    goods: list[str] = []
+    marks: list[Mark] = []
+    noted: list[tuple[str, str]] = []  # (word, sha) of the comments just above a line
+    for n, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if stripped.startswith("#"):
+            if (found := STARTED_AT.match(stripped)) is not None:
+                noted.append((found.group(1), found.group(2).lower()))
+            continue
+        if not stripped:
+            continue
+        above, noted = noted, []
+        where = f"{name} line {n}"
+        try:
+            words = shlex.split(stripped)
+        except ValueError as e:
+            raise UsageError(f"{where}: cannot be split into words ({e}): fix its quotes") \
+                from None
+        if words[:2] != ["git", "bisect"] or len(words) < 3:
+            raise UsageError(f"{where} is not a git bisect log line ({_shown(stripped)}): give "
+                             f"the output of git bisect log (or bisect log)")
+        command, args = words[2], words[3:]
+        if command == "start":
+            if started or marks:
+                raise UsageError(f"{where}: a second git bisect start; give the log of one "
+                                 f"bisection (from its start line on)")
+            started = True
+            terms, refs = _start(args, where)
+            if refs:  # marks too, as git counts them: at the commits noted above, if noted
+                at = {side: [sha for word, sha in above if word == term]
+                      for side, term in zip((Verdict.GOOD, Verdict.BAD), terms, strict=True)}
+                ends = [(Verdict.BAD, refs[0]), *((Verdict.GOOD, g) for g in refs[1:])]
+                shas = [at[v].pop(0) if at[v] else ref for v, ref in ends]
+                bad, goods = shas[0], shas[1:]
+                marks += [Mark(n, v, sha) for (v, _), sha in zip(ends, shas, strict=True)]
+            continue
+        sides = {terms[0]: Verdict.GOOD, terms[1]: Verdict.BAD, "old": Verdict.GOOD,
+                 "new": Verdict.BAD, "skip": Verdict.SKIP}
+        verdict = sides.get(command)
+        if verdict is None:
+            known = ", ".join(dict.fromkeys((terms[0], terms[1], "skip")))
+            raise UsageError(f"{where}: git bisect {_shown(command)} is not a mark (the log's "
+                             f"marks are {known}): delete that line")
+        if not args:
+            raise UsageError(f"{where}: git bisect {command} names no commit: add the sha "
+                             f"it marked")
+        for rev in args:
+            if ".." in rev or rev.startswith("-"):
+                raise UsageError(f"{where}: {_shown(rev)} is not one commit: list the "
+                                 f"commits one by one")
+            marks.append(Mark(n, verdict, rev))
+    if not marks and bad is None:
+        raise UsageError(f"{name} holds no git bisect start or marks: give the output of git "
+                         f"bisect log (or bisect log)")
+    return BisectLog(name, terms, bad, tuple(goods), tuple(marks))
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A mark with the commit it names."""
+
+    mark: Mark
+    sha: str
+
+
+def resolve(repo: git.Repo, log: BisectLog) -> list[Resolved]:
+    """Each mark's commit; an unknown one is a one-line error naming its line."""
+    out = []
+    for mk in log.marks:
+        try:
+            sha = history.resolve(repo, mk.rev, "marked")
+        except RepoError:
+            raise RepoError(f"{log.name} line {mk.line}: {_shown(mk.rev)} is not a commit of "
+                            f"{repo.working_dir}: fetch it, or give the log of this "
+                            f"repository") from None
+        out.append(Resolved(mk, sha))
+    return out
+
+
+def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", a, b)
+        return True
+    except git.GitCommandError as e:
+        if e.status == 1:
+            return False
+        raise
+
+
+def _outermost(repo: git.Repo, shas: list[str], newest: bool) -> str | None:
+    """The one commit every other is an ancestor of (``newest``) or a descendant of; None
+    when they lie on different lines of history."""
+    for cand in dict.fromkeys(shas):
+        others = (s for s in shas if s != cand)
+        if all(_is_ancestor(repo, s, cand) if newest else _is_ancestor(repo, cand, s)
+               for s in others):
+            return cand
+    return None
+
+
+def endpoints(repo: git.Repo, log: BisectLog, marks: list[Resolved], good: str | None,
+              bad: str | None) -> tuple[str, str]:
+    """The range's refs: ``good``/``bad`` when given, else the log's start line, else its
+    outermost marks (the oldest good, the newest bad), as the log's bisection had them."""
+    if bad is None:
+        bad = log.bad
+    if bad is None:
+        bads = [r.sha for r in marks if r.mark.verdict is Verdict.BAD]
+        if not bads:
+            raise UsageError(f"{log.name} marks no commit {log.terms[1]}: give --bad")
+        bad = _outermost(repo, bads, newest=True)
+        if bad is None:
+            raise UsageError(f"{log.name} marks {log.terms[1]} commits on different lines of "
+                             f"history: give --bad")
+    if good is None and len(log.goods) > 1:
+        raise UsageError(f"{log.name} starts from {len(log.goods)} {log.terms[0]} commits; "
+                         f"bisector takes one: give --good")
+    if good is None and log.goods:
+        good = log.goods[0]
+    if good is None:
+        goods = [r.sha for r in marks if r.mark.verdict is Verdict.GOOD]
+        if not goods:
+            raise UsageError(f"{log.name} marks no commit {log.terms[0]}: give --good")
+        good = _outermost(repo, goods, newest=False)
+        if good is None:
+            raise UsageError(f"{log.name} marks {log.terms[0]} commits on different lines of "
+                             f"history: give --good")
+    return good, bad
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A mark on a candidate of the range."""
+
+    position: int
+    sha: str
+    verdict: Verdict
+    line: int
+
+
+def place(log: BisectLog, marks: list[Resolved], candidates: list[str]
+          ) -> tuple[list[Placed], int]:
+    """The marks that fall on the range's candidates, in the log's order (a commit marked
+    twice the same way once), and how many fall outside it. Marks that contradict each other
+    (one commit marked two ways; an old-side mark on a commit newer than a new-side one) are a
+    one-line error naming both lines: the search would stop on them anyway, after asking."""
+    position = {sha: i for i, sha in enumerate(candidates)}
+    seen: dict[str, Resolved] = {}
+    placed: list[Placed] = []
+    outside = 0
+    old, new = log.terms
+    word = {Verdict.GOOD: old, Verdict.BAD: new, Verdict.SKIP: "skip"}
+    for r in marks:
+        first = seen.get(r.sha)
+        if first is not None:
+            if first.mark.verdict is not r.mark.verdict:
+                raise UsageError(
+                    f"{log.name} lines {first.mark.line} and {r.mark.line} mark {r.sha[:12]} "
+                    f"both {word[first.mark.verdict]} and {word[r.mark.verdict]}: delete the "
+                    f"wrong one")
+            continue
+        seen[r.sha] = r
+        if r.sha not in position:
+            outside += 1
+            continue
+        placed.append(Placed(position[r.sha], r.sha, r.mark.verdict, r.mark.line))
+    goods = [p for p in placed if p.verdict is Verdict.GOOD]
+    bads = [p for p in placed if p.verdict is Verdict.BAD]
+    if goods and bads:
+        g = max(goods, key=lambda p: p.position)
+        b = min(bads, key=lambda p: p.position)
+        if g.position >= b.position:
+            raise UsageError(
+                f"{log.name} lines {g.line} and {b.line} contradict: {g.sha[:12]} is marked "
+                f"{old} but the older (or same) commit {b.sha[:12]} is marked {new}: delete "
+                f"the wrong mark")
+    return placed, outside
