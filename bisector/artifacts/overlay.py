@@ -34,6 +34,7 @@ from typing import Any
 
 import git
 
+from bisector.artifacts import pure
 from bisector.artifacts.cache import artifact_key, publish, scratch_dir
 from bisector.artifacts.installable import Installable
 from bisector.project.profiles import Profile, path_matches
@@ -110,12 +111,19 @@ class OverlayCheck:
 
 
 def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCheck:
-    """The exact rule: every path that differs between ``base`` and ``target`` is safe."""
+    """The exact rule: every path that differs between ``base`` and ``target`` is safe (a
+    ``overlay_versioned`` file when it differs in its version field alone)."""
     out = repo.git.diff("--name-status", "--no-renames", base, target)
     changed: list[str] = []
     deleted: list[str] = []
+    base_tree = repo.commit(base).tree if not profile.overlay_new_dirs else None
     for line in out.splitlines():
         status, _, path = line.partition("\t")
+        if path in profile.overlay_versioned:
+            if status.startswith("M") and pure.version_only(repo, base, target, path):
+                continue
+            return OverlayCheck(False, f"{path} changes beyond its version: needs a source "
+                                       f"build")
         problem = path_problem(path, profile)
         if problem:
             return OverlayCheck(False, problem)
@@ -123,9 +131,23 @@ def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCh
             continue
         if not path_matches(path, profile.overlay_install):
             continue
-        (deleted if status.startswith("D") else changed).append(path)
+        if base_tree is not None and status.startswith("A") and not _folder_in(base_tree, path):
+            return OverlayCheck(False, f"{path} is added in a new folder (a new package?): "
+                                       f"needs a source build")
+        installed = path[len(profile.source_prefix):]
+        (deleted if status.startswith("D") else changed).append(installed)
     return OverlayCheck(True, f"{len(changed)} files laid over, {len(deleted)} removed",
                         tuple(changed), tuple(deleted))
+
+
+def _folder_in(tree: git.Tree, path: str) -> bool:
+    folder = path.rpartition("/")[0]
+    if not folder:
+        return True
+    try:
+        return isinstance(tree / folder, git.Tree)
+    except KeyError:
+        return False
 
 
 # 2: the overlay carries the probed commit's version file (overlays made before kept the base's
@@ -208,19 +230,25 @@ def make_overlay(
         for path in result.changed:
             dest = files / path
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(tree[path].data_stream.read())  # exact bytes, no newline stripping
+            # exact bytes, no newline stripping
+            dest.write_bytes(tree[profile.source_prefix + path].data_stream.read())
         manifest: dict[str, Any] = {
             "commit": target, "base_commit": base_commit, "base_key": base_key,
             "changed": list(result.changed), "deleted": list(result.deleted), "generated": [],
         }
         member = version_member(profile)
-        text = truthful_version(read_base_file(base, member) if base and member else None,
-                                target, profile) if member else None
+        base_text = read_base_file(base, member) if base and member else None
+        if member and member.endswith(".dist-info/METADATA"):
+            text = pure.metadata_for(base_text, repo, target)
+        else:
+            text = truthful_version(base_text, target, profile) if member else None
         if member and text is not None:
             (files / member).parent.mkdir(parents=True, exist_ok=True)
             (files / member).write_text(text)
             manifest["generated"] = [member]
-            manifest["version_file"] = f"{member} names {target[:12]}"
+            manifest["version_file"] = (
+                f"{member} carries {target[:12]}'s version" if member.endswith("/METADATA")
+                else f"{member} names {target[:12]}")
         else:
             manifest["version_file"] = (
                 f"{member or 'no version file'} kept from the base: the profile "
