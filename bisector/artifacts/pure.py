@@ -62,7 +62,7 @@ class Layout:
 
 
 def _blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 (git's id)
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's object id
 
 
 def static_version(text: str | None) -> str | None:
@@ -112,7 +112,7 @@ def layout_of(repo: git.Repo, sha: str, wheel: Path) -> Layout | None:
     by_id: dict[str, list[str]] = {}
     for b in repo.commit(sha).tree.traverse():
         if isinstance(b, git.Blob):
-            by_id.setdefault(b.hexsha, []).append(b.path)
+            by_id.setdefault(b.hexsha, []).append(str(b.path))
     prefixes: set[str] | None = None
     for name, blob in files.items():
         here = {p[: len(p) - len(name)] for p in by_id.get(blob, ())

@@ -45,6 +45,7 @@ class Ranking:
         self._known: dict[str, ArtifactStatus] | None = None
         self._base_memo: dict[int, int | None] = {}
         self._derived: dict[str, Profile] = {}
+        self._exact: dict[tuple[int, int], bool] = {}
         self._lock = threading.RLock()
 
     # -- what the run learns ----------------------------------------------------------------
@@ -163,13 +164,24 @@ class Ranking:
         below = [b for b in bases if b < pos][-1:]
         above = [b for b in bases if b > pos][:1]
         for b in sorted([*below, *above], key=lambda q: (abs(q - pos), q)):
-            if overlay.check(self._repo(), self.candidates[b], self.candidates[pos],
-                             self.profile_for(self.candidates[b])).ok:
+            if self._exact_ok(b, pos):
                 return b
         if self.installed_pos == OUTSIDE and self.installed is not None and overlay.check(
                 self._repo(), self.installed.commit, self.candidates[pos], self.profile).ok:
             return OUTSIDE
         return None
+
+    def _exact_ok(self, base: int, pos: int) -> bool:
+        """The exact diff from the base at ``base`` to ``pos`` allows an overlay (kept: the
+        search asks again for the same pairs after every new base)."""
+        with self._lock:
+            if (base, pos) in self._exact:
+                return self._exact[base, pos]
+        ok = overlay.check(self._repo(), self.candidates[base], self.candidates[pos],
+                           self.profile_for(self.candidates[base])).ok
+        with self._lock:
+            self._exact[base, pos] = ok
+        return ok
 
     def kind(self, pos: int) -> str:
         known = self._known_artifacts().get(self.candidates[pos])

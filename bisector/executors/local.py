@@ -20,8 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts import pure
+from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import file_sha256, scratch_dir
 from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable

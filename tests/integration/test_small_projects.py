@@ -26,11 +26,11 @@ pytestmark = pytest.mark.integration
 
 # Fails unless the probe imports the *installed* package (never the tree's src/, which is not
 # on the path) and its installed metadata carry the probed commit's own version.
-TRUTHFUL = ("import importlib.metadata as m, tomllib, {n}; "
-            "assert 'site-packages' in {n}.__file__, {n}.__file__; "
-            "want = tomllib.load(open('pyproject.toml', 'rb'))['project']['version']; "
-            "assert m.version('{n}') == want, (m.version('{n}'), want); "
-            "assert {n}.f() == 1").format(n=NAME)
+TRUTHFUL = (f"import importlib.metadata as m, tomllib, {NAME}; "
+            f"assert 'site-packages' in {NAME}.__file__, {NAME}.__file__; "
+            f"want = tomllib.load(open('pyproject.toml', 'rb'))['project']['version']; "
+            f"assert m.version('{NAME}') == want, (m.version('{NAME}'), want); "
+            f"assert {NAME}.f() == 1")
 
 
 def _start(path: Path, good: str, bad: str, command: str) -> dict[str, object]:
