@@ -117,8 +117,12 @@ def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCh
     changed: list[str] = []
     deleted: list[str] = []
     base_tree = repo.commit(base).tree if not profile.overlay_new_dirs else None
+    left_out = set(profile.overlay_left_out)
+    mixed = {p.rpartition("/")[0] for p in left_out}  # folders the build takes in part
     for line in out.splitlines():
         status, _, path = line.partition("\t")
+        if path in left_out:
+            continue  # not in the base's wheel, and the build settings are the same
         if path in profile.overlay_versioned:
             if status.startswith("M") and pure.version_only(repo, base, target, path):
                 continue
@@ -131,9 +135,14 @@ def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCh
             continue
         if not path_matches(path, profile.overlay_install):
             continue
-        if base_tree is not None and status.startswith("A") and not _folder_in(base_tree, path):
-            return OverlayCheck(False, f"{path} is added in a new folder (a new package?): "
-                                       f"needs a source build")
+        if base_tree is not None and status.startswith("A") and (
+                not _folder_in(base_tree, path) or path.rpartition("/")[0] in mixed):
+            return OverlayCheck(False, f"{path} is added in a new folder (a new package?) or "
+                                       f"beside files the build leaves out: needs a source "
+                                       f"build")
+        if base_tree is not None and status.startswith("D") and \
+                not _folder_in(repo.commit(target).tree, path):
+            return OverlayCheck(False, f"{path} goes with its folder: needs a source build")
         installed = path[len(profile.source_prefix):]
         (deleted if status.startswith("D") else changed).append(installed)
     return OverlayCheck(True, f"{len(changed)} files laid over, {len(deleted)} removed",

@@ -18,6 +18,10 @@ The rules are derived from the wheel, never guessed from the tree (:func:`layout
 - the version must be static (``[project] version``, not ``dynamic``): a version a build asks
   git or code for cannot be known without building.
 
+Files of the packages' folders that the wheel leaves out (the backend's excludes) stay out:
+the build settings cannot have changed, so the probed commit's build would leave them out
+too; a new file beside one of them, or a deletion that empties a folder, is a build.
+
 A change between the base B and the probed commit C is then laid over (:func:`derive`) when
 it is a ``.py`` file in one of the wheel's package folders (a new file only in a folder B
 already installs: a new package may or may not be picked up by the backend's discovery), a
@@ -59,6 +63,9 @@ class Layout:
     packages: tuple[str, ...]  # top-level installed folders (packages)
     modules: tuple[str, ...]  # top-level installed single-file modules
     dist_info: str
+    files: tuple[str, ...] = ()  # every installed path but the dist-info's
+    # Tree paths in the packages' folders that the wheel leaves out (the backend's excludes).
+    left_out: tuple[str, ...] = ()
 
 
 def _blob_id(data: bytes) -> str:
@@ -125,7 +132,11 @@ def layout_of(repo: git.Repo, sha: str, wheel: Path) -> Layout | None:
     prefix = prefixes.pop()
     packages = sorted({n.split("/")[0] for n in files if "/" in n})
     modules = sorted(n for n in files if "/" not in n)
-    return Layout(prefix, tuple(packages), tuple(modules), dist_info)
+    roots = tuple(f"{prefix}{pkg}/" for pkg in packages)
+    left_out = sorted(p for paths in by_id.values() for p in paths
+                      if p.startswith(roots) and p[len(prefix):] not in files)
+    return Layout(prefix, tuple(packages), tuple(modules), dist_info, tuple(sorted(files)),
+                  tuple(left_out))
 
 
 def derive(profile: Profile, layout: Layout | None) -> Profile:
@@ -137,7 +148,9 @@ def derive(profile: Profile, layout: Layout | None) -> Profile:
     return replace(
         profile,
         overlay_safe=(*(f"{p}{pkg}/*.py" for pkg in layout.packages),
-                      *(p + m for m in layout.modules), *NEUTRAL),
+                      *(p + m for m in layout.modules),
+                      *(p + f for f in layout.files if not f.endswith(".py")), *NEUTRAL),
+        overlay_left_out=layout.left_out,
         overlay_unsafe=(),
         overlay_install=installed,
         overlay_versioned=VERSIONED,

@@ -72,6 +72,8 @@ class Profile:
     # folder the base does not install (a new package: a backend may or may not pick it up).
     overlay_versioned: tuple[str, ...] = ()
     overlay_new_dirs: bool = True
+    # Tree paths the base's build leaves out of its wheel: their changes are not installed.
+    overlay_left_out: tuple[str, ...] = ()
     # Overlay rules read from each base's own wheel (artifacts/pure.py): pure-Python projects
     # of the generic profile, whose wheel is their tree's Python files under another root.
     derive_overlays: bool = False

@@ -68,7 +68,10 @@ def test_a_dependency_change_forces_a_build(home: Path, tmp_path: Path) -> None:
     built = build_wheel(repo, hist.main[0], GENERIC, python=_python())
     assert built.ok and built.wheel is not None, built.log_tail
     layout = pure.layout_of(repo, hist.main[0], built.wheel)
-    assert layout == pure.Layout("src/", (NAME,), (), f"{NAME}-0.1.0.dist-info")
+    assert layout is not None
+    assert (layout.prefix, layout.packages, layout.modules, layout.dist_info, layout.left_out) \
+        == ("src/", (NAME,), (), f"{NAME}-0.1.0.dist-info", ())
+    assert f"{NAME}/core.py" in layout.files
     prof = pure.derive(GENERIC, layout)
     assert overlay.check(repo, hist.main[0], hist.main[8], prof).ok
     refused = overlay.check(repo, hist.main[0], hist.main[9], prof)
@@ -117,3 +120,32 @@ def _python() -> str:
     import sys
 
     return sys.executable
+
+
+def test_files_the_build_leaves_out_stay_out(home: Path, tmp_path: Path) -> None:
+    """A data file setuptools does not package (no MANIFEST.in): its change is not laid over,
+    and a new module beside it is a build (the backend's excludes might take it or not)."""
+    hist = generate_small(tmp_path / "proj", commits=2, culprit=1)
+    repo = git.Repo(hist.path)
+    notes = hist.path / "src" / NAME / "notes.txt"
+
+    def commit(message: str) -> str:
+        repo.git.add("-A")
+        repo.git.commit("-q", "-m", message, "--author", "Dev <dev@example.com>")
+        return repo.head.commit.hexsha
+
+    notes.write_text("one\n")
+    base = commit("notes")
+    notes.write_text("two\n")
+    edited = commit("edit the notes")
+    (hist.path / "src" / NAME / "extra.py").write_text("X = 1\n")
+    added = commit("a module beside the notes")
+    built = build_wheel(repo, base, GENERIC, python=_python())
+    assert built.wheel is not None, built.log_tail
+    layout = pure.layout_of(repo, base, built.wheel)
+    assert layout is not None and layout.left_out == (f"src/{NAME}/notes.txt",)
+    prof = pure.derive(GENERIC, layout)
+    ok = overlay.check(repo, base, edited, prof)
+    assert ok.ok and ok.changed == (), ok
+    refused = overlay.check(repo, base, added, prof)
+    assert not refused.ok and "beside files the build leaves out" in refused.reason
