@@ -79,11 +79,11 @@ class ChangeIndex:
     @classmethod
     def build(cls, repo: git.Repo, candidates: list[str], profile: Profile) -> ChangeIndex:
         # diff-tree --stdin takes "<commit> <parent>" lines and prints, per line, the commit
-        # id (always, with --always) followed by the changed paths.
+        # id (always, with --always) followed by "<status>\t<path>" lines.
         pairs = "".join(f"{b} {a}\n" for a, b in itertools.pairwise(candidates))
         out = subprocess.run(
             ["git", "-C", str(repo.git_dir), "diff-tree", "--stdin", "-r", "--no-renames",
-             "--name-only", "--always"],
+             "--name-status", "--always"],
             input=pairs, capture_output=True, text=True, check=True,
         ).stdout
         blockers: list[str | None] = [None]
@@ -95,11 +95,39 @@ class ChangeIndex:
                     blockers.append(current)
                 headers, current = headers + 1, None
                 continue
-            if line and current is None:
-                current = path_problem(line, profile)
+            status, _, path = line.partition("\t")
+            if path and current is None:
+                current = _step_problem(repo, candidates[headers - 1], candidates[headers],
+                                        status, path, profile)
         if headers:
             blockers.append(current)
         return cls(blockers[: len(candidates)])
+
+
+def _step_problem(repo: git.Repo, parent: str, commit: str, status: str, path: str,
+                  profile: Profile) -> str | None:
+    """What one changed path of one step blocks, for the quick index, by :func:`check`'s rules.
+    For a profile that forbids new folders, a step that adds a file in a folder its parent
+    lacks, or deletes one whose folder its commit lacks, or does either beside a file the build
+    leaves out, blocks: in either direction, no folder then appears or goes between two
+    positions without a blocking step between them."""
+    if path in profile.overlay_left_out:
+        return None
+    if path in profile.overlay_versioned:
+        if status.startswith("M") and pure.version_only(repo, parent, commit, path):
+            return None
+        return f"{path} changes beyond its version"
+    problem = path_problem(path, profile)
+    if problem or profile.overlay_new_dirs or status.startswith("M"):
+        return problem
+    if not path_matches(path, profile.overlay_install) or \
+            path_matches(path, profile.overlay_generated):
+        return None
+    side = parent if status.startswith("A") else commit  # where the folder must already be
+    mixed = {p.rpartition("/")[0] for p in profile.overlay_left_out}
+    if path.rpartition("/")[0] in mixed or not _folder_in(repo.commit(side).tree, path):
+        return f"{path} comes or goes with its folder, or beside files the build leaves out"
+    return None
 
 
 @dataclass(frozen=True)

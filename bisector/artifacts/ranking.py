@@ -45,6 +45,7 @@ class Ranking:
         self._known: dict[str, ArtifactStatus] | None = None
         self._base_memo: dict[int, int | None] = {}
         self._derived: dict[str, Profile] = {}
+        self._derived_changes: dict[str, overlay.ChangeIndex] = {}
         self._exact: dict[tuple[int, int], bool] = {}
         self._lock = threading.RLock()
 
@@ -155,7 +156,7 @@ class Ranking:
             return pos
         best: tuple[int, int] | None = None
         for b in bases:
-            if self.changes.blocker_between(b, pos) is None:
+            if self._changes_on(b).blocker_between(b, pos) is None:
                 key = (abs(b - pos), b)
                 if best is None or key < best:
                     best = key
@@ -170,6 +171,20 @@ class Ranking:
                 self._repo(), self.installed.commit, self.candidates[pos], self.profile).ok:
             return OUTSIDE
         return None
+
+    def _changes_on(self, base: int) -> overlay.ChangeIndex:
+        """The quick index under the overlay rules of the base at ``base``: the profile's, or
+        for derived rules (artifacts/pure.py) one built with them, per base."""
+        prof = self.profile_for(self.candidates[base]) if self.profile.derive_overlays \
+            else self.profile
+        if prof is self.profile:
+            return self.changes
+        sha = self.candidates[base]
+        with self._lock:
+            if sha not in self._derived_changes:
+                self._derived_changes[sha] = overlay.ChangeIndex.build(
+                    self._repo(), self.candidates, prof)
+            return self._derived_changes[sha]
 
     def _exact_ok(self, base: int, pos: int) -> bool:
         """The exact diff from the base at ``base`` to ``pos`` allows an overlay (kept: the
