@@ -15,6 +15,8 @@
 8. A prior from the failure: probes with the prior vs plain bisection on the same culprits, over
    simulated priors of varying quality, and the bound ceil(log2 n) + 2 (bench/prior.py;
    BENCH_PRIOR_HUNTS).
+9. A small pure-Python project: a first bisection with a command oracle vs ``git bisect run``
+   with the same oracle (bench/small_project.py; BENCH_SMALL_RUNS).
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
@@ -41,6 +43,7 @@ import git
 
 from bench.build_reuse import bench_build_reuse
 from bench.prior import bench_prior
+from bench.small_project import bench_small_project
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build import describe_stats
 from bisector.artifacts.installable import Installable
@@ -412,6 +415,7 @@ def main() -> None:
         bench_noisy()
         bench_build_reuse(tmp, line)
         bench_prior()
+        bench_small_project(tmp, line)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

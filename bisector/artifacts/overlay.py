@@ -34,6 +34,7 @@ from typing import Any
 
 import git
 
+from bisector.artifacts import pure
 from bisector.artifacts.cache import artifact_key, publish, scratch_dir
 from bisector.artifacts.installable import Installable
 from bisector.project.profiles import Profile, path_matches
@@ -78,11 +79,11 @@ class ChangeIndex:
     @classmethod
     def build(cls, repo: git.Repo, candidates: list[str], profile: Profile) -> ChangeIndex:
         # diff-tree --stdin takes "<commit> <parent>" lines and prints, per line, the commit
-        # id (always, with --always) followed by the changed paths.
+        # id (always, with --always) followed by "<status>\t<path>" lines.
         pairs = "".join(f"{b} {a}\n" for a, b in itertools.pairwise(candidates))
         out = subprocess.run(
             ["git", "-C", str(repo.git_dir), "diff-tree", "--stdin", "-r", "--no-renames",
-             "--name-only", "--always"],
+             "--name-status", "--always"],
             input=pairs, capture_output=True, text=True, check=True,
         ).stdout
         blockers: list[str | None] = [None]
@@ -94,11 +95,39 @@ class ChangeIndex:
                     blockers.append(current)
                 headers, current = headers + 1, None
                 continue
-            if line and current is None:
-                current = path_problem(line, profile)
+            status, _, path = line.partition("\t")
+            if path and current is None:
+                current = _step_problem(repo, candidates[headers - 1], candidates[headers],
+                                        status, path, profile)
         if headers:
             blockers.append(current)
         return cls(blockers[: len(candidates)])
+
+
+def _step_problem(repo: git.Repo, parent: str, commit: str, status: str, path: str,
+                  profile: Profile) -> str | None:
+    """What one changed path of one step blocks, for the quick index, by :func:`check`'s rules.
+    For a profile that forbids new folders, a step that adds a file in a folder its parent
+    lacks, or deletes one whose folder its commit lacks, or does either beside a file the build
+    leaves out, blocks: in either direction, no folder then appears or goes between two
+    positions without a blocking step between them."""
+    if path in profile.overlay_left_out:
+        return None
+    if path in profile.overlay_versioned:
+        if status.startswith("M") and pure.version_only(repo, parent, commit, path):
+            return None
+        return f"{path} changes beyond its version"
+    problem = path_problem(path, profile)
+    if problem or profile.overlay_new_dirs or status.startswith("M"):
+        return problem
+    if not path_matches(path, profile.overlay_install) or \
+            path_matches(path, profile.overlay_generated):
+        return None
+    side = parent if status.startswith("A") else commit  # where the folder must already be
+    mixed = {p.rpartition("/")[0] for p in profile.overlay_left_out}
+    if path.rpartition("/")[0] in mixed or not _folder_in(repo.commit(side).tree, path):
+        return f"{path} comes or goes with its folder, or beside files the build leaves out"
+    return None
 
 
 @dataclass(frozen=True)
@@ -110,12 +139,23 @@ class OverlayCheck:
 
 
 def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCheck:
-    """The exact rule: every path that differs between ``base`` and ``target`` is safe."""
+    """The exact rule: every path that differs between ``base`` and ``target`` is safe (a
+    ``overlay_versioned`` file when it differs in its version field alone)."""
     out = repo.git.diff("--name-status", "--no-renames", base, target)
     changed: list[str] = []
     deleted: list[str] = []
+    base_tree = repo.commit(base).tree if not profile.overlay_new_dirs else None
+    left_out = set(profile.overlay_left_out)
+    mixed = {p.rpartition("/")[0] for p in left_out}  # folders the build takes in part
     for line in out.splitlines():
         status, _, path = line.partition("\t")
+        if path in left_out:
+            continue  # not in the base's wheel, and the build settings are the same
+        if path in profile.overlay_versioned:
+            if status.startswith("M") and pure.version_only(repo, base, target, path):
+                continue
+            return OverlayCheck(False, f"{path} changes beyond its version: needs a source "
+                                       f"build")
         problem = path_problem(path, profile)
         if problem:
             return OverlayCheck(False, problem)
@@ -123,9 +163,28 @@ def check(repo: git.Repo, base: str, target: str, profile: Profile) -> OverlayCh
             continue
         if not path_matches(path, profile.overlay_install):
             continue
-        (deleted if status.startswith("D") else changed).append(path)
+        if base_tree is not None and status.startswith("A") and (
+                not _folder_in(base_tree, path) or path.rpartition("/")[0] in mixed):
+            return OverlayCheck(False, f"{path} is added in a new folder (a new package?) or "
+                                       f"beside files the build leaves out: needs a source "
+                                       f"build")
+        if base_tree is not None and status.startswith("D") and \
+                not _folder_in(repo.commit(target).tree, path):
+            return OverlayCheck(False, f"{path} goes with its folder: needs a source build")
+        installed = path[len(profile.source_prefix):]
+        (deleted if status.startswith("D") else changed).append(installed)
     return OverlayCheck(True, f"{len(changed)} files laid over, {len(deleted)} removed",
                         tuple(changed), tuple(deleted))
+
+
+def _folder_in(tree: git.Tree, path: str) -> bool:
+    folder = path.rpartition("/")[0]
+    if not folder:
+        return True
+    try:
+        return isinstance(tree / folder, git.Tree)
+    except KeyError:
+        return False
 
 
 # 2: the overlay carries the probed commit's version file (overlays made before kept the base's
@@ -208,19 +267,25 @@ def make_overlay(
         for path in result.changed:
             dest = files / path
             dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(tree[path].data_stream.read())  # exact bytes, no newline stripping
+            # exact bytes, no newline stripping
+            dest.write_bytes(tree[profile.source_prefix + path].data_stream.read())
         manifest: dict[str, Any] = {
             "commit": target, "base_commit": base_commit, "base_key": base_key,
             "changed": list(result.changed), "deleted": list(result.deleted), "generated": [],
         }
         member = version_member(profile)
-        text = truthful_version(read_base_file(base, member) if base and member else None,
-                                target, profile) if member else None
+        base_text = read_base_file(base, member) if base and member else None
+        if member and member.endswith(".dist-info/METADATA"):
+            text = pure.metadata_for(base_text, repo, target)
+        else:
+            text = truthful_version(base_text, target, profile) if member else None
         if member and text is not None:
             (files / member).parent.mkdir(parents=True, exist_ok=True)
             (files / member).write_text(text)
             manifest["generated"] = [member]
-            manifest["version_file"] = f"{member} names {target[:12]}"
+            manifest["version_file"] = (
+                f"{member} carries {target[:12]}'s version" if member.endswith("/METADATA")
+                else f"{member} names {target[:12]}")
         else:
             manifest["version_file"] = (
                 f"{member or 'no version file'} kept from the base: the profile "

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import git
 
-from bisector.artifacts import overlay
+from bisector.artifacts import overlay, pure
 from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.obtained import Recipe, Sources, usable
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base.kinds import ArtifactStatus
+from bisector.project.profiles import Profile
 from bisector.store.artifacts import ArtifactStore
 
 # Probe cost classes, cheapest first; the search compares only their order.
@@ -42,6 +44,9 @@ class Ranking:
         self._changes: overlay.ChangeIndex | None = None
         self._known: dict[str, ArtifactStatus] | None = None
         self._base_memo: dict[int, int | None] = {}
+        self._derived: dict[str, Profile] = {}
+        self._derived_changes: dict[str, overlay.ChangeIndex] = {}
+        self._exact: dict[tuple[int, int], bool] = {}
         self._lock = threading.RLock()
 
     # -- what the run learns ----------------------------------------------------------------
@@ -67,6 +72,25 @@ class Ranking:
     def look_again(self, pos: int) -> None:
         with self._lock:
             self._base_memo.pop(pos, None)
+
+    def profile_for(self, base_sha: str) -> Profile:
+        """The overlay rules on the base built from ``base_sha``: the profile's own, or, for
+        a profile that derives them (the generic one), those its stored wheel allows
+        (artifacts/pure.py: none unless it is a pure-Python project's)."""
+        if not self.profile.derive_overlays:
+            return self.profile
+        with self._lock:
+            if base_sha in self._derived:
+                return self._derived[base_sha]
+        row = self.artifacts.get(self.recipe.source_key(base_sha))
+        ok = row is not None and row.status is ArtifactStatus.OK and row.path
+        layout = pure.layout_of(self._repo(), base_sha, Path(row.path)) \
+            if ok and row is not None and row.path else None
+        derived = pure.derive(self.profile, layout)
+        with self._lock:
+            if ok:  # a base not built (yet) is asked again once it is
+                self._derived[base_sha] = derived
+        return derived
 
     # -- ranking ----------------------------------------------------------------------------
 
@@ -132,7 +156,7 @@ class Ranking:
             return pos
         best: tuple[int, int] | None = None
         for b in bases:
-            if self.changes.blocker_between(b, pos) is None:
+            if self._changes_on(b).blocker_between(b, pos) is None:
                 key = (abs(b - pos), b)
                 if best is None or key < best:
                     best = key
@@ -141,13 +165,38 @@ class Ranking:
         below = [b for b in bases if b < pos][-1:]
         above = [b for b in bases if b > pos][:1]
         for b in sorted([*below, *above], key=lambda q: (abs(q - pos), q)):
-            if overlay.check(self._repo(), self.candidates[b], self.candidates[pos],
-                             self.profile).ok:
+            if self._exact_ok(b, pos):
                 return b
         if self.installed_pos == OUTSIDE and self.installed is not None and overlay.check(
                 self._repo(), self.installed.commit, self.candidates[pos], self.profile).ok:
             return OUTSIDE
         return None
+
+    def _changes_on(self, base: int) -> overlay.ChangeIndex:
+        """The quick index under the overlay rules of the base at ``base``: the profile's, or
+        for derived rules (artifacts/pure.py) one built with them, per base."""
+        prof = self.profile_for(self.candidates[base]) if self.profile.derive_overlays \
+            else self.profile
+        if prof is self.profile:
+            return self.changes
+        sha = self.candidates[base]
+        with self._lock:
+            if sha not in self._derived_changes:
+                self._derived_changes[sha] = overlay.ChangeIndex.build(
+                    self._repo(), self.candidates, prof)
+            return self._derived_changes[sha]
+
+    def _exact_ok(self, base: int, pos: int) -> bool:
+        """The exact diff from the base at ``base`` to ``pos`` allows an overlay (kept: the
+        search asks again for the same pairs after every new base)."""
+        with self._lock:
+            if (base, pos) in self._exact:
+                return self._exact[base, pos]
+        ok = overlay.check(self._repo(), self.candidates[base], self.candidates[pos],
+                           self.profile_for(self.candidates[base])).ok
+        with self._lock:
+            self._exact[base, pos] = ok
+        return ok
 
     def kind(self, pos: int) -> str:
         known = self._known_artifacts().get(self.candidates[pos])

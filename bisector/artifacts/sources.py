@@ -178,13 +178,14 @@ class Overlay:
             return None  # the base dropped out; the caller picks the next one
         base_row, base_inst = got.artifact, got.installable
         assert base_row is not None
-        result = overlay.check(self.s.repo(), base_sha, sha, r.profile)
+        prof = r.profile_for(base_sha)
+        result = overlay.check(self.s.repo(), base_sha, sha, prof)
         if not result.ok:
             return None
         self.s.events.phase(sha, f"overlaying {sha[:12]} on {base_sha[:12]} ({result.reason})")
         path = overlay.make_overlay(self.s.repo(), base_row.key, base_sha, sha, result,
-                                    r.profile, base=base_inst)
-        key = overlay.overlay_key(base_row.key, sha, r.profile)
+                                    prof, base=base_inst)
+        key = overlay.overlay_key(base_row.key, sha, prof)
         desc = f"{base_row.kind.value} {base_sha[:12]}"
         settings = {"base_key": base_row.key, "base_path": base_row.path,
                     "base_sha256": base_row.sha256,

@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bisector.artifacts import pure
 from bisector.artifacts.build import python_tag, uv_binary
 from bisector.artifacts.cache import file_sha256, scratch_dir
 from bisector.artifacts.export import ExportError
@@ -106,12 +107,15 @@ class LocalExecutor:
             if inst.installed is not None:
                 mk.insert(3, "--system-site-packages")
             _logged(mk, log, env)
+            site = Path(_purelib(py, venv))
             reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra, *deps]
+            if inst.wheel is not None and reqs == [str(inst.wheel)] and \
+                    inst.installed is None and pure.unpack(inst.wheel, site):
+                reqs = []  # a pure wheel that needs nothing: unpacked (artifacts/pure.py)
             if reqs:
                 with _UV_LOCK:  # never while a discard cleans uv's cache
                     _logged([uv, "pip", "install", "-q", "--python", py, "--", *reqs], log,
                             env)
-            site = Path(_purelib(py))
             if inst.installed is not None:
                 for pkg in inst.installed.packages:
                     link_tree(Path(inst.installed.site) / pkg, site / pkg)
@@ -258,7 +262,12 @@ def _logged(cmd: list[str], log: Path, env: dict[str, str]) -> None:
         raise InstallFailed(tail(log, 6))
 
 
-def _purelib(python: str) -> str:
+def _purelib(python: str, venv: Path) -> str:
+    """The environment's site-packages: the one uv made (a new virtualenv has exactly one),
+    else as its Python says (a Python start saved on every environment)."""
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    if len(found) == 1:
+        return str(found[0])
     r = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                        capture_output=True, text=True, check=True, env=clean_env())
     return r.stdout.strip()

@@ -65,6 +65,18 @@ class Profile:
     # (setuptools_scm, hatch-vcs, versioneer, ``git describe``). PyTorch's setup.py is told
     # its version through the environment and gets the pinned third_party/ either way.
     git_checkout: bool = False
+    # Installed path = repository path minus this prefix (``src/`` of a src-layout project).
+    source_prefix: str = ""
+    # Files that may differ in their version field alone and still allow an overlay (the
+    # exact check parses them: artifacts/pure.py), and whether an overlay may add a file in a
+    # folder the base does not install (a new package: a backend may or may not pick it up).
+    overlay_versioned: tuple[str, ...] = ()
+    overlay_new_dirs: bool = True
+    # Tree paths the base's build leaves out of its wheel: their changes are not installed.
+    overlay_left_out: tuple[str, ...] = ()
+    # Overlay rules read from each base's own wheel (artifacts/pure.py): pure-Python projects
+    # of the generic profile, whose wheel is their tree's Python files under another root.
+    derive_overlays: bool = False
 
     def version_for(self, sha: str) -> str:
         """PEP 440 version of a source build, unique per commit like PyTorch's ``+git<sha>``."""
@@ -153,7 +165,7 @@ PYTORCH = Profile(
 # build environment, made for PyTorch's ccache hits, would lack them: setuptools then builds
 # a setuptools_scm project as version 0.0.0, and a hatchling one not at all).
 GENERIC = Profile(name="generic", distribution=None, import_name=None, git_checkout=True,
-                  build_env={"UV_NO_BUILD_ISOLATION": "0"})
+                  build_env={"UV_NO_BUILD_ISOLATION": "0"}, derive_overlays=True)
 
 PROFILES = {p.name: p for p in (TORCHLET, PYTORCH, GENERIC)}
 

@@ -1,0 +1,87 @@
+"""``make bench`` section 9: a small pure-Python project, bisector vs ``git bisect run``.
+
+40 commits of a setuptools project, the version in ``pyproject.toml`` bumped by every commit,
+one commit breaking ``smallpkg.f()`` (bisector/app/demo/small_project.py). The same command
+oracle both ways: ``git bisect run`` in a clone with ``PYTHONPATH=src`` (the tree itself, no
+install), ``bisect start -- CMD`` with nothing cached (a new BISECTOR_HOME each run: its
+build, its uv cache, its store), where every probe runs against an installed copy of the
+probed commit. Both run the same interpreter (``--python``: the bench's own; where python3 on
+PATH is a pyenv shim, finding the interpreter behind it costs bisector a second that ``git
+bisect run`` never pays). Median of BENCH_SMALL_RUNS runs each, interleaved, in one run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bisector.app.demo.small_project import ORACLE, generate_small
+
+
+def _git_bisect(clone: Path, good: str, bad: str) -> tuple[float, str]:
+    def git(*args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run(["git", "-C", str(clone), *args], check=True, text=True,
+                              capture_output=True, env=env).stdout
+
+    t0 = time.perf_counter()
+    git("bisect", "start", bad, good)
+    git("bisect", "run", sys.executable, "-c", ORACLE,
+        env={**os.environ, "PYTHONPATH": "src"})
+    took = time.perf_counter() - t0
+    found = git("rev-parse", "refs/bisect/bad").strip()
+    git("bisect", "reset")
+    return took, found
+
+
+def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int) -> tuple[float, str, str]:
+    home = tmp / f"small-home-{i}"
+    env = {**os.environ, "BISECTOR_HOME": str(home)}
+    for k in ("BISECTOR_CACHE_DIR", "BISECTOR_DB"):
+        env.pop(k, None)
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "bisector", "start", "--repo", str(repo),
+                        "--good", good, "--bad", bad, "--python", sys.executable,
+                        "--no-confirm", "--json", "--",
+                        "python", "-c", ORACLE], env=env, capture_output=True, text=True,
+                       check=False)
+    took = time.perf_counter() - t0
+    shutil.rmtree(home, ignore_errors=True)
+    if r.returncode != 0:
+        raise RuntimeError(r.stderr.strip().splitlines()[-1:])
+    d = json.loads(r.stdout)
+    kinds = [p["artifact"] for p in d["probes"]]
+    how = ", ".join(f"{kinds.count(k)} {k}" for k in sorted(set(kinds)))
+    return took, d["culprit"]["sha"], how
+
+
+def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
+    runs = int(os.environ.get("BENCH_SMALL_RUNS", "3"))
+    print(f"9. a 40-commit pure-Python project (version bumped by every commit), command "
+          f"oracle, first run: bisect start vs git bisect run (median of {runs})")
+    hist = generate_small(tmp / "small")
+    clone = tmp / "small-git"
+    subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
+    good, bad = hist.main[0], hist.main[-1]
+    ours, theirs, how, right = [], [], "", True
+    for i in range(runs):  # interleaved: a busy machine weighs on both alike
+        took, found = _git_bisect(clone, good, bad)
+        theirs.append(took)
+        right &= found == hist.culprit
+        try:
+            took, found, how = _bisector(tmp, hist.path, good, bad, i)
+        except RuntimeError as e:
+            show("bisect start", f"failed: {e}")
+            return
+        ours.append(took)
+        right &= found == hist.culprit
+    base, mine = statistics.median(theirs), statistics.median(ours)
+    show("baseline: git bisect run, PYTHONPATH=src", f"{base:.2f}s")
+    show(f"bisect start, nothing cached ({how})",
+         f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")

@@ -1,0 +1,151 @@
+"""Small pure-Python projects near ``git bisect run``: one real build, then overlays.
+
+A history whose every commit bumps the version in ``pyproject.toml`` used to be a source build
+per probe (the generic profile had no overlay rules, and pyproject.toml changed everywhere).
+Now the first build's wheel says which files are installed where (artifacts/pure.py), and a
+commit that differs from it in those files and the version field alone is laid over it, with
+its own version in the installed metadata. A dependency change still forces a build.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import git
+import pytest
+
+from bisector.app.demo.small_project import NAME, ORACLE, generate_small
+from bisector.artifacts import overlay, pure
+from bisector.artifacts.build import build_wheel
+from bisector.project.profiles import GENERIC
+from tests.support import run_cli
+
+pytestmark = pytest.mark.integration
+
+# Fails unless the probe imports the *installed* package (never the tree's src/, which is not
+# on the path) and its installed metadata carry the probed commit's own version.
+TRUTHFUL = (f"import importlib.metadata as m, tomllib, {NAME}; "
+            f"assert 'site-packages' in {NAME}.__file__, {NAME}.__file__; "
+            f"want = tomllib.load(open('pyproject.toml', 'rb'))['project']['version']; "
+            f"assert m.version('{NAME}') == want, (m.version('{NAME}'), want); "
+            f"assert {NAME}.f() == 1")
+
+
+def _start(path: Path, good: str, bad: str, command: str) -> dict[str, object]:
+    r = run_cli("start", "--repo", str(path), "--good", good, "--bad", bad, "--no-confirm",
+                "--json", "--", "python", "-c", command)
+    assert r.returncode == 0, r.stderr
+    out: dict[str, object] = json.loads(r.stdout)
+    return out
+
+
+def test_a_version_bump_only_history_bisects_with_one_build(home: Path,
+                                                             tmp_path: Path) -> None:
+    hist = generate_small(tmp_path / "proj", commits=24, culprit=15)
+    d = _start(hist.path, hist.main[0], hist.main[-1], TRUTHFUL)
+    assert d["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    probes = d["probes"]
+    assert isinstance(probes, list)
+    kinds = [p["artifact"] for p in probes]
+    print("probes:", kinds)
+    assert kinds.count("source") <= 1 < len(kinds), kinds
+    assert set(kinds) == {"source", "overlay"}, kinds
+    # Each overlay says what it is and what it runs on, for the report and `bisect show`.
+    for p in probes:
+        if p["artifact"] == "overlay":
+            assert p["facts"]["obtained"].startswith(f"overlay of {p['sha'][:12]} on source")
+            assert p["facts"]["overlay"]["version_file"].endswith(
+                f"carries {p['sha'][:12]}'s version")
+
+
+def test_a_dependency_change_forces_a_build(home: Path, tmp_path: Path) -> None:
+    hist = generate_small(tmp_path / "proj", commits=24, culprit=18, deps_at=9)
+    assert hist.deps_changed is not None
+    # The exact rule first: the version line alone passes, the dependency line does not.
+    repo = git.Repo(hist.path)
+    built = build_wheel(repo, hist.main[0], GENERIC, python=_python())
+    assert built.ok and built.wheel is not None, built.log_tail
+    layout = pure.layout_of(repo, hist.main[0], built.wheel)
+    assert layout is not None
+    assert (layout.prefix, layout.packages, layout.modules, layout.dist_info, layout.left_out) \
+        == ("src/", (NAME,), (), f"{NAME}-0.1.0.dist-info", ())
+    assert f"{NAME}/core.py" in layout.files
+    prof = pure.derive(GENERIC, layout)
+    assert overlay.check(repo, hist.main[0], hist.main[8], prof).ok
+    refused = overlay.check(repo, hist.main[0], hist.main[9], prof)
+    assert not refused.ok and "pyproject.toml changes beyond its version" in refused.reason
+    # And a whole bisection: no overlay ever spans the dependency change.
+    d = _start(hist.path, hist.main[0], hist.main[-1], ORACLE)
+    assert d["culprit"]["sha"] == hist.culprit  # type: ignore[index]
+    probes = d["probes"]
+    assert isinstance(probes, list)
+    kinds = [p["artifact"] for p in probes]
+    assert kinds.count("source") == 2, kinds
+    pos = {sha: i for i, sha in enumerate(hist.main)}
+    for p in probes:
+        if p["artifact"] == "overlay":
+            base = pos[p["facts"]["overlay_base"]]
+            assert (base < 9) == (pos[p["sha"]] < 9), (base, p["sha"])
+
+
+def test_what_a_build_generates_or_compiles_is_never_laid_over(home: Path,
+                                                              tmp_path: Path) -> None:
+    """A wheel holding a file the tree lacks (written by the build), or one that is not pure,
+    gives no layout: every commit is built, as before."""
+    hist = generate_small(tmp_path / "proj", commits=2, culprit=1)
+    repo = git.Repo(hist.path)
+    built = build_wheel(repo, hist.main[0], GENERIC, python=_python())
+    assert built.wheel is not None, built.log_tail
+    generated = tmp_path / built.wheel.name
+    with zipfile.ZipFile(built.wheel) as src, zipfile.ZipFile(generated, "w") as dst:
+        for item in src.infolist():
+            dst.writestr(item, src.read(item))
+        dst.writestr(f"{NAME}/_version.py", "version = '0.1.0'\n")
+    assert pure.layout_of(repo, hist.main[0], generated) is None
+    platform = tmp_path / "platform" / built.wheel.name
+    platform.parent.mkdir()
+    with zipfile.ZipFile(built.wheel) as src, zipfile.ZipFile(platform, "w") as dst:
+        for item in src.infolist():
+            data = src.read(item)
+            if item.filename.endswith("/WHEEL"):
+                data = data.replace(b"py3-none-any", b"cp311-cp311-linux_x86_64")
+            dst.writestr(item, data)
+    assert pure.layout_of(repo, hist.main[0], platform) is None
+    assert pure.derive(GENERIC, None) is GENERIC
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def test_files_the_build_leaves_out_stay_out(home: Path, tmp_path: Path) -> None:
+    """A data file setuptools does not package (no MANIFEST.in): its change is not laid over,
+    and a new module beside it is a build (the backend's excludes might take it or not)."""
+    hist = generate_small(tmp_path / "proj", commits=2, culprit=1)
+    repo = git.Repo(hist.path)
+    notes = hist.path / "src" / NAME / "notes.txt"
+
+    def commit(message: str) -> str:
+        repo.git.add("-A")
+        repo.git.commit("-q", "-m", message, "--author", "Dev <dev@example.com>")
+        return repo.head.commit.hexsha
+
+    notes.write_text("one\n")
+    base = commit("notes")
+    notes.write_text("two\n")
+    edited = commit("edit the notes")
+    (hist.path / "src" / NAME / "extra.py").write_text("X = 1\n")
+    added = commit("a module beside the notes")
+    built = build_wheel(repo, base, GENERIC, python=_python())
+    assert built.wheel is not None, built.log_tail
+    layout = pure.layout_of(repo, base, built.wheel)
+    assert layout is not None and layout.left_out == (f"src/{NAME}/notes.txt",)
+    prof = pure.derive(GENERIC, layout)
+    ok = overlay.check(repo, base, edited, prof)
+    assert ok.ok and ok.changed == (), ok
+    refused = overlay.check(repo, base, added, prof)
+    assert not refused.ok and "beside files the build leaves out" in refused.reason
