@@ -16,12 +16,16 @@
    simulated priors of varying quality, and the bound ceil(log2 n) + 2 (bench/prior.py;
    BENCH_PRIOR_HUNTS).
 
+``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
+rounds, demo, planning, env, builder, noisy, reuse, prior.
+
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import math
@@ -35,6 +39,7 @@ import tempfile
 import time
 import zipfile
 from base64 import urlsafe_b64encode
+from collections.abc import Callable
 from pathlib import Path
 
 import git
@@ -148,10 +153,10 @@ def bench_planning(tmp: Path) -> None:
 
     base = best(lambda: subprocess.run(["git", "-C", str(path), "rev-list", "--count",
                                         f"{root}..main"], check=True, capture_output=True))
-    ours = best(lambda: history.plan_range(repo, root, "main"))
-    plan = history.plan_range(repo, root, "main")
-    line(f"git rev-list --count ({len(plan.candidates) - 1} commits)", f"{base * 1000:.0f} ms")
-    line("bisector plan_range (resolve, merge-base, first-parent list)",
+    ours = best(lambda: history.resolve_range(repo, root, "main"))
+    span = history.resolve_range(repo, root, "main")
+    line(f"git rev-list --count ({len(span.candidates) - 1} commits)", f"{base * 1000:.0f} ms")
+    line("bisector resolve_range (resolve, ancestry, first-parent list)",
          f"{ours * 1000:.0f} ms -> ratio {ours / base:.2f}x")
 
 
@@ -400,18 +405,32 @@ def bench_noisy() -> None:
          f"section took {time.perf_counter() - t0:.1f}s")
 
 
-def main() -> None:
+# Section names for ``--only``, in the order ``make bench`` runs them.
+SECTIONS: dict[str, Callable[[Path], None]] = {
+    "probes": lambda tmp: bench_probes(),
+    "rounds": lambda tmp: bench_rounds(),
+    "demo": bench_demo_jobs,
+    "planning": bench_planning,
+    "env": bench_env,
+    "builder": bench_builder_ccache,
+    "noisy": lambda tmp: bench_noisy(),
+    "reuse": lambda tmp: bench_build_reuse(tmp, line),
+    "prior": lambda tmp: bench_prior(),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", choices=list(SECTIONS), metavar="SECTION",
+                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}")
+    args = parser.parse_args(argv)
+    chosen = args.only or list(SECTIONS)
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
-        bench_probes()
-        bench_rounds()
-        bench_demo_jobs(tmp)
-        bench_planning(tmp)
-        bench_env(tmp)
-        bench_builder_ccache(tmp)
-        bench_noisy()
-        bench_build_reuse(tmp, line)
-        bench_prior()
+        for name in SECTIONS:
+            if name in chosen:
+                SECTIONS[name](tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
