@@ -22,11 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import git
+
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.artifacts.ranking import COST
 from bisector.base import defaults
 from bisector.base.errors import UsageError
-from bisector.base.events import QuietEvents
+from bisector.base.events import Events, QuietEvents
 from bisector.core import noisy
 from bisector.core.sampling import (
     PLAIN,
@@ -37,6 +39,13 @@ from bisector.core.sampling import (
     sampling_for,
 )
 from bisector.core.search import Culprit, Next, Verdict, next_step
+from bisector.project.profiles import (
+    COMPILED_BUILD_S,
+    COMPILED_SUFFIXES,
+    GENERIC,
+    Profile,
+    get_profile,
+)
 from bisector.run.config import Request
 from bisector.run.factory import Parts
 from bisector.run.prepare import Prepared, discover, prepare
@@ -304,10 +313,12 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
 
 
 def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured, str]],
+          project: Mapping[str, float] | None = None, kind: str | None = None,
           ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
     """Seconds per step and where each figure came from: ``--cost`` first, then what the step
-    took on this repository (``measured``: step -> (mean, what it is a mean over)), then
-    :data:`DEFAULT_COSTS`."""
+    took on this repository (``measured``: step -> (mean, what it is a mean over)), then the
+    defaults of this kind of project (``project``, named ``kind``: see :func:`project_costs`),
+    then :data:`DEFAULT_COSTS`."""
     costs: dict[str, float] = {}
     sources: dict[str, dict[str, Any]] = {}
     for step, default in DEFAULT_COSTS.items():
@@ -317,15 +328,43 @@ def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured,
             m, what = measured[step]
             costs[step] = m.mean_s
             sources[step] = {"from": "measured", "count": m.count, "over": what}
+        elif project and step in project:
+            costs[step], sources[step] = project[step], {"from": "default", "for": kind}
         else:
             costs[step], sources[step] = default, {"from": "default"}
     return costs, sources
 
 
+def project_costs(profile: Profile, compiled: bool) -> tuple[dict[str, float], str]:
+    """The defaults a never-measured repository is priced with, by its profile, and what kind
+    of project that is: PyTorch's hour-long build only for PyTorch. A generic project is
+    priced as pure Python unless its tree has compiled sources."""
+    costs = dict(profile.costs)
+    if profile is not GENERIC:
+        return costs, f"{profile.name} projects"
+    if compiled:
+        costs["build"] = COMPILED_BUILD_S
+        return costs, "a project with compiled sources"
+    return costs, "a pure-Python project"
+
+
+def has_compiled_sources(repo: git.Repo, sha: str) -> bool:
+    """Whether the tree of ``sha`` has a file a compiler builds (C, C++, CUDA, Cython, Rust,
+    Fortran, Go): one ``ls-tree``, whose names are only compared, never run."""
+    try:
+        names = str(repo.git.ls_tree("-r", "--name-only", sha)).splitlines()
+    except git.GitCommandError:
+        return False
+    return any(n.lower().endswith(COMPILED_SUFFIXES) for n in names)
+
+
 def describe_source(source: Mapping[str, Any]) -> str:
-    """``measured over 11 source builds of this repository``, ``default`` or ``--cost``."""
+    """``measured over 11 source builds of this repository``, ``default for a pure-Python
+    project``, ``default`` or ``--cost``."""
     if source.get("from") == "measured":
         return f"measured over {source['count']} {source['over']}"
+    if source.get("from") == "default" and source.get("for"):
+        return f"default for {source['for']}"
     return str(source.get("from", "default"))
 
 
@@ -360,15 +399,18 @@ def human(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
+def plan_for(store: Store, req: Request, costs: dict[str, float],
+             events: Events | None = None) -> PlanReport:
     """``bisect plan``: the projection for a range, from the same parts a run uses.
 
     ``costs``: the user's ``--cost`` overrides; every other step is priced with what it took
-    on this repository, else a default. The search starts from the verdicts a run of this
-    request would reuse (same oracle bytes, same environment fingerprint), found by the
-    runner's own lookup.
+    on this repository, else the default of this kind of project. The search starts from the
+    verdicts a run of this request would reuse (same oracle bytes, same environment
+    fingerprint), found by the runner's own lookup. ``events`` hears of each wait on an index
+    before it starts.
     """
-    p: Prepared = discover(store, prepare(req))
+    events = events or QuietEvents()
+    p: Prepared = discover(store, prepare(req), events.status)
     cfg, cands = p.config, list(p.span.candidates)
     parts = Parts(store, cfg, cands, QuietEvents())
     key = run_store.Key(p.oracle.sha256, p.fingerprint)
@@ -380,7 +422,12 @@ def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
         measured["oracle"] = (oracle, "runs of this oracle")
     elif (oracle := durations.repo_oracle_seconds(store, cfg.repo)) is not None:
         measured["oracle"] = (oracle, "oracle runs on this repository")
-    table, sources = price(costs, measured)
+    for step, m in durations.obtaining_seconds(store, cfg.repo).items():
+        measured[step] = (m, f"{step} probes of this repository (all but the oracle run)")
+    profile = get_profile(cfg.profile)
+    compiled = profile is GENERIC and has_compiled_sources(parts.repos(), p.span.bad_sha)
+    project, kind = project_costs(profile, compiled)
+    table, sources = price(costs, measured, project, kind)
     prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
                  "filename": pb.wheel.filename, "source": pb.wheel.source,
                  "sha256_from": pb.wheel.sha256_from} for pb in cfg.prebuilts]

@@ -76,3 +76,12 @@ WORKER_SHUTDOWN_S = 240.0
 # The prior from the failure (core/prior.py): the share of the probability mass the evidence
 # moves onto the commits it points at; the rest stays uniform (see core/prior.py for why 0.5).
 PRIOR_WEIGHT = 0.5
+
+# Never a silent wait (cli/progress.py). A download tells its progress at most every
+# DOWNLOAD_EVENT_S (a 2.5 GB wheel comes in 2,500 chunks). Where stderr is no terminal (a log,
+# CI), a step that has run STEP_LINE_AFTER_S gets a line, then one every STEP_LINE_EVERY_S,
+# and a download a line with bytes, speed and time left every DOWNLOAD_LINE_S.
+DOWNLOAD_EVENT_S = 0.2
+STEP_LINE_AFTER_S = float(os.environ.get("BISECTOR_STEP_LINE_AFTER_S", "1"))
+STEP_LINE_EVERY_S = 60.0
+DOWNLOAD_LINE_S = float(os.environ.get("BISECTOR_DOWNLOAD_LINE_S", "5"))

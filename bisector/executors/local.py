@@ -26,9 +26,10 @@ from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay, overlay_facts
 from bisector.artifacts.trees import run_tree, trees_dir
+from bisector.base.events import step
 from bisector.base.paths import FACTS_SCRIPT, cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
-from bisector.executors.base import RunResult, env_name, infra_skip
+from bisector.executors.base import RunResult, env_name, infra_skip, running
 from bisector.infra import cancel, inuse
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import call, cap_output, reaped, reaper_env, run_logged, tail
@@ -101,12 +102,14 @@ class LocalExecutor:
         venv = tmp / "venv"
         py = str(venv / "bin" / "python")
         try:
+            step(f"creating an environment for {inst.obtained}")
             mk = [uv, "venv", "-q", "--python", self.python, str(venv)]
             if inst.installed is not None:
                 mk.insert(3, "--system-site-packages")
             _logged(mk, log, env)
             reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra, *deps]
             if reqs:
+                step(f"installing {_names(reqs)}")
                 with _UV_LOCK:  # never while a discard cleans uv's cache
                     _logged([uv, "pip", "install", "-q", "--python", py, "--", *reqs], log,
                             env)
@@ -120,6 +123,7 @@ class LocalExecutor:
             extra_facts: dict[str, Any] = {}
             if inst.overlay is not None:
                 extra_facts.update(overlay_facts(apply_overlay(inst.overlay, site)))
+            step("collecting the environment's facts (its Python imports the package)")
             facts = collect_facts(py, self.import_name, inst.obtained)
             facts.update(extra_facts)
             (venv / "bisector-facts.json").write_text(json.dumps(facts, sort_keys=True))
@@ -160,6 +164,7 @@ class LocalExecutor:
             except (InstallFailed, OSError, subprocess.SubprocessError) as e:
                 return infra_skip(f"environment install failed: {e}".strip())
             facts = json.loads((venv / "bisector-facts.json").read_text())
+            step(running(oracle, commit, gpu))
             result = run_in_place(str(venv / "bin" / "python"), oracle, commit, run_dir,
                                   facts, gpu, self.trees)
         touched = changed_files(venv)
@@ -223,6 +228,12 @@ def changed_files(env_dir: Path) -> list[str]:
         return ["(no manifest)"]
     now = _site_files(env_dir)
     return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
+
+
+def _names(reqs: list[str]) -> str:
+    """What an install installs, for its progress line: file names, not paths."""
+    names = [Path(r).name if "/" in r else r for r in reqs]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _logged(cmd: list[str], log: Path, env: dict[str, str]) -> None:
