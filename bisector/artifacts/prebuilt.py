@@ -179,17 +179,12 @@ class Discoverer:
             self.say(f"listing {dist} on the {kind} index {client.project_url(dist)}")
             listed = client.files(dist)
             wheels = pick_wheels(listed, dist, self.python_tag, self.variant)
-            unread = sum(f.url not in self.cached for f in wheels.values())
+            todo = [(v, f) for v, f in sorted(wheels.items()) if _wanted(kind, v, dates)]
+            unread = sum(f.url not in self.cached for _, f in todo)
             if unread:
                 self.say(f"reading the commit of {unread} {kind} wheel(s) not seen before "
                          f"(a few range requests each)")
-            for version, f in sorted(wheels.items()):
-                if kind == "nightly" and not version.is_devrelease:
-                    continue
-                if kind == "release" and version.is_prerelease:
-                    continue
-                if kind == "nightly" and dates and not _date_near(version, dates):
-                    continue
+            for version, f in todo:
                 pb = self.cached.get(f.url)
                 checked = pb is None  # a fresh mapping has just been HEAD-checked by _map
                 if pb is None:
@@ -323,6 +318,13 @@ class Discoverer:
             pb.status = "unmapped"
             pb.reason = f"main commit {m.group(1)[:12]} is not in the repository: git fetch"
             return None
+
+
+def _wanted(kind: str, version: Version, dates: tuple[date, date] | None) -> bool:
+    """A nightly is a dev release near the range's dates; a release is a final one."""
+    if kind == "nightly":
+        return version.is_devrelease and not (dates and not _date_near(version, dates))
+    return not version.is_prerelease
 
 
 def _date_near(version: Version, dates: tuple[date, date]) -> bool:
