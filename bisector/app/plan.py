@@ -9,8 +9,9 @@ It starts from what a run would start from: every reusable verdict already store
 range (a run seeds its search with them before its first probe, so they cost nothing and rule
 out every culprit position they contradict). Steps are priced with what they took on this
 repository when that was measured, the default of its kind of project otherwise, and
-``--cost`` over both (:mod:`bisector.app.costs`); the report says which, because a default build of an hour is right for PyTorch and wrong by three orders of
-magnitude for a small project.
+``--cost`` over both (:mod:`bisector.app.costs`); the report says which, because a default
+build of an hour is right for PyTorch and wrong by three orders of magnitude for a small
+project.
 """
 
 from __future__ import annotations
