@@ -17,6 +17,11 @@
    BENCH_PRIOR_HUNTS).
 9. A small pure-Python project: a first bisection with a command oracle vs ``git bisect run``
    with the same oracle (bench/small_project.py; BENCH_SMALL_RUNS).
+10. A GPU probe vs its oracle run directly: read from the recorded H100 proof
+   (bench/gpu_overhead.py, oracles/proof/2026-11-25-probe-overhead/).
+
+``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
+rounds, demo, planning, env, builder, noisy, reuse, prior.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
@@ -24,6 +29,7 @@ BENCH_NOISY_HUNTS.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import hashlib
 import math
@@ -37,11 +43,13 @@ import tempfile
 import time
 import zipfile
 from base64 import urlsafe_b64encode
+from collections.abc import Callable
 from pathlib import Path
 
 import git
 
 from bench.build_reuse import bench_build_reuse
+from bench.gpu_overhead import bench_gpu_overhead
 from bench.prior import bench_prior
 from bench.small_project import bench_small_project
 from bisector.app.demo.torchlet import generate_linear
@@ -151,10 +159,10 @@ def bench_planning(tmp: Path) -> None:
 
     base = best(lambda: subprocess.run(["git", "-C", str(path), "rev-list", "--count",
                                         f"{root}..main"], check=True, capture_output=True))
-    ours = best(lambda: history.plan_range(repo, root, "main"))
-    plan = history.plan_range(repo, root, "main")
-    line(f"git rev-list --count ({len(plan.candidates) - 1} commits)", f"{base * 1000:.0f} ms")
-    line("bisector plan_range (resolve, merge-base, first-parent list)",
+    ours = best(lambda: history.resolve_range(repo, root, "main"))
+    span = history.resolve_range(repo, root, "main")
+    line(f"git rev-list --count ({len(span.candidates) - 1} commits)", f"{base * 1000:.0f} ms")
+    line("bisector resolve_range (resolve, ancestry, first-parent list)",
          f"{ours * 1000:.0f} ms -> ratio {ours / base:.2f}x")
 
 
@@ -403,19 +411,34 @@ def bench_noisy() -> None:
          f"section took {time.perf_counter() - t0:.1f}s")
 
 
-def main() -> None:
+# Section names for ``--only``, in the order ``make bench`` runs them.
+SECTIONS: dict[str, Callable[[Path], None]] = {
+    "probes": lambda tmp: bench_probes(),
+    "rounds": lambda tmp: bench_rounds(),
+    "demo": bench_demo_jobs,
+    "planning": bench_planning,
+    "env": bench_env,
+    "builder": bench_builder_ccache,
+    "noisy": lambda tmp: bench_noisy(),
+    "reuse": lambda tmp: bench_build_reuse(tmp, line),
+    "prior": lambda tmp: bench_prior(),
+    "small": lambda tmp: bench_small_project(tmp, line),
+    "gpu-overhead": lambda tmp: bench_gpu_overhead(line),
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", action="append", choices=list(SECTIONS), metavar="SECTION",
+                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}")
+    args = parser.parse_args(argv)
+    chosen = args.only or list(SECTIONS)
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
-        bench_probes()
-        bench_rounds()
-        bench_demo_jobs(tmp)
-        bench_planning(tmp)
-        bench_env(tmp)
-        bench_builder_ccache(tmp)
-        bench_noisy()
-        bench_build_reuse(tmp, line)
-        bench_prior()
-        bench_small_project(tmp, line)
+        for name in SECTIONS:
+            if name in chosen:
+                SECTIONS[name](tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

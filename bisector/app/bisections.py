@@ -35,14 +35,15 @@ from bisector.store.records import BisectionRecord
 
 
 def create(open_store: Callable[[], Store], req: Request,
-           oracles_dir: Path | None = None) -> tuple[Store, int]:
+           oracles_dir: Path | None = None, events: Events | None = None) -> tuple[Store, int]:
     """Validate (before the store is even opened), map prebuilt wheels, record; returns the id.
 
     A refused request leaves no database behind, and an index problem records nothing.
+    ``events`` hears of each wait on an index before it starts.
     """
     prepared = prepare(req, oracles_dir)
     store = open_store()
-    return store, record(store, discover(store, prepared))
+    return store, record(store, discover(store, prepared, (events or QuietEvents()).status))
 
 
 def bisection(store: Store, bisection_id: int) -> BisectionRecord:

@@ -8,25 +8,33 @@ search would do, averaged over where the culprit might be, with the worst case b
 It starts from what a run would start from: every reusable verdict already stored for the
 range (a run seeds its search with them before its first probe, so they cost nothing and rule
 out every culprit position they contradict). Steps are priced with what they took on this
-repository when that was measured, a default otherwise, and ``--cost`` over both; the report
-says which, because a default build of an hour is right for PyTorch and wrong by three orders of
-magnitude for a small project.
+repository when that was measured, the default of its kind of project otherwise, and
+``--cost`` over both (:mod:`bisector.app.costs`); the report says which, because a default
+build of an hour is right for PyTorch and wrong by three orders of magnitude for a small
+project.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bisector.app.costs import (
+    DEFAULT_COSTS,
+    describe_source,
+    has_compiled_sources,
+    human,
+    parse_costs,
+    price,
+    project_costs,
+)
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.artifacts.ranking import COST
 from bisector.base import defaults
-from bisector.base.errors import UsageError
-from bisector.base.events import QuietEvents
+from bisector.base.events import Events, QuietEvents
 from bisector.core import noisy
 from bisector.core.sampling import (
     PLAIN,
@@ -37,6 +45,7 @@ from bisector.core.sampling import (
     sampling_for,
 )
 from bisector.core.search import Culprit, Next, Verdict, next_step
+from bisector.project.profiles import GENERIC, get_profile
 from bisector.run.config import Request
 from bisector.run.factory import Parts
 from bisector.run.prepare import Prepared, discover, prepare
@@ -45,15 +54,11 @@ from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import durations
 from bisector.store import runs as run_store
 from bisector.store.db import Store
-from bisector.store.durations import Measured
 
-# Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
-# took 22 s; a torch-sized env from a cached wheel ~2 s (make bench); a 2.5 GB nightly download
-# plus env ~2 min on a 200 Mbit/s link; a cold single-arch CUDA source build 30-60 min.
-DEFAULT_COSTS: dict[str, float] = {
-    "oracle": 30.0, "cached": 2.0, "prebuilt": 120.0, "overlay": 10.0, "build": 3600.0,
-    "broken": 0.0,
-}
+# Re-exported: the CLI and the tests price through ``bisect plan``'s module.
+__all__ = ["DEFAULT_COSTS", "PlanReport", "describe_source", "human", "make_plan", "parse_costs",
+           "plan_for", "price", "project_costs", "simulate"]
+
 SAMPLE = 256
 # Simulated hunts of a flaky oracle (each one random): fewer, since each costs a posterior search.
 NOISY_SAMPLE = 64
@@ -303,72 +308,18 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
     return out
 
 
-def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured, str]],
-          ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
-    """Seconds per step and where each figure came from: ``--cost`` first, then what the step
-    took on this repository (``measured``: step -> (mean, what it is a mean over)), then
-    :data:`DEFAULT_COSTS`."""
-    costs: dict[str, float] = {}
-    sources: dict[str, dict[str, Any]] = {}
-    for step, default in DEFAULT_COSTS.items():
-        if step in overrides:
-            costs[step], sources[step] = overrides[step], {"from": "--cost"}
-        elif step in measured:
-            m, what = measured[step]
-            costs[step] = m.mean_s
-            sources[step] = {"from": "measured", "count": m.count, "over": what}
-        else:
-            costs[step], sources[step] = default, {"from": "default"}
-    return costs, sources
-
-
-def describe_source(source: Mapping[str, Any]) -> str:
-    """``measured over 11 source builds of this repository``, ``default`` or ``--cost``."""
-    if source.get("from") == "measured":
-        return f"measured over {source['count']} {source['over']}"
-    return str(source.get("from", "default"))
-
-
-def parse_costs(items: tuple[str, ...]) -> dict[str, float]:
-    """The ``--cost STEP=SECONDS`` overrides, checked; steps not named are priced by
-    :func:`price` (measured here, else a default)."""
-
-    costs: dict[str, float] = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        if name not in DEFAULT_COSTS:
-            raise UsageError(f"--cost {item!r}: unknown step {name!r}; "
-                             f"choose one of {', '.join(DEFAULT_COSTS)}")
-        try:
-            costs[name] = float(value)
-        except ValueError:
-            raise UsageError(f"--cost {item!r}: {value!r} is not a number of seconds") from None
-        if costs[name] < 0:
-            raise UsageError(f"--cost {item!r}: seconds cannot be negative")
-        if not (math.isfinite(costs[name]) and costs[name] <= defaults.MAX_SECONDS):
-            # nan compares false with everything: every projection said "nan"
-            raise UsageError(f"--cost {item[:60]!r}: give finite seconds from 0 to "
-                             f"{defaults.MAX_SECONDS:.0f} (30 days)")
-    return costs
-
-
-def human(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
+def plan_for(store: Store, req: Request, costs: dict[str, float],
+             events: Events | None = None) -> PlanReport:
     """``bisect plan``: the projection for a range, from the same parts a run uses.
 
     ``costs``: the user's ``--cost`` overrides; every other step is priced with what it took
-    on this repository, else a default. The search starts from the verdicts a run of this
-    request would reuse (same oracle bytes, same environment fingerprint), found by the
-    runner's own lookup.
+    on this repository, else the default of this kind of project. The search starts from the
+    verdicts a run of this request would reuse (same oracle bytes, same environment
+    fingerprint), found by the runner's own lookup. ``events`` hears of each wait on an index
+    before it starts.
     """
-    p: Prepared = discover(store, prepare(req))
+    events = events or QuietEvents()
+    p: Prepared = discover(store, prepare(req), events.status)
     cfg, cands = p.config, list(p.span.candidates)
     parts = Parts(store, cfg, cands, QuietEvents())
     key = run_store.Key(p.oracle.sha256, p.fingerprint)
@@ -380,7 +331,12 @@ def plan_for(store: Store, req: Request, costs: dict[str, float]) -> PlanReport:
         measured["oracle"] = (oracle, "runs of this oracle")
     elif (oracle := durations.repo_oracle_seconds(store, cfg.repo)) is not None:
         measured["oracle"] = (oracle, "oracle runs on this repository")
-    table, sources = price(costs, measured)
+    for step, m in durations.obtaining_seconds(store, cfg.repo).items():
+        measured[step] = (m, f"{step} probes of this repository (all but the oracle run)")
+    profile = get_profile(cfg.profile)
+    compiled = profile is GENERIC and has_compiled_sources(parts.repos(), p.span.bad_sha)
+    project, kind = project_costs(profile, compiled)
+    table, sources = price(costs, measured, project, kind)
     prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
                  "filename": pb.wheel.filename, "source": pb.wheel.source,
                  "sha256_from": pb.wheel.sha256_from} for pb in cfg.prebuilts]

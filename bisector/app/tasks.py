@@ -52,6 +52,9 @@ class LogEvents(QuietEvents):
     def phase(self, sha: str, text: str) -> None:
         self.say(text)
 
+    def status(self, text: str) -> None:
+        self.say(text)
+
     def download(self, name: str, done: int, total: int | None) -> None:
         if total is not None and done == total:
             self.say(f"downloaded {name}")

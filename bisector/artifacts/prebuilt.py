@@ -150,10 +150,14 @@ class Discoverer:
         variant: str | None,
         cached: Mapping[str, Prebuilt] | None = None,
         client_for: Callable[[str], IndexClient] = IndexClient,
+        say: Callable[[str], None] = lambda text: None,
     ) -> None:
         self.repo, self.profile, self.python_tag, self.variant = repo, profile, python_tag, variant
         self.cached = dict(cached or {})
         self.client_for = client_for
+        # Told before each step that waits on the network: a listing of a remote index, the
+        # range reads of many wheels, hundreds of HEAD requests take seconds to minutes.
+        self.say = say
 
     def discover(
         self, candidates: list[str], *, nightly_index: str | None, release_index: str | None,
@@ -172,15 +176,15 @@ class Discoverer:
             if not url:
                 continue
             client = self.client_for(url)
+            self.say(f"listing {dist} on the {kind} index {client.project_url(dist)}")
             listed = client.files(dist)
             wheels = pick_wheels(listed, dist, self.python_tag, self.variant)
-            for version, f in sorted(wheels.items()):
-                if kind == "nightly" and not version.is_devrelease:
-                    continue
-                if kind == "release" and version.is_prerelease:
-                    continue
-                if kind == "nightly" and dates and not _date_near(version, dates):
-                    continue
+            todo = [(v, f) for v, f in sorted(wheels.items()) if _wanted(kind, v, dates)]
+            unread = sum(f.url not in self.cached for _, f in todo)
+            if unread:
+                self.say(f"reading the commit of {unread} {kind} wheel(s) not seen before "
+                         f"(a few range requests each)")
+            for version, f in todo:
                 pb = self.cached.get(f.url)
                 checked = pb is None  # a fresh mapping has just been HEAD-checked by _map
                 if pb is None:
@@ -222,6 +226,9 @@ class Discoverer:
             self.repo, self.profile, index_url=client.base_url, listed=listed, picked=wheels,
             python_tag=self.python_tag, variant=self.variant, position=position,
             covered=set(found))
+        if want:
+            self.say(f"looking for {len(want)} nightlies of the range past the index listing "
+                     f"(HEAD requests at their direct URL)")
         hits, sent = nightly_urls.probe(
             client, want, lambda f, w: self._read_direct(client, f, w.version))
         for hit in hits:
@@ -311,6 +318,13 @@ class Discoverer:
             pb.status = "unmapped"
             pb.reason = f"main commit {m.group(1)[:12]} is not in the repository: git fetch"
             return None
+
+
+def _wanted(kind: str, version: Version, dates: tuple[date, date] | None) -> bool:
+    """A nightly is a dev release near the range's dates; a release is a final one."""
+    if kind == "nightly":
+        return version.is_devrelease and not (dates and not _date_near(version, dates))
+    return not version.is_prerelease
 
 
 def _date_near(version: Version, dates: tuple[date, date]) -> bool:

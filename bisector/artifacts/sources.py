@@ -27,7 +27,8 @@ from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, answer, installable, usable
 from bisector.artifacts.prebuilt import triton_of, triton_requirement
 from bisector.artifacts.ranking import Ranking
-from bisector.base.events import Events
+from bisector.base import defaults
+from bisector.base.events import Events, Every
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.infra import cancel
 from bisector.store.artifacts import ArtifactStore
@@ -114,13 +115,16 @@ class Prebuilt:
         client = self.client_for(url.rsplit("/", 1)[0])
         f = IndexFile(filename, url, {"sha256": sha256} if sha256 else {})
         fetched = 0
+        # A chunk a MiB: hundreds a second on a fast link, while a display needs a few.
+        often = Every(defaults.DOWNLOAD_EVENT_S)
 
         def progress(done: int, total: int | None) -> None:
             nonlocal fetched
             if cancel.stopping():
                 raise cancel.Stopped("download stopped by the user")
             fetched = done
-            self.s.events.download(filename, done, total)
+            if often.due() or (total is not None and done >= total):
+                self.s.events.download(filename, done, total)
 
         try:
             client.download(f, dest, progress)

@@ -79,3 +79,12 @@ PRIOR_WEIGHT = 0.5
 # How often a running bisection's page in `bisect serve` asks whether it moved on (a new probe,
 # an end); it reloads itself only then, and stops asking once the bisection is not running.
 PAGE_POLL_S = float(os.environ.get("BISECTOR_PAGE_POLL_S", "2"))
+
+# Never a silent wait (cli/progress.py). A download tells its progress at most every
+# DOWNLOAD_EVENT_S (a 2.5 GB wheel comes in 2,500 chunks). Where stderr is no terminal (a log,
+# CI), a step that has run STEP_LINE_AFTER_S gets a line, then one every STEP_LINE_EVERY_S,
+# and a download a line with bytes, speed and time left every DOWNLOAD_LINE_S.
+DOWNLOAD_EVENT_S = 0.2
+STEP_LINE_AFTER_S = float(os.environ.get("BISECTOR_STEP_LINE_AFTER_S", "1"))
+STEP_LINE_EVERY_S = 60.0
+DOWNLOAD_LINE_S = float(os.environ.get("BISECTOR_DOWNLOAD_LINE_S", "5"))

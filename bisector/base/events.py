@@ -6,6 +6,10 @@ thread-safe (rich's console is).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol
 
 from bisector.base.kinds import Verdict
@@ -13,6 +17,10 @@ from bisector.base.kinds import Verdict
 
 class Events(Protocol):
     def note(self, text: str) -> None: ...
+    def status(self, text: str) -> None:
+        """A step that is no probe's and may take more than a second starts (listing an
+        index, reading its wheels' commits, looking for nightlies past it); it lasts until
+        the next one or until a probe starts. Said before it starts: never a silent wait."""
     def phase(self, sha: str, text: str) -> None:
         """The probe of ``sha`` starts a step (building, overlaying, running the oracle); it
         lasts until that probe's next step or its end. Keyed by commit because the steps of K
@@ -40,6 +48,9 @@ class QuietEvents:
     def note(self, text: str) -> None:
         pass
 
+    def status(self, text: str) -> None:
+        pass
+
     def phase(self, sha: str, text: str) -> None:
         pass
 
@@ -59,3 +70,44 @@ class QuietEvents:
     def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,
                    reused: bool) -> None:
         pass
+
+
+# Where the steps of the probe running in this thread go (``running the oracle`` is the
+# pipeline's; creating an environment, installing, collecting facts are the executor's). A
+# context variable rather than a parameter: every executor and test fake keeps its signature,
+# and K probes at once in K threads each see only their own.
+_STEP: ContextVar[Callable[[str], None] | None] = ContextVar("bisector_step", default=None)
+
+
+@contextmanager
+def steps_to(say: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, :func:`step` in this thread calls ``say``."""
+    token = _STEP.set(say)
+    try:
+        yield
+    finally:
+        _STEP.reset(token)
+
+
+def step(text: str) -> None:
+    """The current probe starts a step that may take more than a second; nothing when no
+    probe listens (``bisect check``, a benchmark, a library caller)."""
+    say = _STEP.get()
+    if say is not None:
+        say(text)
+
+
+class Every:
+    """True at most once per ``seconds`` (the first call always): a download's chunks arrive
+    hundreds a second, a display needs a few."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds, self.clock = seconds, clock
+        self._last: float | None = None
+
+    def due(self) -> bool:
+        now = self.clock()
+        if self._last is not None and now - self._last < self.seconds:
+            return False
+        self._last = now
+        return True

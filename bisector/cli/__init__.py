@@ -26,7 +26,7 @@ from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, range_options
-from bisector.cli.progress import RichEvents, err, escape, out
+from bisector.cli.progress import RichEvents, err, escape, out, waiting
 from bisector.project.history import printable
 from bisector.run.config import Request, request_from
 from bisector.store.db import Store, default_db, open_store
@@ -157,7 +157,8 @@ def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
     workers.check_enqueue(c.db, enqueue)
-    store, bisection_id = bisections.create(c.store, _request(kw))
+    with waiting() as events:  # listing an index can take a while: never a silent wait
+        store, bisection_id = bisections.create(c.store, _request(kw), events=events)
     _run_and_report(c, store, bisection_id, json_out, resume=False, enqueue=enqueue)
 
 
@@ -178,7 +179,8 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     overrides = parse_costs(costs)
     req = _request(kw)
     req.check()
-    rep = planning.plan_for(c.store(), req, overrides)
+    with waiting() as events:
+        rep = planning.plan_for(c.store(), req, overrides, events)
     if json_out:
         click.echo(json.dumps(rep.as_dict(), indent=2, default=str))
         return

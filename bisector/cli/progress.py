@@ -10,6 +10,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
@@ -28,6 +31,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from bisector.base import defaults
 from bisector.base.escape import safe_line, safe_text
 from bisector.core.search import Verdict
 
@@ -44,7 +48,34 @@ def escape(text: str) -> str:
 
 
 DOWNLOAD, STEP = "download", "step"  # the two kinds of rows of the live display
+TICK_S = 0.25  # how often the line printer (no terminal) looks at the rows
 LINE_CHARS = 120  # of a build's log line: a compiler command line can be kilobytes
+
+
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def download_line(name: str, done: float, total: float | None, speed: float | None,
+                  left: float | None) -> str:
+    """``downloading X: 12.0 of 100.0 MiB (12%), 3.1 MiB/s, about 28 s left``; bytes and
+    speed alone when the server did not say the size."""
+    if total:
+        text = f"downloading {name}: {mib(done)} of {mib(total)} ({done / total:.0%})"
+    else:
+        text = f"downloading {name}: {mib(done)} so far (the server did not say the size)"
+    if speed:
+        text += f", {mib(speed)}/s"
+        if left is not None and total:
+            text += f", about {clock(left)} left"
+    return text
+
+
+@dataclass
+class _Said:
+    """When the line printer last spoke of a row (None: not yet)."""
+
+    at: float | None = None
 
 
 def clock(seconds: float) -> str:
@@ -103,10 +134,18 @@ class RichEvents:
 
     One :class:`~rich.progress.Progress` serves the whole run, because a console can show only
     one live display at a time and K probes run at once (from K threads: rich's Progress is
-    thread-safe, and the row maps here are guarded by a lock)."""
+    thread-safe, and the row maps here are guarded by a lock).
 
-    def __init__(self, console: Console) -> None:
+    Where the console is no terminal (a log file, CI, a pipe) a live display shows nothing,
+    so ``lines`` (the default there) prints the rows as lines instead: a step once it has run
+    :data:`~bisector.base.defaults.STEP_LINE_AFTER_S` and then every few minutes, a download
+    with its bytes, speed and time left every :data:`~bisector.base.defaults.DOWNLOAD_LINE_S`
+    and once more when it ends. Steps shorter than that say nothing, so a quick command's
+    output (and a one-line error) stays as it was."""
+
+    def __init__(self, console: Console, lines: bool | None = None) -> None:
         self.console = console
+        self.lines = (not console.is_terminal) if lines is None else lines
         self.progress = Progress(
             SpinnerColumn(), _Step(),
             _When(BarColumn(), DOWNLOAD, sized=True),
@@ -118,17 +157,83 @@ class RichEvents:
         self._lock = threading.Lock()
         self._steps: dict[str, TaskID] = {}  # probe's commit -> its row
         self._downloads: dict[str, TaskID] = {}  # file name -> its row
+        self._general: TaskID | None = None  # the row of a step that is no probe's
+        self._said: dict[TaskID, _Said] = {}  # rows the line printer follows
         self._live = False
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def _add(self, description: str, **fields: Any) -> TaskID:
         """A new row (the display starts with the first one); the caller holds the lock."""
         if not self._live:
             self.progress.start()
             self._live = True
-        return self.progress.add_task(description, total=None, **fields)
+        if self.lines and self._ticker is None:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick_loop, name="progress-lines",
+                                            daemon=True)
+            self._ticker.start()
+        task = self.progress.add_task(description, total=None, **fields)
+        self._said[task] = _Said()
+        return task
+
+    def _remove(self, task: TaskID) -> None:
+        """Take a row down; a download the line printer spoke of gets its last line. The
+        caller holds the lock."""
+        said = self._said.pop(task, _Said())
+        if self.lines and said.at is not None:
+            row = self._row(task)
+            if row is not None and row.fields.get("kind") == DOWNLOAD:
+                took = row.elapsed or 0.0
+                rate = f" ({mib(row.completed / took)}/s)" if took > 0 else ""
+                name = row.description.removeprefix("downloading ")
+                self.console.print(f"downloaded {escape(name)}: {mib(row.completed)} in "
+                                   f"{clock(took)}{rate}", highlight=False)
+        self.progress.remove_task(task)
+
+    def _row(self, task: TaskID) -> Task | None:
+        return next((t for t in self.progress.tasks if t.id == task), None)
+
+    def _tick_loop(self) -> None:
+        while not self._stop.wait(TICK_S):
+            self.tick()
+
+    def tick(self) -> None:
+        """Print a line for each row that has waited long enough since it started or was
+        last printed (the line printer's thread calls it; tests call it with their clock)."""
+        if not self.lines:
+            return
+        now = self.progress.get_time()
+        with self._lock:
+            for row in self.progress.tasks:
+                said = self._said.get(row.id)
+                if said is None or row.start_time is None:
+                    continue
+                download = row.fields.get("kind") == DOWNLOAD
+                since = now - (said.at if said.at is not None else row.start_time)
+                wait = (defaults.STEP_LINE_AFTER_S if said.at is None else
+                        defaults.DOWNLOAD_LINE_S if download else defaults.STEP_LINE_EVERY_S)
+                if since < wait:
+                    continue
+                said.at = now
+                if download:
+                    name = row.description.removeprefix("downloading ")
+                    text = download_line(name, row.completed, row.total, row.speed,
+                                         row.time_remaining)
+                else:
+                    text = f"{row.description} ({clock(now - row.start_time)} so far)"
+                self.console.print(escape(text), style="dim", highlight=False)
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {escape(text)}")
+
+    def status(self, text: str) -> None:
+        """A step of no probe's: one row that each new step takes over (its clock restarts)."""
+        text = safe_line(text)
+        with self._lock:
+            if self._general is not None:
+                self._remove(self._general)
+            self._general = self._add(text, kind=STEP, line="")
 
     def round_start(self, round_: int, width: int, left: int) -> None:
         if width > 1:
@@ -139,7 +244,8 @@ class RichEvents:
             task = self._downloads.get(name)
             if total is not None and done >= total:  # ended (or broke off): take the row down
                 if task is not None:
-                    self.progress.remove_task(self._downloads.pop(name))
+                    self.progress.update(task, completed=done)
+                    self._remove(self._downloads.pop(name))
                 return
             if task is None:
                 task = self._downloads[name] = self._add(f"downloading {safe_line(name)}",
@@ -154,6 +260,7 @@ class RichEvents:
                 self._steps[sha] = self._add(text, kind=STEP, line="")
             else:  # a new step of the same probe: its clock starts again
                 self.progress.reset(task, description=text, kind=STEP, line="")
+                self._said[task] = _Said()
 
     def build_line(self, sha: str, text: str) -> None:
         with self._lock:
@@ -166,6 +273,10 @@ class RichEvents:
         # lazy: `bisect --help` and completion import none of this
         from bisector.app.plan import human
 
+        with self._lock:  # the steps before the first probe (listing an index) are over
+            if self._general is not None:
+                self._remove(self._general)
+                self._general = None
         eta = f", about {human(eta_s)} left" if eta_s is not None else ""
         self.console.print(
             f"[bold]probe {seq}[/] (about {left} left{eta}): [cyan]{sha[:12]}[/] "
@@ -178,7 +289,7 @@ class RichEvents:
         with self._lock:
             task = self._steps.pop(sha, None)
             if task is not None:
-                self.progress.remove_task(task)
+                self._remove(task)
         colour = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow"}[verdict]
         how = "reused verdict" if reused else f"{seconds:.1f}s"
         self.console.print(
@@ -224,11 +335,28 @@ class RichEvents:
 
     def close(self) -> None:
         """Take the live display down (what it showed was transient); safe to call twice."""
+        self._stop.set()
+        if self._ticker is not None and self._ticker is not threading.current_thread():
+            self._ticker.join()
+        self._ticker = None
         with self._lock:
-            for task in [*self._steps.values(), *self._downloads.values()]:
-                self.progress.remove_task(task)
+            general = [] if self._general is None else [self._general]
+            for task in [*self._steps.values(), *self._downloads.values(), *general]:
+                self._remove(task)
             self._steps.clear()
             self._downloads.clear()
+            self._general = None
             if self._live:
                 self.progress.stop()
                 self._live = False
+
+
+@contextmanager
+def waiting(console: Console = err) -> Iterator[RichEvents]:
+    """Events for a command's steps before (or without) a run: listing an index in ``start``
+    or ``plan``; the display is taken down when the block ends, whatever happens in it."""
+    events = RichEvents(console)
+    try:
+        yield events
+    finally:
+        events.close()

@@ -36,6 +36,12 @@ def infra_skip(reason: str) -> RunResult:
     return RunResult(Outcome.SKIP, reason, None, 0.0, reusable=False)
 
 
+def running(oracle: Oracle, commit: str, gpu: str | None) -> str:
+    """The oracle's progress step, said again by an executor after the steps of making its
+    environment (the pipeline says it first, before the executor starts)."""
+    return f"running {oracle.name} on {commit[:12]}" + (f" on GPU {gpu}" if gpu else "")
+
+
 def env_name(artifact_key: str, deps: tuple[str, ...] | list[str], place: str) -> str:
     """The folder name of the environment of one artifact with an oracle's dependencies, on one
     ``place`` (the Python tag locally, the runtime image id in Docker). One formula for both

@@ -32,9 +32,10 @@ from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import overlay_facts, overlay_summary
 from bisector.base import defaults
 from bisector.base.errors import UsageError
+from bisector.base.events import step
 from bisector.base.paths import FACTS_SCRIPT, cache_dir
 from bisector.core.verdict import classify
-from bisector.executors.base import RunResult, env_name, infra_skip
+from bisector.executors.base import RunResult, env_name, infra_skip, running
 from bisector.executors.local import collect_output, in_use, with_phases
 from bisector.infra import inuse
 from bisector.infra.containers import (
@@ -237,6 +238,8 @@ class DockerExecutor:
         # The network only when something must come from an index (an oracle's dependencies,
         # a Triton pin); a wheel and an overlay install from the mounted files alone.
         needs_index = bool(inst.extra or deps) and not self.offline
+        step(f"creating an environment for {inst.obtained} in a container of "
+             f"{self.image_name} (install, then facts)")
         done = run_container(
             self.docker, self.image_name, ["python3", "-c", ENV_SCRIPT, json.dumps(spec)],
             role="env", labels=self.labels, logs=True, volumes=vols, environment=env,
@@ -305,6 +308,7 @@ class DockerExecutor:
                 str(run_dir): {"bind": "/run-dir", "mode": "rw"},
                 str(cache_dir() / "wheels"): {"bind": "/wheels", "mode": "ro"}}
         labels = {**self.labels, "bisector.commit": commit, "bisector.run": uuid.uuid4().hex[:12]}
+        step(running(oracle, commit, gpu))
         try:
             done = run_container(
                 self.docker, self.image_name, cmd, role="oracle", labels=labels,

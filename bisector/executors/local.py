@@ -28,9 +28,10 @@ from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay, overlay_facts
 from bisector.artifacts.trees import run_tree, trees_dir
+from bisector.base.events import step
 from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
-from bisector.executors.base import RunResult, env_name, infra_skip
+from bisector.executors.base import RunResult, env_name, infra_skip, running
 from bisector.executors.facts import (
     FACTS_FILE,
     PENDING,
@@ -103,6 +104,7 @@ class LocalExecutor:
         venv = tmp / "venv"
         py = str(venv / "bin" / "python")
         try:
+            step(f"creating an environment for {inst.obtained}")
             mk = [uv, "venv", "-q", "--python", self.python, str(venv)]
             if inst.installed is not None:
                 mk.insert(3, "--system-site-packages")
@@ -113,6 +115,7 @@ class LocalExecutor:
                     inst.installed is None and pure.unpack(inst.wheel, site):
                 reqs = []  # a pure wheel that needs nothing: unpacked (artifacts/pure.py)
             if reqs:
+                step(f"installing {_names(reqs)}")
                 with _UV_LOCK:  # never while a discard cleans uv's cache
                     _logged([uv, "pip", "install", "-q", "--python", py, "--", *reqs], log,
                             env)
@@ -171,10 +174,13 @@ class LocalExecutor:
                 facts["probed"] = self.import_name or ""
             told = run_dir / "facts" if pending else None
             py = str(venv / "bin" / "python")
+            step(running(oracle, commit, gpu))
             result = run_in_place(py, oracle, commit, run_dir, facts, gpu, self.trees,
                                   facts_dir=told)
             t1 = time.monotonic()
             if pending:
+                if told is None or not any(told.glob("facts-*.json")):
+                    step("collecting the environment's facts (its Python imports the package)")
                 learned = learn_facts(venv, told, self.import_name)
                 result = replace(result, facts={**learned, **result.facts})
             facts_s = time.monotonic() - t1
@@ -249,6 +255,12 @@ def changed_files(env_dir: Path) -> list[str]:
         return ["(no manifest)"]
     now = _site_files(env_dir)
     return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
+
+
+def _names(reqs: list[str]) -> str:
+    """What an install installs, for its progress line: file names, not paths."""
+    names = [Path(r).name if "/" in r else r for r in reqs]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _logged(cmd: list[str], log: Path, env: dict[str, str]) -> None:

@@ -164,44 +164,21 @@ def resolve_range(
             f"give a good ref older than the bad one"
         )
     notes: list[str] = list(dated)
-    merge_base_used = False
-    lower = good
-    # The common case costs one ancestry walk; the release-branch case pays for the rest.
-    if not _is_ancestor(repo, good, bad):
-        if _is_ancestor(repo, bad, good):
-            raise RepoError(
-                f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
-                f"if the newer commit is the good one you are looking for a fix; "
-                f"swap the refs and pass --find-fix"
-            )
-        bases = _safe_merge_bases(repo, good, bad)
-        if not bases:
-            raise RepoError(
-                f"{good_ref} and {bad_ref} share no history (unrelated histories): "
-                f"pick two refs of the same project"
-            )
-        base = bases[0]
+    walk = ["--reverse", *(["--first-parent"] if first_parent else
+                           ["--ancestry-path", "--topo-order"])]
+    # The common case (good an ancestor of bad) costs one walk of the history: the list
+    # itself, whose oldest commit has good as its parent. Asking git first whether good is an
+    # ancestor would walk the whole range a second time (without a commit-graph, as long as
+    # the list); only when the list does not prove it does the release-branch case pay for
+    # the ancestry checks, the merge-base and a second list.
+    chain = _rev_list(repo, *walk, bad, f"^{good}")
+    lower, merge_base_used = good, False
+    if not (chain and _starts_at(repo, chain[0], good, first_parent)) and \
+            not _is_ancestor(repo, good, bad):
+        lower, more = _merge_base_side(repo, good_ref, bad_ref, good, bad)
         merge_base_used = True
-        lower = base
-        only_good = _rev_list(repo, f"{base}..{good}")
-        picks = _cherry_picked(repo, bad, good)
-        notes.append(
-            f"good {good_ref} ({good[:12]}) is not an ancestor of bad {bad_ref} ({bad[:12]}), "
-            f"as with release tags on release branches; testing their merge-base "
-            f"{base[:12]} as the good endpoint, as git bisect does"
-        )
-        if only_good:
-            notes.append(
-                f"{len(only_good)} commit(s) exist only on the good side "
-                f"({len(picks)} of them cherry-picked onto the bad side too); "
-                f"a fix that exists only there is not searched"
-            )
-    args = ["--reverse"]
-    if first_parent:
-        args.append("--first-parent")
-    else:
-        args += ["--ancestry-path", "--topo-order"]
-    chain = _rev_list(repo, *args, bad, f"^{lower}")
+        notes += more
+        chain = _rev_list(repo, *walk, bad, f"^{lower}")
     if not chain or chain[-1] != bad:
         raise RepoError(
             f"no commits between {good_ref} and {bad_ref} on the chosen path: "
@@ -216,6 +193,51 @@ def resolve_range(
         merge_base_used=merge_base_used,
         notes=tuple(notes),
     )
+
+
+def _starts_at(repo: git.Repo, oldest: str, good: str, first_parent: bool) -> bool:
+    """Whether the oldest commit of a walk stands on ``good`` (its first parent, or any
+    parent on the ancestry path): then good is an ancestor of bad, proven by one
+    ``rev-parse`` instead of a second walk."""
+    try:
+        parents = str(repo.git.rev_parse(f"{oldest}^@")).split()
+    except git.GitCommandError:
+        return False
+    return (parents[:1] == [good]) if first_parent else good in parents
+
+
+def _merge_base_side(repo: git.Repo, good_ref: str, bad_ref: str, good: str, bad: str
+                     ) -> tuple[str, list[str]]:
+    """Good is not an ancestor of bad (a release tag on its release branch): their
+    merge-base, tested as the good endpoint as ``git bisect`` does, and notes on what only
+    the good side has. Refused when bad is the ancestor (a fix hunt) or nothing is shared."""
+    if _is_ancestor(repo, bad, good):
+        raise RepoError(
+            f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
+            f"if the newer commit is the good one you are looking for a fix; "
+            f"swap the refs and pass --find-fix"
+        )
+    bases = _safe_merge_bases(repo, good, bad)
+    if not bases:
+        raise RepoError(
+            f"{good_ref} and {bad_ref} share no history (unrelated histories): "
+            f"pick two refs of the same project"
+        )
+    base = bases[0]
+    only_good = _rev_list(repo, f"{base}..{good}")
+    picks = _cherry_picked(repo, bad, good)
+    notes = [
+        f"good {good_ref} ({good[:12]}) is not an ancestor of bad {bad_ref} ({bad[:12]}), "
+        f"as with release tags on release branches; testing their merge-base "
+        f"{base[:12]} as the good endpoint, as git bisect does"
+    ]
+    if only_good:
+        notes.append(
+            f"{len(only_good)} commit(s) exist only on the good side "
+            f"({len(picks)} of them cherry-picked onto the bad side too); "
+            f"a fix that exists only there is not searched"
+        )
+    return base, notes
 
 
 def _safe_merge_bases(repo: git.Repo, a: str, b: str) -> list[str]:

@@ -77,6 +77,10 @@ class Profile:
     # Overlay rules read from each base's own wheel (artifacts/pure.py): pure-Python projects
     # of the generic profile, whose wheel is their tree's Python files under another root.
     derive_overlays: bool = False
+    # Seconds ``bisect plan`` prices each step at before anything was measured on the
+    # repository (steps not named: plan's PyTorch-sized defaults). A small project must never
+    # be priced with PyTorch's hour-long build: a cold plan of a 12 s job once said 8.4 h.
+    costs: dict[str, float] = field(default_factory=dict)
 
     def version_for(self, sha: str) -> str:
         """PEP 440 version of a source build, unique per commit like PyTorch's ``+git<sha>``."""
@@ -102,6 +106,8 @@ TORCHLET = Profile(
     overlay_generated=("torchlet/version.py",),
     overlay_install=("torchlet/*",),
     triton_pins=("ci/triton.txt", "ci/triton_version.txt"),
+    # A C file and some Python: a build of seconds (make demo), an oracle of a second or two.
+    costs={"oracle": 5.0, "cached": 2.0, "prebuilt": 5.0, "overlay": 3.0, "build": 20.0},
 )
 
 PYTORCH = Profile(
@@ -164,8 +170,14 @@ PYTORCH = Profile(
 # so its build is isolated, as uv does by default, also in the builder container (whose fixed
 # build environment, made for PyTorch's ccache hits, would lack them: setuptools then builds
 # a setuptools_scm project as version 0.0.0, and a hatchling one not at all).
+# Priced as a pure-Python project (``uv build`` in seconds); ``bisect plan`` prices a tree
+# with compiled sources (COMPILED_SUFFIXES) with COMPILED_BUILD_S instead.
 GENERIC = Profile(name="generic", distribution=None, import_name=None, git_checkout=True,
-                  build_env={"UV_NO_BUILD_ISOLATION": "0"}, derive_overlays=True)
+                  build_env={"UV_NO_BUILD_ISOLATION": "0"}, derive_overlays=True,
+                  costs={"oracle": 10.0, "cached": 2.0, "prebuilt": 10.0, "overlay": 3.0,
+                         "build": 30.0})
+COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".pyx", ".rs", ".f90", ".go")
+COMPILED_BUILD_S = 600.0
 
 PROFILES = {p.name: p for p in (TORCHLET, PYTORCH, GENERIC)}
 

@@ -19,12 +19,13 @@ from typing import Protocol
 
 from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.errors import LeaseLost
-from bisector.base.events import Events, QuietEvents
+from bisector.base.events import Events, QuietEvents, steps_to
+from bisector.base.kinds import ArtifactKind
 from bisector.base.paths import logs_dir
 from bisector.core import perf, signature
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
-from bisector.executors.base import Executor, RunResult
+from bisector.executors.base import Executor, RunResult, running
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive
 from bisector.oracle.script import Oracle
@@ -174,6 +175,19 @@ class NullRecorder:
         pass
 
 
+def obtained_as(got: Obtained | Unobtainable) -> str:
+    """The step ``bisect plan`` prices this probe's obtaining as: ``cached`` for a package
+    found made, else how it was made (``build``, ``prebuilt``, ``overlay``), ``broken`` for
+    none."""
+    if isinstance(got, Unobtainable):
+        return "broken"
+    kind = got.artifact.kind if got.artifact is not None else None
+    if not got.fresh or kind in (None, ArtifactKind.INSTALLED):
+        return "cached"
+    return {ArtifactKind.SOURCE: "build", ArtifactKind.PREBUILT: "prebuilt",
+            ArtifactKind.OVERLAY: "overlay"}.get(kind, "cached")
+
+
 class Pipeline:
     def __init__(
         self,
@@ -217,11 +231,13 @@ class Pipeline:
             artifact_id = got.artifact.id if got.artifact else None
             obtained = None
         else:
-            on = f" on GPU {gpu}" if gpu is not None else ""
-            self.events.phase(sha, f"running {self.oracle.name} on {sha[:12]}{on}")
+            self.events.phase(sha, running(self.oracle, sha, gpu))
             run_dir = logs_dir() / "runs" / f"{sha[:12]}-{uuid.uuid4().hex[:8]}"
-            run = self.executor.run(inst=got.installable, oracle=self.oracle, commit=sha,
-                                    run_dir=run_dir, gpu=gpu)
+            # The executor's own steps (an environment, its install, its facts, the oracle
+            # again) are rows of this probe too.
+            with steps_to(lambda text: self.events.phase(sha, text)):
+                run = self.executor.run(inst=got.installable, oracle=self.oracle, commit=sha,
+                                        run_dir=run_dir, gpu=gpu)
             run = with_signature(without_package(run, self.oracle), self.oracle,
                                  self.rules.polarity)
             artifact_id = got.artifact.id if got.artifact else None
@@ -232,7 +248,7 @@ class Pipeline:
         # own duration leaves out): what the estimate of a run's time left is made of.
         probe_s = time.monotonic() - t0
         facts = {**run.facts, "artifact_fresh": got.fresh, "probe_s": round(probe_s, 3),
-                 "phases": phases(run, obtain_s, probe_s)}
+                 "phases": phases(run, obtain_s, probe_s), "obtained_as": obtained_as(got)}
         if cancel.stopping():
             raise cancel.Stopped("stopped by the user; this run is not recorded")
         verdict = self.rules.judge(run.outcome)

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -268,8 +269,10 @@ def _installed_base(repo: git.Repo, profile: Profile, req: Request,
     return InstalledBase(sha, python, site, packages)
 
 
-def discover(store: Store, p: Prepared) -> Prepared:
-    """Map the indexes' wheels onto the candidates (cached in the store), before any probe."""
+def discover(store: Store, p: Prepared, say: Callable[[str], None] = lambda text: None
+             ) -> Prepared:
+    """Map the indexes' wheels onto the candidates (cached in the store), before any probe;
+    ``say`` is told before each step that waits on an index."""
     cfg = p.config
     if not (cfg.nightly_index or cfg.release_index):
         return p
@@ -278,9 +281,9 @@ def discover(store: Store, p: Prepared) -> Prepared:
     cached = {url: Prebuilt.from_json(d) for url, d in arts.prebuilt_cache().items()}
     cands = list(p.span.candidates)
     found = Discoverer(repo, get_profile(cfg.profile), python_tag(cfg.python), cfg.variant,
-                       cached).discover(cands, nightly_index=cfg.nightly_index,
-                                        release_index=cfg.release_index,
-                                        dates=_date_span(repo, cands))
+                       cached, say=say).discover(cands, nightly_index=cfg.nightly_index,
+                                                 release_index=cfg.release_index,
+                                                 dates=_date_span(repo, cands))
     arts.remember_prebuilts(pb.to_json() for pb in found.fresh)
     notes = list(p.span.notes)
     kinds = [pb.kind for pb in found.by_position.values()]

@@ -186,8 +186,10 @@ class Runner:
     def time_left(self, left: int) -> float | None:
         """Seconds the search should still take: ``left`` probes, ``width`` at a time (a round
         of K probes cuts the window K+1 ways, worth log2(K+1) single probes), each at the mean
-        paid-for probe measured on this repository. None when nothing was measured yet."""
-        per = durations.probe_seconds(self.store, self.record.repo_path)
+        paid-for probe of this oracle measured on this repository. None when nothing was
+        measured yet: another oracle's probes are no estimate of this one's."""
+        per = durations.probe_seconds(self.store, self.record.repo_path,
+                                      self.record.oracle_sha256)
         if per is None or left <= 0:
             return None
         return math.ceil(left / math.log2(self.width + 1)) * per.mean_s

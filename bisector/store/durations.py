@@ -81,9 +81,13 @@ def repo_oracle_seconds(store: Store, repo_path: str) -> Measured | None:
         return _mean(float(d) for d in s.scalars(q))
 
 
-def probe_seconds(store: Store, repo_path: str) -> Measured | None:
+def probe_seconds(store: Store, repo_path: str, oracle_sha256: str | None = None
+                  ) -> Measured | None:
     """Mean paid-for probe of this repository: its wall time as the probe measured it, or, for
     a probe stored by an older bisector, the oracle run plus the build it made, if any.
+    ``oracle_sha256``: probes of that oracle only (the running estimate's: another oracle's
+    runs of the same repository say nothing about this one's; a 2 s check beside a 30 s
+    training step made "8 s left" take 35 s).
 
     A reused run cost nothing, so it does not count. Every probe counts from the moment it
     is stored, so a running bisection's own probes are in the figure too: on a repository never
@@ -96,6 +100,8 @@ def probe_seconds(store: Store, repo_path: str) -> Measured | None:
          .join(m.Bisection, m.Bisection.id == m.Probe.bisection_id)
          .outerjoin(m.Artifact, m.Artifact.id == m.RunRow.artifact_id)
          .where(m.Bisection.repo_path == repo_path, m.Probe.reused.is_(False)))
+    if oracle_sha256 is not None:
+        q = q.where(m.RunRow.oracle_sha256 == oracle_sha256)
     with store.session() as s:
         rows = s.execute(q).all()
     seconds = []
@@ -109,3 +115,27 @@ def probe_seconds(store: Store, repo_path: str) -> Measured | None:
         # A skip for a broken build stores the build's time as the run's: count it once.
         seconds.append((float(run_s) if ran else 0.0) + (float(built_s or 0) if fresh else 0.0))
     return _mean(seconds)
+
+
+# How a probe got its commit's package (the pipeline's ``obtained_as`` fact), for the steps
+# ``bisect plan`` prices besides builds (measured from artifacts) and oracle runs.
+OBTAINING = ("cached", "prebuilt", "overlay")
+
+
+def obtaining_seconds(store: Store, repo_path: str) -> dict[str, Measured]:
+    """Per way of obtaining a commit (:data:`OBTAINING`), the mean of what this repository's
+    paid-for probes spent besides the oracle run itself: downloading or overlaying the
+    package, making and installing the environment, collecting its facts."""
+    q = (select(m.RunRow.duration_s, m.RunRow.facts)
+         .select_from(m.Probe)
+         .join(m.RunRow, m.RunRow.id == m.Probe.run_id)
+         .join(m.Bisection, m.Bisection.id == m.Probe.bisection_id)
+         .where(m.Bisection.repo_path == repo_path, m.Probe.reused.is_(False)))
+    with store.session() as s:
+        rows = s.execute(q).all()
+    seen: dict[str, list[float]] = {k: [] for k in OBTAINING}
+    for run_s, facts in rows:
+        how, wall = (facts or {}).get("obtained_as"), (facts or {}).get("probe_s")
+        if how in seen and isinstance(wall, int | float):
+            seen[how].append(max(0.0, float(wall) - float(run_s or 0)))
+    return {k: got for k, values in seen.items() if (got := _mean(values)) is not None}

@@ -11,7 +11,7 @@ from typing import Any
 
 from bisector.app.demo.torchlet import generate
 from bisector.app.plan import DEFAULT_COSTS
-from tests.support import ROOT, run_cli
+from tests.support import ROOT, git, run_cli
 
 
 def plan(db: Path, repo: Path, good: str, bad: str, oracle: str, *extra: str) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def test_plan_after_a_bisection_reuses_its_verdicts_and_measured_costs(home: Pat
     assert sources["oracle"]["from"] == "measured"
     assert sources["oracle"]["over"] == "runs of this oracle"
     assert 0 < costs["build"] < DEFAULT_COSTS["build"] / 10  # seconds, not the hour default
-    assert sources["overlay"] == {"from": "default"}
+    assert sources["overlay"] == {"from": "default", "for": "torchlet projects"}
 
     # --cost still wins over a measurement.
     forced = plan(db, h.path, good, bad, "torchlet_norm", "--cost", "build=600")
@@ -75,4 +75,47 @@ def test_plan_after_a_bisection_reuses_its_verdicts_and_measured_costs(home: Pat
                    bad, "--oracle", "torchlet_norm").stdout
     assert f"stored verdicts in the range: {len(done['probes'])}" in text
     assert "the stored verdicts already answer this range" in text
-    assert "measured over" in text and "default" in text
+    assert "measured over" in text and "default for torchlet projects" in text
+
+
+def _python_project(path: Path, compiled: bool) -> list[str]:
+    """A small pure-Python package (or, ``compiled``, one with a C source) of 20 commits."""
+    path.mkdir()
+    (path / "pyproject.toml").write_text('[project]\nname = "tiny"\nversion = "0.1"\n')
+    (path / "tiny").mkdir()
+    if compiled:
+        (path / "tiny" / "speedups.c").write_text("int tiny_add(int a, int b) { return a + b; }\n")
+    git(path, "init", "-q", "-b", "main")
+    commits = []
+    for i in range(20):
+        (path / "tiny" / "__init__.py").write_text(f"VALUE = {i}\n")
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", f"value {i}")
+        commits.append(git(path, "rev-parse", "HEAD"))
+    return commits
+
+
+def test_a_cold_plan_of_a_small_python_project_is_priced_in_minutes(home: Path,
+                                                                     tmp_path: Path) -> None:
+    """Nothing measured yet: the defaults of this kind of project, never PyTorch's hour-long
+    build (a cold plan of a 12 s job once projected 8.4 h)."""
+    oracle = tmp_path / "check.py"
+    oracle.write_text("import tiny\nraise SystemExit(tiny.VALUE >= 13)\n")
+    db = home / "b.db"
+    shas = _python_project(tmp_path / "tiny", compiled=False)
+    cold = plan(db, tmp_path / "tiny", shas[0], shas[-1], str(oracle))
+    assert cold["cost_sources"]["build"] == {"from": "default", "for": "a pure-Python project"}
+    assert cold["costs"]["build"] < 60
+    assert 0 < cold["seconds_max"] < 3600, cold["seconds_max"]  # minutes, not hours
+    text = run_cli("--db", str(db), "plan", "--repo", str(tmp_path / "tiny"), "--good", shas[0],
+                   "--bad", shas[-1], "--oracle", str(oracle)).stdout
+    assert re.search(r"projected wall time: \d+ (s|min) on average, at most \d+ (s|min)\n",
+                     text), text
+    assert "default for a pure-Python project" in text
+
+    # The same project with a C source is priced as a compiled one: longer, still not PyTorch.
+    shas = _python_project(tmp_path / "tinyc", compiled=True)
+    compiled = plan(db, tmp_path / "tinyc", shas[0], shas[-1], str(oracle))
+    assert compiled["cost_sources"]["build"] == {"from": "default",
+                                                 "for": "a project with compiled sources"}
+    assert cold["costs"]["build"] < compiled["costs"]["build"] < DEFAULT_COSTS["build"]

@@ -4,6 +4,7 @@ the run's estimate of its time left, and the stored verdicts plan and runner bot
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.infra.owner import owner_id
+from bisector.oracle.script import Oracle, OracleMeta
 from bisector.run.runner import Runner
 from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import bisections, durations
@@ -22,12 +24,13 @@ from bisector.store.records import NewArtifact, NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, FakeSource, shas
 
 
-def bisection(store: Store, cands: list[str], repo: str = "/repo") -> int:
-    bisections.save_oracle(store, ORACLE.sha256, ORACLE.name, ORACLE.content.decode(), {})
+def bisection(store: Store, cands: list[str], repo: str = "/repo",
+              oracle: Oracle = ORACLE) -> int:
+    bisections.save_oracle(store, oracle.sha256, oracle.name, oracle.content.decode(), {})
     return bisections.create(
         store, candidates=cands, owner=owner_id(), repo_path=repo, good_ref="good",
-        bad_ref="bad", good_sha=cands[0], bad_sha=cands[-1], oracle_name=ORACLE.name,
-        oracle_sha256=ORACLE.sha256, polarity=Polarity.FAILURE.value, env_fingerprint="env0",
+        bad_ref="bad", good_sha=cands[0], bad_sha=cands[-1], oracle_name=oracle.name,
+        oracle_sha256=oracle.sha256, polarity=Polarity.FAILURE.value, env_fingerprint="env0",
         environment={}, settings={}, notes=[])
 
 
@@ -42,8 +45,9 @@ class Recorded(QuietEvents):
         self.starts.append((left, eta_s))
 
 
-def run(store: Store, bid: int, cands: list[str], culprit: int, events: Recorded) -> None:
-    Runner(store, bisections.get(store, bid), cands, ORACLE, Rules(), FakeSource(),
+def run(store: Store, bid: int, cands: list[str], culprit: int, events: Recorded,
+        oracle: Oracle = ORACLE) -> None:
+    Runner(store, bisections.get(store, bid), cands, oracle, Rules(), FakeSource(),
            FakeExecutor(cands, culprit, sleep_s=0.02), slots=[None], events=events).run()
 
 
@@ -110,6 +114,27 @@ def test_time_left_comes_from_probes_measured_on_this_repository(store: Store) -
     other, theirs = Recorded(), [f"{i:040x}" for i in range(200, 208)]
     run(store, bisection(store, theirs, repo="/other"), theirs, 5, other)
     assert other.starts[0][1] is None
+
+
+def test_time_left_counts_only_probes_of_the_same_oracle(store: Store) -> None:
+    """Another oracle's probes of the same repository are no estimate of this one's (a 30 s
+    training step beside a 2 s check made "8 s left" take 35 s): a run of a new oracle says
+    nothing until its own first probe is measured, then counts its own probes only."""
+    training = Oracle("training", Path("training.py"), b"train()\n", OracleMeta())
+    cands = shas(64)
+    run(store, bisection(store, cands, oracle=training), cands, 40, Recorded(), training)
+    theirs = durations.probe_seconds(store, "/repo", training.sha256)
+    assert theirs is not None and durations.probe_seconds(store, "/repo", ORACLE.sha256) is None
+
+    check, newer = Recorded(), [f"{i:040x}" for i in range(300, 340)]
+    run(store, bisection(store, newer), newer, 12, check)
+    assert check.starts[0][1] is None and check.starts[1][1] is None
+    assert all(eta is not None for _, eta in check.starts[2:])
+    mine = durations.probe_seconds(store, "/repo", ORACLE.sha256)
+    assert mine is not None and mine.count == len(check.starts)
+    # The repository's figure over both oracles still counts every paid-for probe.
+    every = durations.probe_seconds(store, "/repo")
+    assert every is not None and every.count == mine.count + theirs.count
 
 
 def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store) -> None:

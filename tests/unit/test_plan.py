@@ -15,6 +15,7 @@ from bisector.app.plan import (
     make_plan,
     parse_costs,
     price,
+    project_costs,
     simulate,
 )
 from bisector.artifacts.ranking import COST
@@ -22,6 +23,7 @@ from bisector.base.errors import UsageError
 from bisector.core.sampling import Kind, Sampling, sampling_for
 from bisector.core.search import Verdict
 from bisector.oracle.script import OracleMeta
+from bisector.project.profiles import GENERIC, PYTORCH, TORCHLET
 from bisector.store.durations import Measured
 
 G, B, S = Verdict.GOOD, Verdict.BAD, Verdict.SKIP
@@ -95,6 +97,27 @@ def test_costs_come_from_the_flag_then_measurements_then_defaults() -> None:
         "measured over 7 source builds of this repository"
     assert describe_source(sources["oracle"]) == "--cost"
     assert describe_source(sources["overlay"]) == "default"
+
+
+def test_a_project_is_priced_by_its_profile_before_anything_is_measured() -> None:
+    """PyTorch's hour-long build prices PyTorch only: a generic project is pure Python unless
+    its tree has compiled sources, and what was measured still wins over any default."""
+    pytorch, why = project_costs(PYTORCH, compiled=True)
+    assert pytorch == {} and why == "pytorch projects"  # plan's defaults are PyTorch's
+    small, why = project_costs(GENERIC, compiled=False)
+    assert why == "a pure-Python project" and small["build"] < 60
+    compiled, why = project_costs(GENERIC, compiled=True)
+    assert why == "a project with compiled sources"
+    assert small["build"] < compiled["build"] < DEFAULT_COSTS["build"]
+    assert project_costs(TORCHLET, compiled=True)[0]["build"] < 60
+
+    measured = {"oracle": (Measured(12.0, 3), "runs of this oracle")}
+    costs, sources = price({}, measured, small, "a pure-Python project")
+    assert costs["oracle"] == 12.0 and sources["oracle"]["from"] == "measured"
+    assert costs["build"] == small["build"]
+    assert describe_source(sources["build"]) == "default for a pure-Python project"
+    # Ten probes of a small project: minutes, where PyTorch's defaults said hours.
+    assert 10 * (costs["build"] + costs["oracle"]) < 3600 < 10 * DEFAULT_COSTS["build"]
 
 
 def test_parse_costs_returns_only_what_was_given() -> None:

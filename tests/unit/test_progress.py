@@ -12,7 +12,8 @@ import httpx
 from rich.console import Console
 
 from bisector.artifacts.index import whole_size
-from bisector.cli.progress import RichEvents, clock
+from bisector.base.events import Every, step, steps_to
+from bisector.cli.progress import RichEvents, clock, download_line
 from bisector.core.search import Verdict
 from bisector.infra.proc import follow
 
@@ -154,3 +155,85 @@ def test_follow_without_a_callback_does_nothing(tmp_path: Path) -> None:
     before = threading.active_count()
     with follow(tmp_path / "nothing.log", None):
         assert threading.active_count() == before
+
+
+def line_events() -> tuple[RichEvents, io.StringIO, Clock]:
+    """Events as a log or CI sees them: rows become lines, printed when :meth:`tick` finds
+    them due (the ticker thread's work, called here with a clock the test moves)."""
+    out = io.StringIO()
+    ev = RichEvents(Console(file=out, width=300, color_system=None, force_terminal=False))
+    assert ev.lines
+    tick = Clock()
+    ev.progress.get_time = tick
+    ev._stop.set()  # the test ticks by hand
+    return ev, out, tick
+
+
+def test_without_a_terminal_a_step_that_lasts_gets_a_line_and_a_quick_one_none() -> None:
+    ev, out, tick = line_events()
+    try:
+        ev.status("listing torchlet on the nightly index http://127.0.0.1:1/i/torchlet/")
+        tick.now += 0.5
+        ev.tick()
+        assert out.getvalue() == ""  # under a second: a quick command's output stays as it was
+        ev.status("reading the commit of 3 nightly wheel(s) not seen before")
+        tick.now += 1.5
+        ev.tick()
+        assert out.getvalue() == ("reading the commit of 3 nightly wheel(s) not seen before "
+                                  "(1 s so far)\n")
+        ev.tick()  # said once, then again only after a long while
+        tick.now += 61
+        ev.tick()
+        assert out.getvalue().splitlines()[-1].endswith("(1 min 02 s so far)")
+        sha = "ab" * 20
+        ev.phase(sha, f"installing torchlet-0.1.whl for {sha[:12]}")
+        tick.now += 2
+        ev.tick()
+        assert out.getvalue().splitlines()[-1] == (f"installing torchlet-0.1.whl for "
+                                                   f"{sha[:12]} (2 s so far)")
+    finally:
+        ev.close()
+
+
+def test_without_a_terminal_a_download_line_has_bytes_speed_and_time_left() -> None:
+    ev, out, tick = line_events()
+    try:
+        for _ in range(3):
+            tick.now += 1
+            ev.download("torch.whl", int((tick.now - 1000) * 2**20), 10 * 2**20)
+        ev.tick()
+        assert out.getvalue().splitlines() == [
+            "downloading torch.whl: 3.0 MiB of 10.0 MiB (30%), 1.0 MiB/s, about 7 s left"]
+        ev.download("torch.whl", 10 * 2**20, 10 * 2**20)  # the end
+        assert out.getvalue().splitlines()[-1].startswith("downloaded torch.whl: 10.0 MiB in ")
+    finally:
+        ev.close()
+
+
+def test_download_line_without_a_size_says_bytes_and_speed_only() -> None:
+    assert download_line("t.whl", 3 * 2**20, None, 2**20, None) == (
+        "downloading t.whl: 3.0 MiB so far (the server did not say the size), 1.0 MiB/s")
+    assert download_line("t.whl", 0, 100, None, None) == (
+        "downloading t.whl: 0.0 MiB of 0.0 MiB (0%)")
+
+
+def test_every_lets_through_the_first_call_then_one_per_period() -> None:
+    tick = Clock()
+    often = Every(0.5, clock=tick)
+    seen = []
+    for _ in range(10):
+        seen.append(often.due())
+        tick.now += 0.125  # exact in binary: no rounding at the period
+    assert seen == [True, False, False, False, True, False, False, False, True, False]
+
+
+def test_steps_reach_the_probe_that_runs_in_this_thread_only() -> None:
+    heard: list[str] = []
+    step("nobody listens")  # outside a probe: nothing, no error
+    with steps_to(heard.append):
+        step("creating an environment")
+        other = threading.Thread(target=step, args=("another thread's step",))
+        other.start()
+        other.join()
+    step("after the probe")
+    assert heard == ["creating an environment"]

@@ -11,7 +11,9 @@ Fault knobs (a real server misbehaving, not a mock of the client): ``garbage`` p
 a page that is not an index, ``gone`` files are listed but answer 404 (an expired nightly),
 ``bad_hash`` files are listed with a wrong sha256, ``unlisted`` files are served but left out
 of the project page (a nightly past the index window: only its direct URL finds it; in
-``gone`` too, it is pruned altogether).
+``gone`` too, it is pruned altogether). A slow link: ``slow_s`` spreads each whole-file GET
+over that many seconds (throttled writes), and ``no_length`` files are sent without a
+Content-Length (the body ends when the connection closes), as some servers and proxies do.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import zipfile
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +41,11 @@ class IndexState:
     hashes_in_links: set[str] = field(default_factory=set)  # index names whose links carry one
     requests: list[tuple[str, str, str]] = field(default_factory=list)  # method, path, range
     bytes_sent: int = 0
+    slow_s: float = 0.0
+    no_length: set[str] = field(default_factory=set)
+
+
+SLOW_PIECES = 40  # a slow file is written in this many pieces, a sleep between them
 
 
 def _sha256(p: Path) -> str:
@@ -139,7 +147,27 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(206, chunk, "application/octet-stream", head, {
                 "Content-Range": f"bytes {start}-{start + len(chunk) - 1}/{len(data)}",
                 "Accept-Ranges": "bytes"})
+        if st.slow_s > 0 or name in st.no_length:
+            return self._slow(data, head, sized=name not in st.no_length)
         self._send(200, data, "application/octet-stream", head, {"Accept-Ranges": "bytes"})
+
+    def _slow(self, data: bytes, head: bool, sized: bool) -> None:
+        """The whole file over a slow link: in pieces, ``slow_s`` in all; without a size the
+        connection closes after it (HTTP/1.0, the server's default here)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if sized:
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        if head:
+            return
+        piece = max(1, -(-len(data) // SLOW_PIECES))
+        for i in range(0, len(data), piece):
+            self.wfile.write(data[i:i + piece])
+            self.wfile.flush()
+            self.state.bytes_sent += len(data[i:i + piece])
+            time.sleep(self.state.slow_s / SLOW_PIECES)
 
 
 class IndexServer:

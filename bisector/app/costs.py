@@ -1,0 +1,114 @@
+"""What a step of a bisection costs, in seconds, for ``bisect plan``: the user's ``--cost``, else
+what the step took on this repository (:mod:`bisector.store.durations`), else the defaults of
+this kind of project (its profile's), else PyTorch-sized defaults. Every figure says where it
+came from, because a default build of an hour is right for PyTorch and wrong by three orders of
+magnitude for a small project (a cold plan of a 12 s job once projected 8.4 h).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import git
+
+from bisector.base import defaults
+from bisector.base.errors import UsageError
+from bisector.project.profiles import COMPILED_BUILD_S, COMPILED_SUFFIXES, GENERIC, Profile
+from bisector.store.durations import Measured
+
+# Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
+# took 22 s; a torch-sized env from a cached wheel ~2 s (make bench); a 2.5 GB nightly download
+# plus env ~2 min on a 200 Mbit/s link; a cold single-arch CUDA source build 30-60 min.
+DEFAULT_COSTS: dict[str, float] = {
+    "oracle": 30.0, "cached": 2.0, "prebuilt": 120.0, "overlay": 10.0, "build": 3600.0,
+    "broken": 0.0,
+}
+
+
+def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured, str]],
+          project: Mapping[str, float] | None = None, kind: str | None = None,
+          ) -> tuple[dict[str, float], dict[str, dict[str, Any]]]:
+    """Seconds per step and where each figure came from: ``--cost`` first, then what the step
+    took on this repository (``measured``: step -> (mean, what it is a mean over)), then the
+    defaults of this kind of project (``project``, named ``kind``: see :func:`project_costs`),
+    then :data:`DEFAULT_COSTS`."""
+    costs: dict[str, float] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    for step, default in DEFAULT_COSTS.items():
+        if step in overrides:
+            costs[step], sources[step] = overrides[step], {"from": "--cost"}
+        elif step in measured:
+            m, what = measured[step]
+            costs[step] = m.mean_s
+            sources[step] = {"from": "measured", "count": m.count, "over": what}
+        elif project and step in project:
+            costs[step], sources[step] = project[step], {"from": "default", "for": kind}
+        else:
+            costs[step], sources[step] = default, {"from": "default"}
+    return costs, sources
+
+
+def project_costs(profile: Profile, compiled: bool) -> tuple[dict[str, float], str]:
+    """The defaults a never-measured repository is priced with, by its profile, and what kind
+    of project that is: PyTorch's hour-long build only for PyTorch. A generic project is
+    priced as pure Python unless its tree has compiled sources."""
+    costs = dict(profile.costs)
+    if profile is not GENERIC:
+        return costs, f"{profile.name} projects"
+    if compiled:
+        costs["build"] = COMPILED_BUILD_S
+        return costs, "a project with compiled sources"
+    return costs, "a pure-Python project"
+
+
+def has_compiled_sources(repo: git.Repo, sha: str) -> bool:
+    """Whether the tree of ``sha`` has a file a compiler builds (C, C++, CUDA, Cython, Rust,
+    Fortran, Go): one ``ls-tree``, whose names are only compared, never run."""
+    try:
+        names = str(repo.git.ls_tree("-r", "--name-only", sha)).splitlines()
+    except git.GitCommandError:
+        return False
+    return any(n.lower().endswith(COMPILED_SUFFIXES) for n in names)
+
+
+def describe_source(source: Mapping[str, Any]) -> str:
+    """``measured over 11 source builds of this repository``, ``default for a pure-Python
+    project``, ``default`` or ``--cost``."""
+    if source.get("from") == "measured":
+        return f"measured over {source['count']} {source['over']}"
+    if source.get("from") == "default" and source.get("for"):
+        return f"default for {source['for']}"
+    return str(source.get("from", "default"))
+
+
+def parse_costs(items: tuple[str, ...]) -> dict[str, float]:
+    """The ``--cost STEP=SECONDS`` overrides, checked; steps not named are priced by
+    :func:`price` (measured here, else a default)."""
+
+    costs: dict[str, float] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in DEFAULT_COSTS:
+            raise UsageError(f"--cost {item!r}: unknown step {name!r}; "
+                             f"choose one of {', '.join(DEFAULT_COSTS)}")
+        try:
+            costs[name] = float(value)
+        except ValueError:
+            raise UsageError(f"--cost {item!r}: {value!r} is not a number of seconds") from None
+        if costs[name] < 0:
+            raise UsageError(f"--cost {item!r}: seconds cannot be negative")
+        if not (math.isfinite(costs[name]) and costs[name] <= defaults.MAX_SECONDS):
+            # nan compares false with everything: every projection said "nan"
+            raise UsageError(f"--cost {item[:60]!r}: give finite seconds from 0 to "
+                             f"{defaults.MAX_SECONDS:.0f} (30 days)")
+    return costs
+
+
+def human(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
