@@ -76,3 +76,9 @@ WORKER_SHUTDOWN_S = 240.0
 # The prior from the failure (core/prior.py): the share of the probability mass the evidence
 # moves onto the commits it points at; the rest stays uniform (see core/prior.py for why 0.5).
 PRIOR_WEIGHT = 0.5
+
+# The oracle's environment (base/oracle_env.py): variables with these prefixes change what
+# torch, dynamo, inductor, Triton and CUDA do (TORCH_LOGS, TORCHINDUCTOR_FREEZING, ...), so the
+# ones a run inherits are recorded, key its verdicts and appear in the reproduce line.
+ORACLE_ENV_PREFIXES = ("TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TRITON_", "CUDA_",
+                       "PYTORCH_")
