@@ -125,18 +125,29 @@ def between(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
             min(after, key=lambda pb: pb["position"]))
 
 
-def versions(facts: dict[str, Any], environment: dict[str, Any]) -> str:
-    """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts)."""
+def versions(facts: dict[str, Any], environment: dict[str, Any],
+             project: dict[str, str] | None = None) -> str:
+    """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts).
+
+    The project's own lines say its name (``project``, from :func:`reports.project_words`):
+    a project other than PyTorch never reads "PyTorch version: N/A"; torch's lines are there
+    only where torch was installed beside it."""
     ex = environment.get("executor", {})
     na = "N/A"
     cuda = facts.get("torch_cuda")
-    # A project other than torch (a profile's package) is named as itself, not as PyTorch.
-    name, version = (("PyTorch", facts["torch"]) if facts.get("torch") else
-                     (facts.get("package", "PyTorch"), facts.get("package_version", na)))
-    lines = [
-        f"{name} version: {version}",
-        f"{name} git version: {facts.get('torch_git_version') or facts.get('git_version', na)}",
-        f"CUDA used to build PyTorch: {cuda or na}",
+    # No project (a caller with facts alone): torch's lines when the facts are torch's.
+    torch = (project["package"] == "torch" if project else
+             bool(facts.get("torch")) or facts.get("package") in (None, "torch"))
+    name = "PyTorch" if torch else (project or {}).get("name") or facts.get("package") \
+        or "Package"
+    version = facts.get("torch", na) if torch else facts.get("package_version") or na
+    git_version = (facts.get("torch_git_version") if torch else facts.get("git_version")) or na
+    lines = [f"{name} version: {version}", f"{name} git version: {git_version}"]
+    if not torch and facts.get("torch"):
+        lines.append(f"PyTorch version: {facts['torch']}")
+    if torch or facts.get("torch"):
+        lines.append(f"CUDA used to build PyTorch: {cuda or na}")
+    lines += [
         "",
         f"OS: {facts.get('platform', ex.get('system', na))} "
         f"({facts.get('machine', ex.get('machine', na))})",
@@ -234,5 +245,6 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
               *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
               "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
-              "### Versions", "", *fence(scrub(versions(culprit_facts(d), d["environment"])))]
+              "### Versions", "", *fence(scrub(versions(culprit_facts(d), d["environment"],
+                                                    d.get("project"))))]
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
 from bisector.infra.owner import owner_alive
 from bisector.project import history
+from bisector.project.profiles import get_profile
 from bisector.run.config import RunConfig, reproduce_command
 from bisector.run.prior import note as prior_note
 from bisector.store import bisections, views
@@ -133,6 +134,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         # report names the two nightlies the regression falls between.
         "prebuilts": [{"position": pb.position, "sha": pb.wheel.commit, "kind": pb.wheel.kind,
                        "version": pb.wheel.version} for pb in cfg.prebuilts],
+        "project": project_words(cfg.profile, slug or b.repo_path),
         "polarity": cfg.rules.polarity.value,
         "find_fix": cfg.rules.find_fix,
         "on_timeout": cfg.rules.on_timeout.value,
@@ -198,6 +200,22 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
     data["rounds"] = len({p["round"] for p in data["probes"]
                           if p["round"] is not None and not p["reused"]})
     return data
+
+
+def project_words(profile: str, repo: str) -> dict[str, str]:
+    """How the reports name the project and what a probe installs, by its profile: PyTorch
+    and torch for PyTorch; a package's own name otherwise (a torchlet bisection never reads
+    "torch from" or "PyTorch version: N/A"); a project with no package (the generic profile)
+    by its repository's name, and "package" for what it installs."""
+    try:
+        prof = get_profile(profile)
+    except Exception:  # a profile this bisector no longer has: named by the repository
+        prof = None
+    if prof is not None and prof.distribution == "torch":
+        return {"profile": profile, "name": "PyTorch", "package": "torch"}
+    dist = prof.distribution if prof is not None else None
+    return {"profile": profile, "name": dist or repo.rstrip("/").rsplit("/", 1)[-1] or profile,
+            "package": dist or "package"}
 
 
 def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
@@ -266,7 +284,8 @@ def show_markdown(d: dict[str, Any]) -> str:
                      f"{sum(b['seconds'] for b in builds):.0f}s in all{cache}")
     for note in d["notes"]:
         lines.append(f"- Note: {md(note)}")
-    lines += ["", "| # | commit | verdict | time | torch from | reason | subject |",
+    package = (d.get("project") or {}).get("package", "torch")
+    lines += ["", f"| # | commit | verdict | time | {md(package)} from | reason | subject |",
               "|---|---|---|---|---|---|---|"]
     for p in d["probes"]:
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
