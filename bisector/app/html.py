@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from bisector.app.reports import culprit_facts
+from bisector.run.prior import note as prior_note
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("bisector.app", "templates"),
@@ -105,6 +106,7 @@ def _wheel_day(version: str) -> str:
 def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
     # The culprit's own facts, as the issue report's Versions block: not the first probe's.
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
+            "prior_line": prior_note(d["prior"]) if d.get("prior") else "",
             "repo_name": d["github"] or Path(d["repo"]).name}
 
 

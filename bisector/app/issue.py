@@ -19,6 +19,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from bisector.app import compile_debug
 from bisector.app.reports import (
     confirmation_summary,
     culprit_facts,
@@ -33,6 +34,7 @@ from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
 from bisector.run.config import Request, reproduce_command
+from bisector.run.prior import note as prior_note
 
 _SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
 # Paths that name a person wherever they appear: home folders and Inductor's per-user cache.
@@ -92,10 +94,19 @@ def portable_request(req: Request, repo_name: str, good: str | None = None,
     return replace(req, **changes)
 
 
+def portable(d: dict[str, Any], req: Request) -> Request:
+    """The bisection's request as another machine would type it (:func:`portable_request`)."""
+    return portable_request(req, _clone_name(d), d["good"].get("portable"),
+                            d["bad"].get("portable"))
+
+
+def _clone_name(d: dict[str, Any]) -> str:
+    return (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
+
+
 def reproduce(d: dict[str, Any], req: Request) -> str:
-    name = (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
-    line = reproduce_command(portable_request(req, name, d["good"].get("portable"),
-                                              d["bad"].get("portable")))
+    name = _clone_name(d)
+    line = reproduce_command(portable(d, req))
     if d["github"]:
         return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
     return line
@@ -224,6 +235,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
     lines += [f"Bisected {rng} ({d['candidates']} commits, {d['walk']}) with "
               f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
               f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
+    if d.get("prior"):  # which prior the search used and the probes it saved (--prior)
+        lines += [md(prior_note(d["prior"])) + ".", ""]
     by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
     pos = culprit_position(d)
     if pos is not None and pos in by_pos:
@@ -233,6 +246,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         label = ("its parent" if d["walk"] == "first-parent"
                  else "the commit before it in the range")
         lines += _output(by_pos[pos - 1], label, new, old, scrub)
+    debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
+    lines += [*debug[1:], ""] if debug else []
     saved = portable_request(req, "").oracle
     save_as = (f" (save it as <code>{html.escape(saved[2:])}</code>)" if saved.startswith("./")
                else "")

@@ -11,14 +11,16 @@ from typing import Any
 
 import git
 
+from bisector.app import compile_debug
 from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
 from bisector.infra.owner import owner_alive
 from bisector.project import history
-from bisector.project.profiles import get_profile
+from bisector.project.profiles import report_names as project_words
 from bisector.run.config import RunConfig, reproduce_command
 from bisector.run.prior import note as prior_note
+from bisector.run.prior import view as prior_view
 from bisector.store import bisections, views
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
@@ -150,9 +152,10 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
         "reproduce": reproduce_command(cfg.request),
         # Which prior the search used (--prior), its evidence, and the probes it saved.
-        "prior": (b.result or {}).get("prior") or {
+        "prior": prior_view((b.result or {}).get("prior") or {
             "mode": cfg.request.prior.value, "used": None,
             "why": "built once the bad endpoint has failed in this bisection"},
+            b.n_candidates),
         "probes": [],
         "oracle_runs": 0,
         "rounds": 0,
@@ -199,23 +202,9 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             entry["raw_verdict"], entry["verdict"] = entry["verdict"], decided[entry["position"]]
     data["rounds"] = len({p["round"] for p in data["probes"]
                           if p["round"] is not None and not p["reused"]})
+    # A compile failure: the commands that show what dynamo/inductor did at the culprit.
+    data["compile_debug"] = compile_debug.hints(data, cfg.request)
     return data
-
-
-def project_words(profile: str, repo: str) -> dict[str, str]:
-    """How the reports name the project and what a probe installs, by its profile: PyTorch
-    and torch for PyTorch; a package's own name otherwise (a torchlet bisection never reads
-    "torch from" or "PyTorch version: N/A"); a project with no package (the generic profile)
-    by its repository's name, and "package" for what it installs."""
-    try:
-        prof = get_profile(profile)
-    except Exception:  # a profile this bisector no longer has: named by the repository
-        prof = None
-    if prof is not None and prof.distribution == "torch":
-        return {"profile": profile, "name": "PyTorch", "package": "torch"}
-    dist = prof.distribution if prof is not None else None
-    return {"profile": profile, "name": dist or repo.rstrip("/").rsplit("/", 1)[-1] or profile,
-            "package": dist or "package"}
 
 
 def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
@@ -309,6 +298,7 @@ def show_markdown(d: dict[str, Any]) -> str:
             verdict = {"bad": new}.get(p["verdict"], p["verdict"])
             lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
                       f"{md(p['reason'])}), last lines:", *fence(tail(p["output_tail"]))]
+    lines += compile_debug.markdown(d.get("compile_debug"))
     if d["reproduce"]:
         lines += ["", "Reproduce with:", *fence(d["reproduce"])]
     return "\n".join(lines)
