@@ -102,8 +102,8 @@ def hints(d: dict[str, Any], req: Request) -> dict[str, Any] | None:
                                               "TORCH_COMPILE_DEBUG_DIR": debug})},
             {"what": "A structured trace for tlparse (pip install tlparse; it writes an HTML "
                      "report of every graph, guard and recompile)",
-             "command": check_line(req, sha, {"TORCH_TRACE": trace})
-             + f'\ntlparse "{trace}"'},
+             "command": check_line(req, sha, {"TORCH_TRACE": trace}),
+             "then": f'tlparse "{trace}"'},
         ],
     }
 
@@ -115,6 +115,7 @@ def markdown(h: dict[str, Any] | None, scrub: Any = None) -> list[str]:
     lines = ["", "Debugging the compile failure at the culprit (each command runs the oracle "
              "once there with `bisect check`):"]
     for step in h["steps"]:
-        text = scrub(step["command"]) if scrub else step["command"]
+        text = "\n".join(x for x in (step["command"], step.get("then")) if x)
+        text = scrub(text) if scrub else text
         lines += ["", f"- {step['what']}:", *fence(text, "sh")]
     return lines

@@ -59,19 +59,18 @@ def test_every_hint_is_a_check_line_the_cli_takes_at_the_culprit() -> None:
     assert h is not None and len(h["steps"]) == 3
     seen: list[tuple[str, ...]] = []
     for step in h["steps"]:
-        first, *rest = step["command"].splitlines()
+        first = step["command"]
         params = _parse(first)
         assert params["commit"] == CULPRIT and params["oracle"] == "my_oracle"
         assert params["repo"] == Path("/src/pytorch") and params["match"] == "InductorError"
         assert "TORCHINDUCTOR_FREEZING=1" in params["env_words"]  # the bisection's own env
         assert "HF_TOKEN=***" in params["env_words"] and "hf_x" not in first
         seen.append(params["env_words"])
-        if rest:
-            assert rest == [f'tlparse "$PWD/trace-{CULPRIT[:12]}"']
     assert f"TORCH_LOGS={compile_debug.LOGS}" in seen[0]
     assert {"TORCHDYNAMO_REPRO_AFTER=aot", "TORCHDYNAMO_REPRO_LEVEL=4",
             f"TORCH_COMPILE_DEBUG_DIR=$PWD/compile-debug-{CULPRIT[:12]}"} <= set(seen[1])
     assert f"TORCH_TRACE=$PWD/trace-{CULPRIT[:12]}" in seen[2]
+    assert h["steps"][2]["then"] == f'tlparse "$PWD/trace-{CULPRIT[:12]}"'
 
 
 def test_a_command_oracle_goes_after_the_dashes() -> None:
