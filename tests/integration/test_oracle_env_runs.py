@@ -15,7 +15,7 @@ import pytest
 from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.cli import start
 from bisector.run.config import request_from
-from tests.support import bisect, copy_world, invoke, one_line_error, run_cli
+from tests.support import copy_world, invoke, one_line_error, run_cli
 
 # Fails when the oracle does not see the variable the bisection recorded: the run and the
 # record cannot disagree.

@@ -12,7 +12,7 @@ from bisector.base import oracle_env
 from bisector.base.errors import UsageError
 from bisector.cli import start
 from bisector.executors.local import LocalExecutor, SystemExecutor
-from bisector.run.config import Request, request_from, reproduce_command
+from bisector.run.config import Request, reproduce_command, request_from
 
 pytestmark = pytest.mark.unit
 
