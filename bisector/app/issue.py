@@ -140,9 +140,10 @@ def versions(facts: dict[str, Any], environment: dict[str, Any],
              project: dict[str, str] | None = None) -> str:
     """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts).
 
-    The project's own lines say its name (``project``, from :func:`reports.project_words`):
-    a project other than PyTorch never reads "PyTorch version: N/A"; torch's lines are there
-    only where torch was installed beside it."""
+    The project's own lines say its name (``project``, from
+    :func:`bisector.project.profiles.report_names`): a project other than PyTorch never reads
+    "PyTorch version: N/A"; torch's lines are there only where torch was installed beside it.
+    """
     ex = environment.get("executor", {})
     na = "N/A"
     cuda = facts.get("torch_cuda")
