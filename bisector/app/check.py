@@ -8,6 +8,7 @@ already installed on this host (``system``), a given wheel, or a commit built fr
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
 from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
+from bisector.base import oracle_env
 from bisector.base.errors import BisectorError, BuildError, UsageError
 from bisector.core.search import Verdict
 from bisector.core.verdict import Polarity
@@ -67,6 +69,8 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -
     current folder (there is no commit to export)."""
     req.check()
     system, wheel, commit, repo = req.system, req.wheel, req.commit, req.repo
+    # What this shell passes on (TORCH_LOGS, ...) and --env: the run's facts say it.
+    env = oracle_env.parse(oracle_env.resolve(req.env, os.environ))
     oracle = oracle_for(req.oracle, req.command, timeout=req.timeout,
                         dependencies=req.dependency)
     oracle, rules = judge_for(oracle, req.regress, match=req.match)
@@ -74,34 +78,34 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -
     interpreter = choose_python(req.python, profile.import_name)
     note(interpreter.note)
     python = interpreter.path
-    executor = env_executor(python, profile.import_name)
+    executor = env_executor(python, profile.import_name, env=env)
     sha = ""
     if system:
-        inst, env = Installable("system", "system"), f"system Python {python}"
-        executor = env_executor(python, profile.import_name, system=True)
+        inst, where = Installable("system", "system"), f"system Python {python}"
+        executor = env_executor(python, profile.import_name, system=True, env=env)
     elif wheel is not None:
         if not wheel.is_file():
             raise UsageError(f"wheel {wheel} does not exist: check the path")
         key = hashlib.sha256(f"wheel:{file_sha256(wheel)}".encode()).hexdigest()
-        env = f"wheel {wheel.name}"
-        inst = Installable(key, env, wheel=wheel)
+        where = f"wheel {wheel.name}"
+        inst = Installable(key, where, wheel=wheel)
     else:
         assert commit is not None
         r = history.open_repo(repo)
         sha = history.resolve(r, commit, "commit")
-        executor = env_executor(python, profile.import_name, repo=repo)
+        executor = env_executor(python, profile.import_name, repo=repo, env=env)
         key, _ = build_key(profile, sha, python)
         built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python))
         if not built.ok or built.wheel is None:
             raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
                              f"(log: {built.log_path})")
-        env = f"source build of {sha[:12]}"
-        inst = Installable(key, env, wheel=built.wheel)
+        where = f"source build of {sha[:12]}"
+        inst = Installable(key, where, wheel=built.wheel)
     res = ready_pipeline(inst, executor, oracle, rules).probe(0, sha, gpu=req.gpu)
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known
         sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")
-    return CheckResult(oracle, res.verdict, rules.polarity, run, env, python)
+    return CheckResult(oracle, res.verdict, rules.polarity, run, where, python)
 
 
 def _profile(repo: Path, commit: str | None, name: str | None) -> Profile:

@@ -21,6 +21,7 @@ from bisector.app.reports import culprit_facts
 from bisector.base import defaults
 from bisector.base.kinds import State
 from bisector.run.pipeline import PHASES
+from bisector.run.prior import note as prior_note
 
 _env = jinja2.Environment(
     loader=jinja2.PackageLoader("bisector.app", "templates"),
@@ -150,6 +151,7 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
     # An unfinished bisection has no issue to report yet: its page says how far it got.
     finished = d["state"] in {s.value for s in State if s.finished}
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
+            "prior_line": prior_note(d["prior"]) if d.get("prior") else "",
             "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
             "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": phase_rows(d),
             "phase_names": PHASES}

@@ -19,6 +19,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from bisector.app import compile_debug
 from bisector.app.reports import (
     confirmation_summary,
     culprit_facts,
@@ -33,6 +34,7 @@ from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
 from bisector.run.config import Request, reproduce_command
+from bisector.run.prior import note as prior_note
 
 _SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
 # Paths that name a person wherever they appear: home folders and Inductor's per-user cache.
@@ -93,10 +95,19 @@ def portable_request(req: Request, repo_name: str, good: str | None = None,
     return replace(req, **changes)
 
 
+def portable(d: dict[str, Any], req: Request) -> Request:
+    """The bisection's request as another machine would type it (:func:`portable_request`)."""
+    return portable_request(req, _clone_name(d), d["good"].get("portable"),
+                            d["bad"].get("portable"))
+
+
+def _clone_name(d: dict[str, Any]) -> str:
+    return (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
+
+
 def reproduce(d: dict[str, Any], req: Request) -> str:
-    name = (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
-    line = reproduce_command(portable_request(req, name, d["good"].get("portable"),
-                                              d["bad"].get("portable")))
+    name = _clone_name(d)
+    line = reproduce_command(portable(d, req))
     if d["github"]:
         return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
     return line
@@ -126,18 +137,30 @@ def between(d: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
             min(after, key=lambda pb: pb["position"]))
 
 
-def versions(facts: dict[str, Any], environment: dict[str, Any]) -> str:
-    """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts)."""
+def versions(facts: dict[str, Any], environment: dict[str, Any],
+             project: dict[str, str] | None = None) -> str:
+    """The environment in the layout of ``torch.utils.collect_env`` (from recorded facts).
+
+    The project's own lines say its name (``project``, from
+    :func:`bisector.project.profiles.report_names`): a project other than PyTorch never reads
+    "PyTorch version: N/A"; torch's lines are there only where torch was installed beside it.
+    """
     ex = environment.get("executor", {})
     na = "N/A"
     cuda = facts.get("torch_cuda")
-    # A project other than torch (a profile's package) is named as itself, not as PyTorch.
-    name, version = (("PyTorch", facts["torch"]) if facts.get("torch") else
-                     (facts.get("package", "PyTorch"), facts.get("package_version", na)))
-    lines = [
-        f"{name} version: {version}",
-        f"{name} git version: {facts.get('torch_git_version') or facts.get('git_version', na)}",
-        f"CUDA used to build PyTorch: {cuda or na}",
+    # No project (a caller with facts alone): torch's lines when the facts are torch's.
+    torch = (project["package"] == "torch" if project else
+             bool(facts.get("torch")) or facts.get("package") in (None, "torch"))
+    name = "PyTorch" if torch else (project or {}).get("name") or facts.get("package") \
+        or "Package"
+    version = facts.get("torch", na) if torch else facts.get("package_version") or na
+    git_version = (facts.get("torch_git_version") if torch else facts.get("git_version")) or na
+    lines = [f"{name} version: {version}", f"{name} git version: {git_version}"]
+    if not torch and facts.get("torch"):
+        lines.append(f"PyTorch version: {facts['torch']}")
+    if torch or facts.get("torch"):
+        lines.append(f"CUDA used to build PyTorch: {cuda or na}")
+    lines += [
         "",
         f"OS: {facts.get('platform', ex.get('system', na))} "
         f"({facts.get('machine', ex.get('machine', na))})",
@@ -225,6 +248,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
     lines += [f"Bisected {rng} ({d['candidates']} commits, {d['walk']}) with "
               f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
               f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
+    if d.get("prior"):  # which prior the search used and the probes it saved (--prior)
+        lines += [md(prior_note(d["prior"])) + ".", ""]
     by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
     pos = culprit_position(d)
     if pos is not None and pos in by_pos:
@@ -234,6 +259,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         label = ("its parent" if d["walk"] == "first-parent"
                  else "the commit before it in the range")
         lines += _output(by_pos[pos - 1], label, new, old, scrub)
+    debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
+    lines += [*debug[1:], ""] if debug else []
     saved = portable_request(req, "").oracle
     save_as = (f" (save it as <code>{html.escape(saved[2:])}</code>)" if saved.startswith("./")
                else "")
@@ -246,5 +273,6 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
               *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
               "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
-              "### Versions", "", *fence(scrub(versions(culprit_facts(d), d["environment"])))]
+              "### Versions", "", *fence(scrub(versions(culprit_facts(d), d["environment"],
+                                                    d.get("project"))))]
     return "\n".join(lines) + "\n"

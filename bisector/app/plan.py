@@ -49,7 +49,7 @@ from bisector.project.profiles import GENERIC, get_profile
 from bisector.run.config import Request
 from bisector.run.factory import Parts
 from bisector.run.prepare import Prepared, discover, prepare
-from bisector.run.prior import FailurePrior, note, planned
+from bisector.run.prior import FailurePrior, note, planned, projection
 from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import durations
 from bisector.store import runs as run_store
@@ -353,6 +353,8 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
         prebuilt=prebuilt, notes=list(p.span.notes), known=known, cost_sources=sources,
         sampling=sampling_for(p.oracle.meta, cfg.request.confirm))
-    report.prior = prior
-    report.notes.append(note(prior))
+    # Both figures: plain bisection's projection and the prior's (a range before the bad
+    # endpoint has run: its failure is the evidence).
+    report.prior = {**prior, "projection": projection(prior, len(cands), report.probes_mean)}
+    report.notes.append(note(report.prior))
     return report

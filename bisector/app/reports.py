@@ -11,14 +11,17 @@ from typing import Any
 
 import git
 
+from bisector.app import compile_debug
 from bisector.app.phases import phase_markdown
 from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
 from bisector.infra.owner import owner_alive
 from bisector.project import history
+from bisector.project.profiles import report_names as project_words
 from bisector.run.config import RunConfig, reproduce_command
 from bisector.run.prior import note as prior_note
+from bisector.run.prior import view as prior_view
 from bisector.store import bisections, views
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
@@ -134,6 +137,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         # report names the two nightlies the regression falls between.
         "prebuilts": [{"position": pb.position, "sha": pb.wheel.commit, "kind": pb.wheel.kind,
                        "version": pb.wheel.version} for pb in cfg.prebuilts],
+        "project": project_words(cfg.profile, slug or b.repo_path),
         "polarity": cfg.rules.polarity.value,
         "find_fix": cfg.rules.find_fix,
         "on_timeout": cfg.rules.on_timeout.value,
@@ -149,9 +153,10 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
         "reproduce": reproduce_command(cfg.request),
         # Which prior the search used (--prior), its evidence, and the probes it saved.
-        "prior": (b.result or {}).get("prior") or {
+        "prior": prior_view((b.result or {}).get("prior") or {
             "mode": cfg.request.prior.value, "used": None,
             "why": "built once the bad endpoint has failed in this bisection"},
+            b.n_candidates),
         "probes": [],
         "oracle_runs": 0,
         "rounds": 0,
@@ -199,6 +204,8 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             entry["raw_verdict"], entry["verdict"] = entry["verdict"], decided[entry["position"]]
     data["rounds"] = len({p["round"] for p in data["probes"]
                           if p["round"] is not None and not p["reused"]})
+    # A compile failure: the commands that show what dynamo/inductor did at the culprit.
+    data["compile_debug"] = compile_debug.hints(data, cfg.request)
     return data
 
 
@@ -268,7 +275,8 @@ def show_markdown(d: dict[str, Any]) -> str:
                      f"{sum(b['seconds'] for b in builds):.0f}s in all{cache}")
     for note in d["notes"]:
         lines.append(f"- Note: {md(note)}")
-    lines += ["", "| # | commit | verdict | time | torch from | reason | subject |",
+    package = (d.get("project") or {}).get("package", "torch")
+    lines += ["", f"| # | commit | verdict | time | {md(package)} from | reason | subject |",
               "|---|---|---|---|---|---|---|"]
     for p in d["probes"]:
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
@@ -293,6 +301,7 @@ def show_markdown(d: dict[str, Any]) -> str:
             verdict = {"bad": new}.get(p["verdict"], p["verdict"])
             lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
                       f"{md(p['reason'])}), last lines:", *fence(tail(p["output_tail"]))]
+    lines += compile_debug.markdown(d.get("compile_debug"))
     if d["reproduce"]:
         lines += ["", "Reproduce with:", *fence(d["reproduce"])]
     return "\n".join(lines)

@@ -88,3 +88,9 @@ DOWNLOAD_EVENT_S = 0.2
 STEP_LINE_AFTER_S = float(os.environ.get("BISECTOR_STEP_LINE_AFTER_S", "1"))
 STEP_LINE_EVERY_S = 60.0
 DOWNLOAD_LINE_S = float(os.environ.get("BISECTOR_DOWNLOAD_LINE_S", "5"))
+
+# The oracle's environment (base/oracle_env.py): variables with these prefixes change what
+# torch, dynamo, inductor, Triton and CUDA do (TORCH_LOGS, TORCHINDUCTOR_FREEZING, ...), so the
+# ones a run inherits are recorded, key its verdicts and appear in the reproduce line.
+ORACLE_ENV_PREFIXES = ("TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TRITON_", "CUDA_",
+                       "PYTORCH_")

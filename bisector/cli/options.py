@@ -116,6 +116,11 @@ RANGE_OPTIONS = [
                  help=f"A command oracle's timeout (default {defaults.ORACLE_TIMEOUT_S:.0f})."),
     click.option("--dependency", multiple=True, metavar="REQ", help="A requirement the "
                  "command oracle needs in the probed environment, e.g. pytest (repeatable)."),
+    click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="A variable for "
+                 "every oracle run, e.g. TORCH_LOGS=recompiles (repeatable). With the "
+                 "TORCH_*, TORCHINDUCTOR_*, TORCHDYNAMO_*, TRITON_*, CUDA_* and PYTORCH_* "
+                 "variables a local run inherits, it is recorded, keys the verdicts and is "
+                 "in the reproduce line."),
     click.option("--find-fix", is_flag=True, help="Look for the first commit that fixed it: "
                  "--good is the older broken ref, --bad the newer fixed one."),
     click.option("--regress", type=click.Choice([p.value for p in Polarity]), default=None,

@@ -54,14 +54,17 @@ def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
 
 @click.command(cls=ConfiguredCommand)
 @check_options
-@click.option("--env", "env_kind", type=click.Choice(["system"]), default=None,
-              help="Use the Python and torch already installed here (the default).")
+@click.option("--env", "env_words", multiple=True, metavar="system|NAME=VALUE",
+              help="system: use the Python and torch already installed here (the default). "
+              "NAME=VALUE: a variable for the oracle run, e.g. TORCH_LOGS=recompiles "
+              "(repeatable; recorded with the TORCH_*, TORCHINDUCTOR_*, ... variables it "
+              "inherits).")
 @click.option("--wheel", type=click.Path(path_type=Path), default=None,
               help="Install this wheel into a fresh uv environment and run there.")
 @click.option("--commit", default=None, help="Build this commit of --repo and run there.")
 @click.option("--gpu", default=None, help="Run on this GPU index alone (CUDA_VISIBLE_DEVICES).")
 @click.option("--json", "json_out", is_flag=True)
-def check(env_kind: str | None, json_out: bool, **kw: Any) -> None:
+def check(env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
     """Run one oracle (or a command, in --commit's tree or here) once and print its verdict
     with the environment facts it ran under."""
     # lazy: `bisect --help` and completion import none of this
@@ -69,8 +72,11 @@ def check(env_kind: str | None, json_out: bool, **kw: Any) -> None:
     from bisector.run.config import check_request_from
 
     kw = unconfigured(click.get_current_context(), kw)
+    # --env is both the place (system) and the oracle's variables (NAME=VALUE).
+    env_kind = "system" if "system" in env_words else None
+    pairs = tuple(w for w in env_words if w != "system")
     system = env_kind == "system" or (kw["wheel"] is None and kw["commit"] is None)
-    req = check_request_from({**kw, "system": system})
+    req = check_request_from({**kw, "system": system, "env": pairs})
     res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"))
     data = safe(res.as_dict())  # its output and facts: redacted, printable
     if json_out:

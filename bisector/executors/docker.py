@@ -24,19 +24,20 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import overlay_facts, overlay_summary
-from bisector.base import defaults
+from bisector.base import defaults, oracle_env
 from bisector.base.errors import UsageError
 from bisector.base.events import step
 from bisector.base.paths import FACTS_SCRIPT, cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip, running
-from bisector.executors.local import collect_output, in_use, with_phases
+from bisector.executors.local import collect_output, in_use, with_env, with_phases
 from bisector.infra import inuse
 from bisector.infra.containers import (
     ContainerFailed,
@@ -161,8 +162,12 @@ class DockerExecutor:
         pids: int = defaults.PIDS,
         offline: bool = False,
         labels: dict[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.import_name = import_name
+        # The oracle environment: a container inherits nothing of the host's, so only what
+        # --env gave (base/oracle_env.py).
+        self.env = dict(env or {})
         self.image_name, self.gpus, self.memory, self.pids = image, gpus, memory, pids
         self.offline = offline
         self.labels = dict(labels or {})
@@ -184,9 +189,10 @@ class DockerExecutor:
     def fingerprint_facts(self) -> dict[str, Any]:
         """The image digest keys verdicts: a rebuilt image is a new environment. The limits
         too: an oracle that passes under 4096 processes may fail under 64."""
-        return {"executor": self.name, "image": self.image_name, "image_id": self.image_id,
-                "python": self.python_tag, "gpus": self.gpus or "none",
-                "memory": self.memory, "pids": self.pids}
+        return with_env({"executor": self.name, "image": self.image_name,
+                          "image_id": self.image_id, "python": self.python_tag,
+                          "gpus": self.gpus or "none", "memory": self.memory,
+                          "pids": self.pids}, self.env)
 
     def _env_user(self) -> str:
         """Never root (see ``containers.run_as``); the folders it writes are handed over."""
@@ -297,10 +303,12 @@ class DockerExecutor:
         made_s = time.monotonic() - t0
         if gpu is not None:
             facts["gpu_index"] = gpu
+        facts["env"] = oracle_env.shown(self.env)
         (run_dir / "oracle").mkdir(exist_ok=True)
         (run_dir / "oracle" / oracle.path.name).write_bytes(oracle.content)
-        env = {**oracle.meta.env, "BISECTOR_COMMIT": commit, "BISECTOR_RUN_DIR": "/run-dir",
-               "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
+        env = {**self.env, **oracle.meta.env, "BISECTOR_COMMIT": commit,
+               "BISECTOR_RUN_DIR": "/run-dir", "PYTHONUNBUFFERED": "1",
+               "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"}
         cmd = [f"/data/envs/{name}/bin/python", "-c", RUN_ORACLE, "/run-dir/stdout.txt",
                "/run-dir/stderr.txt", f"/oracle/{oracle.path.name}"]
         vols = {str(self.data): {"bind": "/data", "mode": "ro"},

@@ -39,14 +39,14 @@ def learn_facts(venv: Path, told: Path | None, import_name: str | None) -> dict[
     if not known.pop(PENDING, False):
         return known
     learned = richest_facts(told, import_name) if told is not None else None
-    if learned is not None:
-        # What the run's own environment held (its oracle's variables, its GPU pin) is the
-        # run's, not the environment's: the same variables as an asked Python would see.
-        learned = {**learned, "env": host_env_facts(), "facts_from": "run"}
-    else:
-        learned = {**collect_facts(str(venv / "bin" / "python"), import_name,
-                                   str(known.get("obtained", ""))), "facts_from": "asked"}
-    facts = {**learned, **known}
+    how = "run" if learned is not None else "asked"
+    if learned is None:
+        learned = collect_facts(str(venv / "bin" / "python"), import_name,
+                                str(known.get("obtained", "")))
+    # What a run's variables were is the run's, not the environment's: each run records its
+    # own (executors/local.run_oracle), never those of the run that happened to come first.
+    learned = {k: v for k, v in learned.items() if k != "env"}
+    facts = {**learned, **known, "facts_from": how}
     if "facts_error" not in facts:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(facts, sort_keys=True))
@@ -57,15 +57,6 @@ def learn_facts(venv: Path, told: Path | None, import_name: str | None) -> dict[
 FACTS_FILE = "bisector-facts.json"
 PENDING = "facts_pending"  # made without asking its Python: the first run reports the facts
 FACTS_HOOK = "_bisector_facts"
-
-
-ENV_PREFIXES = ("TORCHINDUCTOR_", "TORCH_COMPILE_", "TORCH_LOGS", "CUDA_VISIBLE_DEVICES")
-
-
-def host_env_facts() -> dict[str, str]:
-    """The variables facts_probe.py records (its ``env``), as a probe's Python inherits
-    them from this process."""
-    return {k: v for k, v in clean_env().items() if k.startswith(ENV_PREFIXES)}
 
 
 def install_facts_hook(site: Path) -> None:

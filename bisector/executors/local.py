@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from bisector.artifacts.export import ExportError
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.overlay import apply_overlay, overlay_facts
 from bisector.artifacts.trees import run_tree, trees_dir
+from bisector.base import oracle_env
 from bisector.base.events import step
 from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
@@ -47,6 +48,13 @@ from bisector.oracle.command import is_command, program
 from bisector.oracle.script import Oracle
 
 
+def with_env(facts: dict[str, Any], env: Mapping[str, str] | None) -> dict[str, Any]:
+    """An executor's fingerprint facts with its oracle environment (secrets hashed): a run
+    with ``TORCH_LOGS=recompiles`` is never reused for one without. Left out when empty, so
+    the keys of runs made before there was an oracle environment stay the same."""
+    return {**facts, "oracle_env": oracle_env.keyed(env)} if env else facts
+
+
 class InstallFailed(Exception):
     pass
 
@@ -55,19 +63,22 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self, python: str, import_name: str | None, offline: bool = False,
-                 trees: Callable[[str], Path] | None = None) -> None:
+                 trees: Callable[[str], Path] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.python = python
         self.import_name = import_name
         self.offline = offline
         self.trees = trees  # a command oracle's working folder per commit (artifacts/trees)
+        # The oracle environment (base/oracle_env.py); None: the host's, as it is.
+        self.env = env
 
     def fingerprint_facts(self) -> dict[str, Any]:
-        return {
+        return with_env({
             "executor": self.name,
             "python": python_tag(self.python),
             "machine": platform.machine(),
             "system": platform.system(),
-        }
+        }, self.env)
 
     def _uv_env(self) -> dict[str, str]:
         env = clean_env()
@@ -176,7 +187,7 @@ class LocalExecutor:
             py = str(venv / "bin" / "python")
             step(running(oracle, commit, gpu))
             result = run_in_place(py, oracle, commit, run_dir, facts, gpu, self.trees,
-                                  facts_dir=told)
+                                  self.env, facts_dir=told)
             t1 = time.monotonic()
             if pending:
                 if told is None or not any(told.glob("facts-*.json")):
@@ -300,19 +311,21 @@ def link_tree(src: Path, dest: Path) -> None:
 
 def run_in_place(
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
-    gpu: str | None, trees: Callable[[str], Path] | None, facts_dir: Path | None = None,
+    gpu: str | None, trees: Callable[[str], Path] | None,
+    env: Mapping[str, str] | None = None, facts_dir: Path | None = None,
 ) -> RunResult:
     """:func:`run_oracle` where it belongs: a command in a fresh copy of the commit's tree
     (one that cannot be exported is a skip retried later), an oracle file in a scratch
     folder."""
     if not is_command(oracle):
-        return run_oracle(python, oracle, commit, run_dir, facts, gpu, facts_dir=facts_dir)
+        return run_oracle(python, oracle, commit, run_dir, facts, gpu, env=env,
+                          facts_dir=facts_dir)
     try:
         tree = trees(commit) if trees is not None and commit else None
     except (ExportError, OSError) as e:
         return infra_skip(f"the commit's tree for the command could not be exported: {e}")
     with run_tree(tree) as cwd:
-        return run_oracle(python, oracle, commit, run_dir, facts, gpu, cwd=cwd,
+        return run_oracle(python, oracle, commit, run_dir, facts, gpu, cwd=cwd, env=env,
                           facts_dir=facts_dir)
 
 
@@ -327,12 +340,17 @@ def bin_first(env: dict[str, str], python: str) -> None:
 
 def run_oracle(
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
-    gpu: str | None = None, cwd: Path | None = None, facts_dir: Path | None = None,
+    gpu: str | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+    facts_dir: Path | None = None,
 ) -> RunResult:
     """Run the oracle with ``python`` (a file with a foreign ``#!`` as that line says, a
     command as given) in ``cwd`` (default: a scratch directory) and classify it.
 
     ``gpu`` pins the run to one GPU (``CUDA_VISIBLE_DEVICES``): K probes at once, one per GPU.
+    ``env`` is the oracle environment (base/oracle_env.py): it replaces the host's
+    behaviour-changing variables; None keeps the host's. Either way the run's ``facts["env"]``
+    says what it ran with (the environment's facts were read when it was made, maybe under
+    another shell).
     ``facts_dir``: where the environment's facts hook writes what the run imported.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -341,7 +359,10 @@ def run_oracle(
         script.write_bytes(oracle.content)
         if not oracle.python:
             script.chmod(0o755)  # run by its own #! line
-    env = clean_env()
+    host = clean_env()
+    given = oracle_env.inherited(host) if env is None else dict(env)
+    facts = {**facts, "env": oracle_env.shown(given)}
+    env = oracle_env.apply(host, given)
     bin_first(env, python)
     env.update(oracle.meta.env)
     env.update({
@@ -426,11 +447,13 @@ class SystemExecutor:
     name = "system"
 
     def __init__(self, python: str, import_name: str | None,
-                 trees: Callable[[str], Path] | None = None) -> None:
+                 trees: Callable[[str], Path] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
         self.python, self.import_name, self.trees = python, import_name, trees
+        self.env = env
 
     def fingerprint_facts(self) -> dict[str, Any]:
-        return {"executor": self.name, "python": self.python}
+        return with_env({"executor": self.name, "python": self.python}, self.env)
 
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
@@ -439,4 +462,5 @@ class SystemExecutor:
         facts_s = time.monotonic() - t0
         with inuse.using(in_use(inst, oracle, commit, None), f"probe of {commit[:12]}"):
             return with_phases(run_in_place(self.python, oracle, commit, run_dir, facts, gpu,
-                                            self.trees), environment=0.0, facts=facts_s)
+                                            self.trees, self.env),
+                               environment=0.0, facts=facts_s)

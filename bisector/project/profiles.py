@@ -202,3 +202,16 @@ def detect_profile(exists: Callable[[str], bool]) -> Profile:
         if all(exists(p) for p in prof.marker_paths):
             return prof
     return GENERIC
+
+
+def report_names(profile: str, repo: str) -> dict[str, str]:
+    """How reports name the project and what a probe installs, by its profile: "PyTorch" and
+    "torch" for PyTorch; a package's own name otherwise (a torchlet bisection never reads
+    "torch from" or "PyTorch version: N/A"); a project with no package (the generic
+    profile) by its repository's name, and "package" for what it installs."""
+    prof = PROFILES.get(profile)
+    if prof is not None and prof.distribution == "torch":
+        return {"profile": profile, "name": "PyTorch", "package": "torch"}
+    dist = prof.distribution if prof is not None else None
+    return {"profile": profile, "name": dist or repo.rstrip("/").rsplit("/", 1)[-1] or profile,
+            "package": dist or "package"}

@@ -22,7 +22,7 @@ import cattrs
 
 from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
-from bisector.base import defaults, redact
+from bisector.base import defaults, oracle_env, redact
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
@@ -33,6 +33,8 @@ from bisector.oracle.command import check_match
 VARIANT = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 # Options that change how fast a run goes, never what it finds: left out of the reproduce line.
 SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm"})
+# NAME=VALUE options: a secret-named variable's value is shown as *** in the reproduce line.
+ENV_FIELDS = frozenset({"env", "build_env"})
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class Request:
     match: str | None = None  # the failure that is the bug (core/signature.py)
     timeout: float | None = None  # a command oracle's (an oracle file says its own)
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
+    # The oracle environment, NAME=VALUE (base/oracle_env.py): as given with --env, and after
+    # ``prepare`` with what the run inherits (TORCH_LOGS=...) folded in.
+    env: tuple[str, ...] = ()
     command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (oracle/command.py)
     manual: bool = False  # a person answers for each probe (manual.py)
     prior: PriorMode = PriorMode.AUTO  # weigh candidates by what the failure names (prior.py)
@@ -111,6 +116,7 @@ class Request:
         if self.match is not None:
 
             check_match(self.match)
+        oracle_env.parse(self.env)
         if self.oracle and self.command:
             raise UsageError(f"--oracle {self.oracle} and a command after -- both name the "
                              f"oracle: give one of them")
@@ -215,6 +221,11 @@ class RunConfig:
     width: int = defaults.JOBS
     build_jobs: int = defaults.BUILD_JOBS
     version: int = 2  # of this codec's layout
+
+    @property
+    def oracle_env(self) -> dict[str, str]:
+        """The variables every oracle run of this bisection gets (and its key holds)."""
+        return oracle_env.parse(self.request.env)
 
     @property
     def first_parent(self) -> bool:
@@ -329,8 +340,9 @@ def reproduce_command(req: Request) -> str:
         if isinstance(value, bool):
             parts.append(flag(f.name) if value else f"--no-{f.name.replace('_', '-')}")
         elif isinstance(value, tuple):
-            for item in value:
-                parts += [flag(f.name), str(item)]
+            for item in value:  # a secret variable's value never shows (--env HF_TOKEN=***)
+                parts += [flag(f.name), oracle_env.word(item) if f.name in ENV_FIELDS
+                          else str(item)]
         else:
             parts += [flag(f.name), str(value)]
     if req.command:  # last, after --: its words are never read as bisect's options
@@ -359,10 +371,12 @@ class CheckRequest:
     wheel: Path | None = None  # ... or this wheel in a fresh environment
     commit: str | None = None  # ... or this commit of ``repo``, built
     gpu: str | None = None
+    env: tuple[str, ...] = ()  # the oracle environment's --env NAME=VALUE (oracle_env.py)
 
     def check(self) -> None:
         if sum((self.system, self.wheel is not None, self.commit is not None)) != 1:
             raise UsageError("give exactly one of --env system, --wheel FILE or --commit SHA")
+        oracle_env.parse(self.env)
 
 
 def request_from(values: dict[str, Any]) -> Request:

@@ -61,8 +61,10 @@ def executor_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Execut
     if cfg.executor is ExecutorKind.DOCKER:
         d = cfg.docker
         return DockerExecutor(import_name, image=d.image, gpus=cfg.device_spec,
-                              memory=d.memory, pids=d.pids, offline=cfg.offline, labels=labels)
-    return LocalExecutor(cfg.python, import_name, cfg.offline, trees=Trees(cfg.repo))
+                              memory=d.memory, pids=d.pids, offline=cfg.offline, labels=labels,
+                              env=cfg.oracle_env)
+    return LocalExecutor(cfg.python, import_name, cfg.offline, trees=Trees(cfg.repo),
+                         env=cfg.oracle_env)
 
 
 class CachedHostBuilder(HostBuilder):
@@ -76,13 +78,15 @@ class CachedHostBuilder(HostBuilder):
 
 
 def env_executor(python: str, import_name: str | None, *, system: bool = False,
-                 repo: Path | None = None) -> Executor:
+                 repo: Path | None = None, env: dict[str, str] | None = None) -> Executor:
     """The executor of one environment outside a bisection (``bisect check``, the watch's
     tick): the interpreter as it is (``system``), else a uv virtualenv per artifact, with the
-    commit trees of ``repo`` for command oracles."""
+    commit trees of ``repo`` for command oracles; ``env`` the oracle environment (None: the
+    host's as it is)."""
     if system:
-        return SystemExecutor(python, import_name)
-    return LocalExecutor(python, import_name, trees=Trees(str(repo)) if repo else None)
+        return SystemExecutor(python, import_name, env=env)
+    return LocalExecutor(python, import_name, trees=Trees(str(repo)) if repo else None,
+                         env=env)
 
 
 def builder_for(cfg: RunConfig, labels: dict[str, str] | None = None) -> Builder:

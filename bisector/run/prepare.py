@@ -35,6 +35,7 @@ from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import InstalledBase, find_installed
 from bisector.artifacts.nightly_urls import DIRECT
 from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
+from bisector.base import oracle_env
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.base.paths import cache_dir, data_dir
@@ -159,6 +160,11 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     interpreter = choose_python(req.python, profile.import_name)
     python = interpreter.path
     span = replace(span, notes=(*span.notes, interpreter.note))
+    # The oracle environment: what a local run inherits (TORCH_LOGS, TORCHINDUCTOR_*, ...)
+    # and --env, stored in the request: the key, the facts and the reproduce line hold it,
+    # and resume and workers run with it. A container inherits nothing of this shell.
+    inherits = os.environ if req.executor is ExecutorKind.LOCAL else {}
+    req = replace(req, env=oracle_env.resolve(req.env, inherits))
     overrides = parse_build_env(req.build_env)
     profile = replace(profile, build_env={**profile.build_env, **overrides})
     place = req.build_in or (BuildPlace.DOCKER if req.executor is ExecutorKind.DOCKER

@@ -11,12 +11,14 @@ never a prior. The same stored runs and history give the same prior, so resume n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
+from bisector.base import defaults
 from bisector.base.kinds import PriorMode, Verdict
 from bisector.core.prior import Evidence, Prior, build, expected_probes, probes_to, read_evidence
 from bisector.core.verdict import Rules
@@ -126,16 +128,78 @@ def planned(source: FailurePrior, store: Store, key: run_store.Key, candidates: 
     return info.summary(len(candidates), width)
 
 
+def plain_bound(n: int) -> int:
+    """The probes plain bisection makes at most over ``n`` candidates, endpoints included
+    (ceil(log2 (n - 1)) between them): what a prior's saving is counted against."""
+    return math.ceil(math.log2(max(n - 1, 1))) + 2
+
+
+def saved(summary: dict[str, object]) -> int | None:
+    """Probes the search saved against plain bisection for the same culprit (negative: it
+    spent more), once a bisection has an answer; None before."""
+    plain, probes = summary.get("plain_probes"), summary.get("probes")
+    if isinstance(plain, int) and isinstance(probes, int):
+        return plain - probes
+    return None
+
+
+def view(summary: dict[str, object], n: int) -> dict[str, object]:
+    """A stored prior summary as ``show`` and the reports give it: with what it saved against
+    plain bisection for this culprit (``saved``, once there is an answer) and plain
+    bisection's bound over the ``n`` candidates (``plain_bound``)."""
+    return {**summary, "saved": saved(summary), "plain_bound": plain_bound(n)}
+
+
+def projection(summary: dict[str, object], n: int, plain: float) -> dict[str, object]:
+    """``plan``'s two figures: the projection of plain bisection (``plain``, the plan's own
+    simulation) and with the prior. With evidence already stored the prior's figure is the
+    plan's less what the prior is expected to save if it is right; before the bad endpoint has
+    run its evidence cannot be known, so the prior's figure is a range: as few as when the
+    failure points at the culprit alone, never more than the bound."""
+    expected = summary.get("expected_probes")
+    out: dict[str, object] = {"plain": round(plain, 2)}
+    if summary.get("used") and isinstance(expected, dict):
+        gain = float(expected["plain"]) - float(expected["prior"])
+        out["prior"] = round(max(plain - gain, 1.0), 2)
+    elif summary.get("used") is None and summary.get("mode") != "none" and n > 2:
+        culprit, lam = n // 2, defaults.PRIOR_WEIGHT
+        best = Prior.from_weights([(1 - lam) / (n - 1) + (lam if c == culprit else 0.0)
+                                   for c in range(1, n)], matched=1)
+        out["prior"] = {"best": probes_to(n, culprit, best),
+                        "at_most": math.ceil(math.log2(n)) + 2,
+                        "why": "the prior is read from the bad endpoint's failure: unknown "
+                               "until it has run"}
+    return out
+
+
 def note(summary: dict[str, object]) -> str:
-    """One line for ``plan`` and ``show``."""
+    """One line for ``plan`` and ``show``: which prior, and what it saved or may save."""
     mode, why = summary.get("mode"), summary.get("why")
     expected = summary.get("expected_probes")
+    got = saved(summary)
+    done = (f"; this bisection: {summary['probes']} probes, plain bisection "
+            f"{summary['plain_probes']} for this culprit, "
+            f"{_saved_words(got)}" if got is not None else "")
     if not summary.get("used") or not isinstance(expected, dict):
-        return f"Prior: {mode}, plain bisection ({why})" if summary.get("used") is False \
-            else f"Prior: {mode} ({why})"
-    line = (f"Prior: {mode}, from the failure: {why}; expected probes if it is right "
-            f"{expected['prior']} (plain bisection {expected['plain']})")
-    if "plain_probes" in summary and "probes" in summary:
-        line += (f"; this bisection: {summary['probes']} probes, plain bisection "
-                 f"{summary['plain_probes']} for this culprit")
-    return line
+        head = (f"Prior: {mode}, plain bisection ({why})" if summary.get("used") is False
+                else f"Prior: {mode} ({why})")
+        return head + done + _projected(summary.get("projection"))
+    return (f"Prior: {mode}, from the failure: {why}; expected probes if it is right "
+            f"{expected['prior']} (plain bisection {expected['plain']})" + done
+            + _projected(summary.get("projection")))
+
+
+def _saved_words(n: int) -> str:
+    return (f"saved {n} probe{'s' if n != 1 else ''}" if n > 0 else
+            "saved none" if n == 0 else f"{-n} more")
+
+
+def _projected(p: object) -> str:
+    if not isinstance(p, dict) or "prior" not in p:
+        return ""
+    prior = p["prior"]
+    if isinstance(prior, dict):
+        return (f"; projected probes: {p['plain']} plain; with a prior from the failure "
+                f"(unknown until the bad endpoint has run) {prior['best']} if it points at "
+                f"the culprit alone, at most {prior['at_most']}")
+    return f"; projected probes: {p['plain']} plain, {prior} with the prior if it is right"

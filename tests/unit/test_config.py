@@ -39,6 +39,7 @@ EVERYTHING = Request(
     max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2,
     confirm=False, reconfirm=True,
     match=r"NameError: .*_Runner__", timeout=30.0, dependency=("pytest", "expecttest>=0.2"),
+    env=("TORCH_LOGS=+dynamo,recompiles", "MY_FLAG=a b"),
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
     from_log=Path("/abs/bisect log.txt"),
 )
