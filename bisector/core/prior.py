@@ -16,7 +16,10 @@ The weighting (documented, and the only one):
 * a candidate **scores** :data:`FILE` for each evidence file it changed (paths compared by
   whole trailing components, so ``/venv/.../site-packages/torch/_inductor/ir.py`` is
   ``torch/_inductor/ir.py``), :data:`FUNCTION` more when a hunk it changed there is in a
-  function of the frames, :data:`DIRECTORY` for an evidence file whose directory it changed
+  function of the frames, :data:`RAISED` more when one is in the function an exception was
+  raised in (a traceback's last frame: in two real click bugs the culprit changed that frame,
+  while the commits that changed only its callers were big reformattings and merges; see the
+  README's "On real public bugs"), :data:`DIRECTORY` for an evidence file whose directory it changed
   something else in, and :data:`TAG` once when its subject's tag (``[inductor]``) names a
   directory of the evidence;
 * the match mass of a candidate is its score over all scores, and its prior weight
@@ -46,6 +49,7 @@ from bisector.core.signature import failure_line
 
 FILE = 1.0
 FUNCTION = 1.0
+RAISED = 1.0
 DIRECTORY = 0.25
 TAG = 0.25
 
@@ -68,6 +72,7 @@ class Evidence:
     files: tuple[str, ...] = ()
     functions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> functions
     source: str = ""  # where it came from, for `show`
+    raised: dict[str, tuple[str, ...]] = field(default_factory=dict)  # file -> raising frames
 
     def __bool__(self) -> bool:
         return bool(self.files)
@@ -75,6 +80,7 @@ class Evidence:
     def summary(self) -> dict[str, object]:
         return {"files": list(self.files),
                 "functions": sorted({f for fs in self.functions.values() for f in fs}),
+                "raised": sorted({f for fs in self.raised.values() for f in fs}),
                 "source": self.source}
 
 
@@ -96,6 +102,8 @@ def read_evidence(text: str, command: Sequence[str] = ()) -> Evidence:
     """The evidence in a failing run's output (its traceback) and a command oracle's words."""
     files: list[str] = []
     funcs: dict[str, list[str]] = {}
+    raised: dict[str, list[str]] = {}
+    last: tuple[str, str] | None = None  # the latest frame: where the exception was raised
 
     def add(path: str, func: str | None = None) -> None:
         path = path.replace("\\", "/")
@@ -110,6 +118,15 @@ def read_evidence(text: str, command: Sequence[str] = ()) -> Evidence:
     for line in text.splitlines():
         for m in _FRAME.finditer(line):
             add(m["path"], m["func"])
+            last = (m["path"].replace("\\", "/"), m["func"])
+        # A frame's source lines are indented; the exception's line that ends a traceback is
+        # not, so the frame before it is where the exception was raised.
+        if last and line[:1].strip() and not _FRAME.search(line) \
+                and not line.startswith("Traceback"):
+            path, func = last
+            if path in funcs and func in funcs[path] and func not in raised.get(path, []):
+                raised.setdefault(path, []).append(func)
+            last = None
         m2 = _PYTEST.match(line.strip())
         if m2:
             add(m2["path"], m2["func"])
@@ -127,7 +144,8 @@ def read_evidence(text: str, command: Sequence[str] = ()) -> Evidence:
             add(_clean(word))
     source = "traceback" if any(_FRAME.search(ln) for ln in text.splitlines()) else (
         "output" if files and text else "command" if files else "")
-    return Evidence(tuple(files), {k: tuple(v) for k, v in funcs.items()}, source)
+    return Evidence(tuple(files), {k: tuple(v) for k, v in funcs.items()}, source,
+                    {k: tuple(v) for k, v in raised.items()})
 
 
 def same_file(a: str, b: str) -> bool:
@@ -139,6 +157,18 @@ def same_file(a: str, b: str) -> bool:
         return True
     short, long_ = (pa, pb) if len(pa) <= len(pb) else (pb, pa)
     return len(short) >= 2 and long_[-len(short):] == short
+
+
+def shared_tail(a: str, b: str) -> int:
+    """How many trailing path components two paths share: an installed
+    ``/venv/.../site-packages/black/parsing.py`` and a src-layout repository's
+    ``src/black/parsing.py`` share two (neither is the other's tail, :func:`same_file` is
+    false), which is how a traceback's frame is found in such a repository."""
+    pa, pb = a.strip("/").split("/"), b.strip("/").split("/")
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[-1 - k] == pb[-1 - k]:
+        k += 1
+    return k
 
 
 def tag_of(subject: str) -> str | None:
@@ -157,6 +187,8 @@ def score(evidence: Evidence, change: Change) -> float:
             total += FILE
             if set(evidence.functions.get(f, ())) & set(change.functions):
                 total += FUNCTION
+            if set(evidence.raised.get(f, ())) & set(change.functions):
+                total += RAISED
             continue
         d = f.rsplit("/", 1)[0] if "/" in f else ""
         if d and d not in dirs_hit and any(

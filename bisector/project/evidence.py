@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import keyword
 import os
 import re
 import subprocess
@@ -24,11 +25,21 @@ from pathlib import Path
 import git
 
 from bisector.base.paths import cache_dir
-from bisector.core.prior import Change, Evidence, same_file
+from bisector.core.prior import Change, Evidence, same_file, shared_tail
 
 # Candidates read for functions at most (each is one patch, restricted to the evidence's files).
 FUNCTIONS_MAX = 500
-_DEF = re.compile(r"\b(?:def|class)\s+(\w+)")
+# A definition opens the code of a patch line (``+    def f(``) or a hunk header's context
+# (``@@ -1,2 +1,3 @@ class C:``); prose that says "a class for" or "def of" is not one.
+_DEF = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
+
+
+def defined_in(line: str) -> str | None:
+    """The function or class a patch line (``+``/``-``) or hunk header (``@@``) defines or
+    sits in, if it names one."""
+    code = line.split("@@", 2)[2] if line.startswith("@@") else line[1:]
+    m = _DEF.match(code)
+    return m.group(1) if m and not keyword.iskeyword(m.group(1)) else None
 
 
 def _git(repo: git.Repo, args: list[str], stdin: str) -> str:
@@ -81,16 +92,24 @@ def paths_and_subjects(repo: git.Repo,
 
 def resolve(repo: git.Repo, sha: str, evidence: Evidence) -> Evidence:
     """The evidence with each file named as the repository names it at ``sha`` (a traceback's
-    ``/venv/.../site-packages/torch/ir.py`` is ``torch/ir.py``); files the repository does
-    not have (the standard library, other packages, the oracle itself) are left out."""
+    ``/venv/.../site-packages/torch/ir.py`` is ``torch/ir.py``, and in a src layout
+    ``.../site-packages/black/parsing.py`` is ``src/black/parsing.py``: the one file sharing
+    the most trailing components, two at least); files the repository does not have (the
+    standard library, other packages, the oracle itself) are left out."""
     tree = repo.git.ls_tree("-r", "--name-only", sha).splitlines()
     by_name: dict[str, list[str]] = {}
     for path in tree:
         by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
     files: list[str] = []
     functions: dict[str, tuple[str, ...]] = {}
+    raised: dict[str, tuple[str, ...]] = {}
     for f in evidence.files:
-        hits = [p for p in by_name.get(f.rsplit("/", 1)[-1], ()) if same_file(p, f)]
+        named = by_name.get(f.rsplit("/", 1)[-1], [])
+        hits = [p for p in named if same_file(p, f)]
+        if not hits:  # a src layout: site-packages/pkg/x.py is src/pkg/x.py
+            tails = {p: shared_tail(p, f) for p in named}
+            best = max(tails.values(), default=0)
+            hits = [p for p, k in tails.items() if k == best and k >= 2]
         if len(hits) != 1:
             continue  # not in the repository, or too short a path to say which file
         if hits[0] in files:
@@ -98,7 +117,10 @@ def resolve(repo: git.Repo, sha: str, evidence: Evidence) -> Evidence:
         files.append(hits[0])
         functions[hits[0]] = tuple(dict.fromkeys(
             (*functions.get(hits[0], ()), *evidence.functions.get(f, ()))))
-    return Evidence(tuple(files), functions, evidence.source)
+        if evidence.raised.get(f):
+            raised[hits[0]] = tuple(dict.fromkeys(
+                (*raised.get(hits[0], ()), *evidence.raised[f])))
+    return Evidence(tuple(files), functions, evidence.source, raised)
 
 
 def changes(repo: git.Repo, candidates: Sequence[str], evidence: Evidence) -> list[Change]:
@@ -119,6 +141,8 @@ def changes(repo: git.Repo, candidates: Sequence[str], evidence: Evidence) -> li
                 current = funcs.setdefault(line, set())
             elif current is not None and (line.startswith(("@@", "+", "-"))
                                           and not line.startswith(("+++", "---"))):
-                current.update(_DEF.findall(line))
+                name = defined_in(line)
+                if name:
+                    current.add(name)
     return [Change(paths, tuple(sorted(funcs.get(sha, ()))), subject)
             for sha, (paths, subject) in zip(candidates, rows, strict=True)]

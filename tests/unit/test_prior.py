@@ -16,7 +16,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bisector.core import noisy
-from bisector.core.prior import Change, Evidence, Prior, build, read_evidence, same_file, score
+from bisector.core.prior import (
+    DIRECTORY,
+    FILE,
+    FUNCTION,
+    RAISED,
+    Change,
+    Evidence,
+    Prior,
+    build,
+    read_evidence,
+    same_file,
+    score,
+    shared_tail,
+)
 from bisector.core.search import Culprit, Next, Verdict, next_step, rounds_budget
 
 G, B = Verdict.GOOD, Verdict.BAD
@@ -91,11 +104,49 @@ def test_same_file_compares_whole_trailing_components() -> None:
     assert same_file("ir.py", "ir.py")
 
 
+def test_the_frame_that_raised_is_evidence_of_its_own() -> None:
+    """Each traceback's last frame, where its exception was raised: in a chain (``raise ...
+    from e``) every block's; a frame's indented source line does not end it."""
+    ev = read_evidence(TRACEBACK)
+    assert ev.raised == {"/venv/site-packages/torch/_inductor/codegen/triton.py":
+                         ("codegen_reduction",)}
+    chained = ("Traceback (most recent call last):\n"
+               '  File "/env/site-packages/click/testing.py", line 121, in __next__\n'
+               "    line = super().__next__()\n"
+               "StopIteration\n\n"
+               "The above exception was the direct cause of the following exception:\n\n"
+               "Traceback (most recent call last):\n"
+               '  File "/env/site-packages/click/core.py", line 1363, in main\n'
+               "    rv = self.invoke(ctx)\n"
+               '  File "/env/site-packages/click/core.py", line 1226, in invoke\n'
+               "    return ctx.invoke(self.callback)\n"
+               "click.exceptions.Abort\n")
+    ev = read_evidence(chained)
+    assert ev.raised == {"/env/site-packages/click/testing.py": ("__next__",),
+                         "/env/site-packages/click/core.py": ("invoke",)}
+    assert "main" in ev.functions["/env/site-packages/click/core.py"]
+    assert ev.summary()["raised"] == ["__next__", "invoke"]
+    core = "click/core.py"
+    caller = score(ev, Change((core,), ("main",)))
+    assert caller == FILE + FUNCTION + DIRECTORY  # click/exceptions.py's folder too
+    assert score(ev, Change((core,), ("invoke",))) == caller + RAISED
+
+
+def test_shared_tail_counts_common_trailing_components() -> None:
+    """A src layout: the installed path and the repository's share the package's folder and
+    the file, and neither is the other's tail."""
+    installed = "/venv/lib/python3.11/site-packages/black/parsing.py"
+    assert not same_file(installed, "src/black/parsing.py")
+    assert shared_tail(installed, "src/black/parsing.py") == 2
+    assert shared_tail(installed, "src/blib2to3/parsing.py") == 1
+    assert shared_tail("a/x.py", "b/y.py") == 0
+
+
 def test_score_file_function_directory_and_tag() -> None:
     ev = read_evidence(TRACEBACK)
     triton = "torch/_inductor/codegen/triton.py"
     assert score(ev, Change((triton,))) == 1.0
-    assert score(ev, Change((triton,), ("codegen_reduction",))) == 2.0
+    assert score(ev, Change((triton,), ("codegen_reduction",))) == 3.0  # the raising frame
     assert score(ev, Change(("torch/_inductor/codegen/cpp.py",))) == 0.25
     assert score(ev, Change(("docs/x.md",), subject="[inductor] tidy")) == 0.25
     assert score(ev, Change(("docs/x.md",), subject="[distributed] tidy")) == 0.0

@@ -138,6 +138,42 @@ def test_git_evidence_resolves_files_and_reads_changes(repo: tuple[git.Repo, lis
     assert repo_evidence.paths_and_subjects(r, cands)[7][0] == ("pkg/ops.py",)
 
 
+def test_only_a_definition_names_a_hunks_function() -> None:
+    """Seen on click's history: prose and comments in a patch (``# a class for the``, ``will
+    continue``) had made ``for`` and ``continue`` functions of a hunk."""
+    assert repo_evidence.defined_in("@@ -116,13 +116,6 @@ class _Wrapper(io.TextIOWrapper):") \
+        == "_Wrapper"
+    assert repo_evidence.defined_in("+    def __next__(self) -> str:") == "__next__"
+    assert repo_evidence.defined_in("-async def fetch(url):") == "fetch"
+    assert repo_evidence.defined_in("+    # a class for the runner") is None
+    assert repo_evidence.defined_in("+    class for the runner") is None  # a keyword
+    assert repo_evidence.defined_in("+    x = undefined(self)") is None
+    assert repo_evidence.defined_in("@@ -1,2 +1,3 @@") is None
+
+
+def test_a_src_layout_names_the_installed_frames_as_its_own(tmp_path: Path) -> None:
+    """Seen on black's history: every frame of ``.../site-packages/black/x.py`` was dropped
+    because the repository names it ``src/black/x.py``; only the exception's module was left."""
+    r = tmp_path / "src-layout"
+    for path in ("src/black/__init__.py", "src/black/parsing.py", "src/blib2to3/parsing.py",
+                 "tests/test_black.py"):
+        (r / path).parent.mkdir(parents=True, exist_ok=True)
+        (r / path).write_text("x = 1\n")
+    run_git(r.parent, "init", "-q", "-b", "main", str(r))
+    run_git(r, "add", "-A")
+    run_git(r, "commit", "-q", "-m", "layout")
+    trace = ('Traceback (most recent call last):\n'
+             '  File "/s/oracle.py", line 3, in <module>\n'
+             '  File "/env/lib/python3.11/site-packages/black/__init__.py", line 9, in format_str\n'
+             '  File "/env/lib/python3.11/site-packages/black/parsing.py", line 90, in parse\n'
+             'black.parsing.InvalidInput: Cannot parse\n')
+    repo = git.Repo(r)
+    named = repo_evidence.resolve(repo, repo.head.commit.hexsha, read_evidence(trace))
+    assert named.files == ("src/black/__init__.py", "src/black/parsing.py")
+    assert named.functions["src/black/parsing.py"] == ("parse",)
+    assert named.raised == {"src/black/parsing.py": ("parse",)}
+
+
 def test_failure_prior_reads_the_bad_endpoints_stored_failure(
         repo: tuple[git.Repo, list[str]], store: Store, home: Path, tmp_path: Path) -> None:
     r, cands = repo
