@@ -37,9 +37,17 @@ def issue_report(store: Store, bisection_id: int) -> str:
 
 
 def html_report(store: Store, bisection_id: int) -> str:
-    """One self-contained HTML file: timeline, probes with their output, facts."""
+    """One self-contained HTML file: timeline, probes with their output, facts; for a
+    bisection the nightly watch started at a performance step, the series with its steps."""
+    # lazy: the watch's series are read only for reports of bisections it started
+    from bisector.app.watch.series import flip_picture
+    from bisector.store import watch as ws
+
     d = show(store, bisection_id)
-    return redact.text(render_report(d, issue=issue_report(store, bisection_id)))
+    flip = ws.flip_of_bisection(store, bisection_id)
+    series = flip_picture(store, flip) if flip is not None and flip.performance else None
+    return redact.text(render_report(d, issue=issue_report(store, bisection_id),
+                                     series=series))
 
 
 def listing(store: Store, limit: int,

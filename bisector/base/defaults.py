@@ -76,3 +76,9 @@ WORKER_SHUTDOWN_S = 240.0
 # The prior from the failure (core/prior.py): the share of the probability mass the evidence
 # moves onto the commits it points at; the rest stays uniform (see core/prior.py for why 0.5).
 PRIOR_WEIGHT = 0.5
+
+# The nightly watch's performance series (bisector/core/changepoint.py, app/watch/series.py):
+# the significance level of a step (a two-sided rank test over build medians), and how far, in
+# builds, a step may move as more nightlies arrive and still be the one already acted on.
+WATCH_STEP_ALPHA = 0.01
+WATCH_STEP_MOVE_BUILDS = 6
