@@ -15,6 +15,9 @@
 8. A prior from the failure: probes with the prior vs plain bisection on the same culprits, over
    simulated priors of varying quality, and the bound ceil(log2 n) + 2 (bench/prior.py;
    BENCH_PRIOR_HUNTS).
+9. Change points over nightlies: detection rate, false alarms per 100 builds and delay of the
+   watch's detector against a fixed X %-against-the-previous-build rule, on simulated series
+   (bench/changepoints.py; BENCH_CP_SERIES; alone: make bench-changepoints).
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
@@ -40,6 +43,7 @@ from pathlib import Path
 import git
 
 from bench.build_reuse import bench_build_reuse
+from bench.changepoints import bench_changepoints
 from bench.prior import bench_prior
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build import describe_stats
@@ -412,6 +416,7 @@ def main() -> None:
         bench_noisy()
         bench_build_reuse(tmp, line)
         bench_prior()
+        bench_changepoints()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
