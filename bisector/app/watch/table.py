@@ -125,7 +125,7 @@ def series_lines(series: dict[str, Any]) -> list[str]:
             text += f" (a step back: the fix of flip {st['undoes']})"
         if st["bisection"] is not None:
             text += f": bisection {st['bisection']} {st['state']}"
-            text += f", culprit {st['culprit']}" if st["culprit"] else ""
+            text += f", culprit {st['culprit'][:12]}" if st["culprit"] else ""
         elif st.get("message"):
             text += f": {st['message']}"
         lines.append(text)
