@@ -119,9 +119,11 @@ def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> s
         series=Markup(series) if series is not None else None)
 
 
-def render_page(d: dict[str, Any], issue: str) -> str:
+def render_page(d: dict[str, Any], issue: str, series: str | None = None) -> str:
     """A bisection's page in ``bisect serve``: the report with links to full logs and JSON."""
-    return _env.get_template("report.html").render(**_context(d, issue), served=True)
+    return _env.get_template("report.html").render(
+        **_context(d, issue), served=True,
+        series=Markup(series) if series is not None else None)
 
 
 def render_list(rows: list[dict[str, Any]], query: dict[str, str],

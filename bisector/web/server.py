@@ -115,7 +115,8 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
     def page(request: Request) -> Response:
         i = _id(request)
         d = views.show(store, i)
-        return HTMLResponse(html_report.render_page(d, views.issue_report(store, i)))
+        return HTMLResponse(html_report.render_page(d, views.issue_report(store, i),
+                                                    views.series_picture(store, i)))
 
     def issue_md(request: Request) -> Response:
         return PlainTextResponse(views.issue_report(store, _id(request)),

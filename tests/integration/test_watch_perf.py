@@ -164,6 +164,7 @@ def test_the_watch_page_draws_the_series_in_a_real_browser(watched: Watched,
                        capture_output=True, timeout=120, check=True)
         dom = subprocess.run([*flags, "--dump-dom", base + "/watch"], capture_output=True,
                              text=True, timeout=120, check=True).stdout
+        bisection = httpx.get(f"{base}/bisections/{api['suites'][0]['flips'][0]['bisection']}")
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -176,6 +177,8 @@ def test_the_watch_page_draws_the_series_in_a_real_browser(watched: Watched,
     assert series["points"][0]["date"] in dom and series["points"][-1]["date"] in dom
     for external in ("<link", "src=", "@import", "url("):
         assert external not in dom
+    # The bisection's own page shows the series it was started from.
+    assert bisection.status_code == 200 and 'id="series"' in bisection.text
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
     if os.environ.get("BISECTOR_KEEP_SHOTS"):  # a person looks: BISECTOR_KEEP_SHOTS=DIR
         shutil.copy(shot, Path(os.environ["BISECTOR_KEEP_SHOTS"]) / "watch-perf.png")
