@@ -17,8 +17,8 @@ BARS = "▁▂▃▄▅▆▇█"
 MARK = "┃"  # between the two builds of a step
 SPARK_BUILDS = 60  # the newest builds a sparkline shows
 
-WIDTH, HEIGHT = 760, 240
-LEFT, RIGHT, TOP, BOTTOM = 64, 20, 28, 44
+WIDTH, HEIGHT = 760, 250
+LEFT, RIGHT, TOP, BOTTOM = 64, 20, 58, 30  # steps' labels sit above the plot
 X_LABELS = 8  # at most this many dates on the x axis
 COLOURS = {"slowdown": "#cf222e", "speedup": "#1a7f37"}
 
@@ -97,8 +97,11 @@ def geometry(series: dict[str, Any], links: bool = True) -> dict[str, Any]:
         if not 0 < i < n:
             continue
         change = float(s.get("change") or 0.0)
+        sx = round((x(i - 1) + x(i)) / 2, 1)
+        right = sx > WIDTH - 200  # near the right edge its labels go to its left
         steps.append({
-            "x": round((x(i - 1) + x(i)) / 2, 1), "kind": s["kind"],
+            "x": sx, "tx": sx - 4 if right else sx + 4, "anchor": "end" if right else "start",
+            "kind": s["kind"],
             "colour": COLOURS.get(s["kind"], "#57606a"),
             "label": f"{change:+.0%}".replace("%", " %") + (" fix" if s.get("undoes") else ""),
             "href": f"/bisections/{s['bisection']}" if links and s.get("bisection") else None,
