@@ -131,6 +131,7 @@ def test_served_and_drawn(store: Store) -> None:
     assert not re.search(r"(?:src|href)=\"https?:", svg)
     page = render_watch(table_data(store))
     assert page.count("<svg") == 1 and 'class="step slowdown"' in page
+    assert 'href="/bisections/"' not in page  # cells without a flip link nowhere
 
 
 def test_text_from_an_oracle_is_escaped_in_the_picture(store: Store) -> None:
