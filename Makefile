@@ -49,6 +49,9 @@ base-image: ## Make the local Debian base image from this machine's apt sources 
 bench: $(STAMP) ## Benchmarks, printed as ratios against baselines measured in the same run
 	$(BIN)/python -m bench.run
 
+bench-changepoints: $(STAMP) ## Only the bench of change points over simulated nightly series
+	$(BIN)/python -m bench.changepoints
+
 dist: $(STAMP) ## Build the wheel and sdist into dist/ (pip install dist/bisector-*.whl)
 	rm -rf dist
 	$(BIN)/uv build --out-dir dist
@@ -56,4 +59,4 @@ dist: $(STAMP) ## Build the wheel and sdist into dist/ (pip install dist/bisecto
 clean: ## Remove the virtualenv, caches and the demo store
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-.PHONY: help install demo test test-unit lint bench clean
+.PHONY: help install demo test test-unit lint bench bench-changepoints clean

@@ -19,9 +19,12 @@
    with the same oracle (bench/small_project.py; BENCH_SMALL_RUNS).
 10. A GPU probe vs its oracle run directly: read from the recorded H100 proof
    (bench/gpu_overhead.py, oracles/proof/2026-11-25-probe-overhead/).
+11. Change points over nightlies: detection rate, false alarms per 100 builds and delay of the
+   watch's detector against a fixed X %-against-the-previous-build rule, on simulated series
+   (bench/changepoints.py; BENCH_CP_SERIES; alone: make bench-changepoints).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
-rounds, demo, planning, env, builder, noisy, reuse, prior.
+rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS.
@@ -49,6 +52,7 @@ from pathlib import Path
 import git
 
 from bench.build_reuse import bench_build_reuse
+from bench.changepoints import bench_changepoints
 from bench.gpu_overhead import bench_gpu_overhead
 from bench.prior import bench_prior
 from bench.small_project import bench_small_project
@@ -424,6 +428,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "prior": lambda tmp: bench_prior(),
     "small": lambda tmp: bench_small_project(tmp, line),
     "gpu-overhead": lambda tmp: bench_gpu_overhead(line),
+    "changepoints": lambda tmp: bench_changepoints(),
 }
 
 

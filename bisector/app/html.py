@@ -3,7 +3,8 @@
 user mails and the page a teammate opens cannot disagree.
 
 Every string that reaches a template came from git, an oracle or a user (commit subjects, output
-tails, refs): the environment autoescapes everything, and nothing is marked safe.
+tails, refs): the environment autoescapes everything, and nothing is marked safe but what one
+of these templates rendered (a series' SVG, placed into a page).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from bisector.app.phases import phase_rows
 from bisector.app.reports import culprit_facts
+from bisector.app.watch.picture import geometry
 from bisector.base import defaults
 from bisector.base.kinds import State
 from bisector.run.pipeline import PHASES
@@ -157,14 +160,19 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
             "phase_names": PHASES}
 
 
-def render_report(d: dict[str, Any], issue: str) -> str:
-    """The self-contained file: no links back to a server, the outputs inline."""
-    return _env.get_template("report.html").render(**_context(d, issue), served=False)
+def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:
+    """The self-contained file: no links back to a server, the outputs inline; ``series``:
+    the SVG of the watch's series this bisection was started from (``render_series``)."""
+    return _env.get_template("report.html").render(
+        **_context(d, issue), served=False,
+        series=Markup(series) if series is not None else None)
 
 
-def render_page(d: dict[str, Any], issue: str) -> str:
+def render_page(d: dict[str, Any], issue: str, series: str | None = None) -> str:
     """A bisection's page in ``bisect serve``: the report with links to full logs and JSON."""
-    return _env.get_template("report.html").render(**_context(d, issue), served=True)
+    return _env.get_template("report.html").render(
+        **_context(d, issue), served=True,
+        series=Markup(series) if series is not None else None)
 
 
 def render_list(rows: list[dict[str, Any]], query: dict[str, str],
@@ -173,5 +181,18 @@ def render_list(rows: list[dict[str, Any]], query: dict[str, str],
 
 
 def render_watch(data: dict[str, Any]) -> str:
-    """``/watch``: the nightly watch's table (``bisect watch --json`` data)."""
+    """``/watch``: the nightly watch's table (``bisect watch --json`` data), each performance
+    series drawn as inline SVG with its steps linked to their bisections."""
+    for s in data["suites"]:
+        for series in s.get("series", []):
+            series["svg"] = render_series(series, links=True)
     return _env.get_template("watch.html").render(d=data)
+
+
+def render_series(series: dict[str, Any], links: bool = False) -> Markup:
+    """One performance series as SVG (``templates/series.svg``, autoescaped: every string in
+    it came from an oracle or git); whole on its own, so also the file beside a notification
+    and the picture in a bisection's HTML report. Markup: rendered here, not to be escaped
+    again where it is placed."""
+    return Markup(
+        _env.get_template("series.svg").render(g=geometry(series, links=links)))

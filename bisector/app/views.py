@@ -38,9 +38,22 @@ def issue_report(store: Store, bisection_id: int) -> str:
 
 
 def html_report(store: Store, bisection_id: int) -> str:
-    """One self-contained HTML file: timeline, probes with their output, facts."""
+    """One self-contained HTML file: timeline, probes with their output, facts; for a
+    bisection the nightly watch started at a performance step, the series with its steps."""
     d = show(store, bisection_id)
-    return redact.text(render_report(d, issue=issue_report(store, bisection_id)))
+    return redact.text(render_report(d, issue=issue_report(store, bisection_id),
+                                     series=series_picture(store, bisection_id)))
+
+
+def series_picture(store: Store, bisection_id: int) -> str | None:
+    """The SVG of the watch's series a bisection was started from (a performance step), or
+    None for any other bisection."""
+    # lazy: the watch's series are read only for reports of bisections it started
+    from bisector.app.watch.series import flip_picture
+    from bisector.store import watch as ws
+
+    flip = ws.flip_of_bisection(store, bisection_id)
+    return flip_picture(store, flip) if flip is not None and flip.performance else None
 
 
 def progress(store: Store, bisection_id: int) -> dict[str, Any]:

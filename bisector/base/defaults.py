@@ -94,3 +94,9 @@ DOWNLOAD_LINE_S = float(os.environ.get("BISECTOR_DOWNLOAD_LINE_S", "5"))
 # ones a run inherits are recorded, key its verdicts and appear in the reproduce line.
 ORACLE_ENV_PREFIXES = ("TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TRITON_", "CUDA_",
                        "PYTORCH_")
+
+# The nightly watch's performance series (bisector/core/changepoint.py, app/watch/series.py):
+# the significance level of a step (a two-sided rank test over build medians), and how far, in
+# builds, a step may move as more nightlies arrive and still be the one already acted on.
+WATCH_STEP_ALPHA = 0.01
+WATCH_STEP_MOVE_BUILDS = 6

@@ -143,14 +143,14 @@ def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
     """The nightly watch's table: per suite, each oracle against each torch (good / bad /
     skip), the flips, and the bisections they started."""
     # lazy: `bisect --help` and completion import none of this
-    from bisector.app.watch.table import cell_text, flip_text, table_data, text_lines
+    from bisector.app.watch import table as wt
 
-    data = table_data(c.store(create=False), columns)
+    data = wt.table_data(c.store(create=False), columns)
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
     if not out.is_terminal:
-        click.echo("\n".join(text_lines(data)))
+        click.echo("\n".join(wt.text_lines(data)))
         return
     if not data["suites"]:
         out.print("the watch has recorded nothing yet: run `bisect tick`")
@@ -160,7 +160,10 @@ def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
         for r in s["rows"]:
             t.add_row(escape(r["oracle"]), *(
                 f"[{STYLE.get(str((cell or {}).get('verdict')), 'dim')}]"
-                f"{escape(cell_text(cell))}[/]" for cell in r["cells"]))
+                f"{escape(wt.cell_text(cell))}[/]" for cell in r["cells"]))
         out.print(t)
         for f in s["flips"]:
-            out.print("  " + escape(flip_text(f)))
+            out.print("  " + escape(wt.flip_text(f)))
+        for series in s["series"]:
+            for line in wt.series_lines(series):
+                out.print(escape(line), soft_wrap=True)

@@ -82,6 +82,7 @@ class PerfResult:
     samples: tuple[float, ...]
     unit: str | None
     direction: Direction
+    metric: str | None = None  # what was measured, for people and the watch's series names
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,9 @@ def parse_result(stdout: str) -> PerfResult | None:
             f'{where}: "direction" must be "{Direction.LOWER}" or '
             f'"{Direction.HIGHER}", got {_show(direction_text)}'
         ) from None
-    return PerfResult(samples=tuple(samples), unit=unit, direction=direction)
+    metric = data.get("metric")
+    return PerfResult(samples=tuple(samples), unit=unit, direction=direction,
+                      metric=metric.strip()[:100] or None if isinstance(metric, str) else None)
 
 
 def parse_threshold(text: str | float) -> float:

@@ -355,4 +355,4 @@ def with_samples(run: RunResult) -> RunResult:
                        reason="the performance oracle printed no BISECTOR_RESULT line")
     return replace(run, facts={**run.facts, "perf": {
         "samples": list(result.samples), "unit": result.unit,
-        "direction": result.direction.value}})
+        "direction": result.direction.value, "metric": result.metric}})

@@ -247,7 +247,7 @@ class WatchFlip(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     suite: Mapped[str] = mapped_column(String(200))
     oracle: Mapped[str] = mapped_column(String(200))
-    kind: Mapped[str] = mapped_column(String(12))  # regression | fix
+    kind: Mapped[str] = mapped_column(String(12))  # regression | fix | slowdown | speedup
     from_commit: Mapped[str] = mapped_column(String(40))
     to_commit: Mapped[str] = mapped_column(String(40))
     from_result_id: Mapped[int] = mapped_column(ForeignKey("watch_result.id"))
@@ -262,6 +262,8 @@ class WatchFlip(Base):
                                                               nullable=True)
     end_notified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                              nullable=True)
+    # A performance step's numbers (change, p-value, medians, metric, the flip it undoes).
+    facts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class ProbeTask(Base):

@@ -91,6 +91,19 @@ class FlipRecord:
     created_at: datetime
     flip_notified_at: datetime | None
     end_notified_at: datetime | None
+    facts: dict[str, Any] = field(default_factory=dict)  # a performance step's numbers
+
+    @property
+    def performance(self) -> bool:
+        return self.kind in PERF_KINDS
+
+
+# A performance oracle's flips are steps of its series: a slowdown is bisected, a speed-up (a
+# fix of an earlier slowdown among them) is only reported, so it never counts as waiting for
+# a bisection (``orphaned_flips``, ``unstarted_flips``).
+SLOWDOWN, SPEEDUP = "slowdown", "speedup"
+PERF_KINDS = (SLOWDOWN, SPEEDUP)
+BISECTED = ("regression", "fix", SLOWDOWN)
 
 
 @dataclass(frozen=True)
@@ -126,7 +139,8 @@ def _flip(f: m.WatchFlip) -> FlipRecord:
         to_commit=f.to_commit, from_result_id=f.from_result_id, to_result_id=f.to_result_id,
         bisection_id=f.bisection_id, message=f.message, owner=f.owner,
         at=_utc(f.at) or datetime.now(UTC), created_at=_utc(f.created_at) or datetime.now(UTC),
-        flip_notified_at=_utc(f.flip_notified_at), end_notified_at=_utc(f.end_notified_at))
+        flip_notified_at=_utc(f.flip_notified_at), end_notified_at=_utc(f.end_notified_at),
+        facts=dict(f.facts or {}))
 
 
 Claimed = tuple[Literal["mine", "done", "held"], ResultRecord]
@@ -265,7 +279,8 @@ def results(store: Store) -> list[ResultRecord]:
 
 
 def claim_flip(store: Store, *, suite: str, oracle: str, kind: str, older: ResultRecord,
-               newer: ResultRecord, me: str) -> FlipRecord | None:
+               newer: ResultRecord, me: str,
+               facts: dict[str, Any] | None = None) -> FlipRecord | None:
     """The right to act on a flip: the new row, or None when another tick has it already."""
     now = datetime.now(UTC)
     try:
@@ -273,7 +288,7 @@ def claim_flip(store: Store, *, suite: str, oracle: str, kind: str, older: Resul
             row = m.WatchFlip(suite=suite, oracle=oracle, kind=kind,
                               from_commit=older.key.commit_sha, to_commit=newer.key.commit_sha,
                               from_result_id=older.id, to_result_id=newer.id, owner=me, at=now,
-                              created_at=now)
+                              created_at=now, facts=facts)
             s.add(row)
             s.flush()
             return _flip(row)
@@ -287,7 +302,8 @@ def orphaned_flips(store: Store, me: str) -> list[FlipRecord]:
     out = []
     with store.session() as s:
         rows = [_flip(f) for f in s.scalars(select(m.WatchFlip).where(
-            m.WatchFlip.bisection_id.is_(None), m.WatchFlip.message.is_(None)))]
+            m.WatchFlip.bisection_id.is_(None), m.WatchFlip.message.is_(None),
+            m.WatchFlip.kind.in_(BISECTED)))]
     for f in rows:
         if f.owner == me or owner_alive(f.owner, f.at):
             continue
@@ -310,8 +326,8 @@ def unstarted_flips(store: Store, me: str, suites: tuple[str, ...] = (),
     out = []
     with store.session() as s:
         rows = [_flip(f) for f in s.scalars(select(m.WatchFlip).where(
-            m.WatchFlip.bisection_id.is_(None), m.WatchFlip.message.is_not(None))
-            .order_by(m.WatchFlip.id))]
+            m.WatchFlip.bisection_id.is_(None), m.WatchFlip.message.is_not(None),
+            m.WatchFlip.kind.in_(BISECTED)).order_by(m.WatchFlip.id))]
     for f in rows:
         if (suites and f.suite not in suites) or f.id in skip:
             continue
@@ -354,3 +370,11 @@ def mark_notified(store: Store, flip_id: int, which: Literal["flip", "end"]) -> 
         res = s.execute(update(m.WatchFlip).where(m.WatchFlip.id == flip_id, col.is_(None))
                         .values({col.key: datetime.now(UTC)}))
         return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def flip_of_bisection(store: Store, bisection_id: int) -> FlipRecord | None:
+    """The flip that started ``bisection_id``, if the watch started it."""
+    with store.session() as s:
+        row = s.scalar(select(m.WatchFlip).where(m.WatchFlip.bisection_id == bisection_id)
+                       .order_by(m.WatchFlip.id).limit(1))
+        return _flip(row) if row is not None else None

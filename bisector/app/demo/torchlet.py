@@ -32,6 +32,9 @@ from bisector.app.demo.torchlet_files import (
     OPS_BAD,
     OPS_GOOD,
     OPS_PY,
+    PACE_FAST_S,
+    PACE_PY,
+    PACE_SLOW_S,
     PYPROJECT,
     SETUP_PY,
     UTILS_PY,
@@ -143,6 +146,7 @@ def generate(
     triton_bump_at: int | None = None,
     delete_at: int | None = None,
     culprit_subject: str = "Simplify the norm computation",
+    slow_at: int | None = None,
 ) -> SyntheticHistory:
     """Write a history of ``commits`` first-parent commits on main into ``path``.
 
@@ -155,7 +159,10 @@ def generate(
     does: every k-th main commit gets a nightly commit with the same tree, the previous nightly
     as parent, and the subject ``YYYY-MM-DD nightly release (<main sha>)``. ``c_churn`` commits
     change the C source harmlessly (they need a source build, never an overlay);
-    ``triton_bump_at`` changes the Triton pin files.
+    ``triton_bump_at`` changes the Triton pin files. ``slow_at`` plants a slowdown for
+    performance oracles: ``torchlet._pace.work()`` sleeps 20 ms up to that commit and 60 ms
+    from it on (the module exists only in histories that ask for it, so others keep their
+    commits).
     """
     if not 0 < culprit < commits:
         raise ValueError("culprit must be an index inside the history, after the root")
@@ -177,6 +184,8 @@ def generate(
         "ci/triton.txt": "5f40dc89506d67ab8e7aa2b7c8cf1351f8b22f31\n",
         "ci/triton_version.txt": "3.4.0\n",
     }
+    if slow_at is not None:
+        files["torchlet/_pace.py"] = PACE_PY.format(delay=PACE_FAST_S)
     marks: list[int] = []
     side_marks: list[int] = []
     release_marks: dict[str, int] = {}
@@ -219,6 +228,9 @@ def generate(
         elif BROKEN_MARK in files["csrc/_C.c"]:
             changed["csrc/_C.c"] = files["csrc/_C.c"].replace(BROKEN_MARK, "")
             msg = _message(rng, "Fix the build of the C kernel", pr)
+        elif i == slow_at:
+            changed["torchlet/_pace.py"] = PACE_PY.format(delay=PACE_SLOW_S)
+            msg = _message(rng, "Make the pacing loop more careful", pr)
         elif i in c_churn:
             changed["csrc/_C.c"] = files["csrc/_C.c"] + f"/* tuning note {i} */\n"
             msg = _message(rng, f"Tune the C kernel, step {i}", pr)

@@ -135,3 +135,17 @@ UTILS_PY = '''\
 '''
 
 BROKEN_MARK = "#error this commit does not build\n"
+
+# A workload whose speed a history can change (``generate(slow_at=...)``): what the watch's
+# performance tests time, a step of 3x that no machine's noise imitates.
+PACE_FAST_S, PACE_SLOW_S = 0.02, 0.06
+PACE_PY = """\
+\"\"\"A workload whose duration is the build's (the watch's performance tests time it).\"\"\"
+import time
+
+DELAY = {delay}
+
+
+def work():
+    time.sleep(DELAY)
+"""

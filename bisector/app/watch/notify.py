@@ -28,12 +28,20 @@ from bisector.base.escape import code, fence
 from bisector.infra.proc import call_bounded
 
 
-def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str) -> Path:
+def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str,
+                picture: str | None = None) -> Path:
     """Write ``STEM.md`` (the body) and ``STEM.json`` (the event, naming the body); returns
     the JSON's path. Written whether or not a command is configured: the files are the
-    record a person can paste from."""
+    record a person can paste from. A performance step's ``picture`` (its series as SVG) is
+    written beside them as ``STEM.svg`` and shown by the body."""
     folder.mkdir(parents=True, exist_ok=True)
     md = folder / f"{stem}.md"
+    if picture is not None:
+        svg = folder / f"{stem}.svg"
+        svg.write_text(redact.text(picture), encoding="utf-8")
+        event["picture_file"] = str(svg)
+        markdown = (f"{markdown.rstrip()}\n\n![the series over nightlies, the step marked]"
+                    f"({svg.name})\n")
     md.write_text(redact.text(markdown), encoding="utf-8")
     event["issue_file"] = str(md)
     path = folder / f"{stem}.json"
@@ -65,15 +73,41 @@ def send(cfg: Notify, event: dict[str, Any]) -> str | None:
     return f"notified: {event['text']}"
 
 
+def flip_words(kind: str, facts: dict[str, Any]) -> str:
+    """What a flip says happened: ``regressed``, ``was fixed``, or a performance step's size
+    (``got 18 % worse``; a speed-up that gives back an earlier slowdown says which)."""
+    if kind == "regression":
+        return "regressed"
+    if kind == "fix":
+        return "was fixed"
+    change = float(facts.get("change", 0.0))
+    word = f"got {abs(change):.0%} {'worse' if change > 0 else 'better'}".replace("%", " %")
+    if facts.get("undoes") is not None:
+        word += f" (a step back: the fix of flip {facts['undoes']})"
+    return word
+
+
 def flip_markdown(event: dict[str, Any], output_tail: str) -> str:
     """The body for a flip: what changed, between which torches, what happens next."""
     old, new = event["from"], event["to"]
-    word = "regressed" if event["kind"] == "regression" else "was fixed"
+    step = event.get("step")
+    word = flip_words(event["kind"], step or {})
     lines = [f"## {code(event['oracle'])} {word} between torch {old['version']} and "
-             f"{new['version']}", "",
-             f"Watch suite {code(event['suite'])}: the oracle {code(event['oracle'])} said "
-             f"**{old['verdict']}** on torch {old['version']} (commit `{old['commit']}`) and "
-             f"**{new['verdict']}** on torch {new['version']} (commit `{new['commit']}`).", ""]
+             f"{new['version']}", ""]
+    if step:
+        unit = f" {step['unit']}" if step.get("unit") else ""
+        lines += [f"Watch suite {code(event['suite'])}: the median of {code(step['metric'])} "
+                  f"over {step['builds_before']} builds up to torch {old['version']} (commit "
+                  f"`{old['commit']}`) was {step['before']:.4g}{unit}, and over "
+                  f"{step['builds_after']} builds from torch {new['version']} (commit "
+                  f"`{new['commit']}`) {step['after']:.4g}{unit}: {step['change']:+.1%} "
+                  f"({step['direction']}; threshold {step['threshold']:.0%}, two-sided rank "
+                  f"test over build medians p = {step['p_value']:.2g}).", ""]
+    else:
+        lines += [f"Watch suite {code(event['suite'])}: the oracle {code(event['oracle'])} "
+                  f"said **{old['verdict']}** on torch {old['version']} (commit "
+                  f"`{old['commit']}`) and **{new['verdict']}** on torch {new['version']} "
+                  f"(commit `{new['commit']}`).", ""]
     b = event.get("bisection")
     if b and b.get("id") is not None:
         lines += [f"Bisection {b['id']} was started between the two commits; "

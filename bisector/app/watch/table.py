@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from bisector.app.reports import effective_state
+from bisector.app.watch import series as perf_series
+from bisector.app.watch.picture import sparkline
 from bisector.base import escape
 from bisector.store import bisections
 from bisector.store import watch as ws
@@ -51,6 +53,9 @@ def table_data(store: Store, columns: int = COLUMNS) -> dict[str, Any]:
             "rows": [{"oracle": o, "cells": [cells.get((o, v, c)) for v, c in shown]}
                      for o in oracles],
             "flips": [_flip(store, f) for f in reversed(flips) if f.suite == name],
+            # Performance oracles: every build's samples, and the steps the watch acted on.
+            "series": [perf_series.view(store, s, flips)
+                       for s in perf_series.all_series(store, name)],
         })
     # Reasons and messages came from oracles: redacted and printable, like every view.
     table: dict[str, Any] = escape.safe({"suites": out})
@@ -66,6 +71,7 @@ def _flip(store: Store, f: ws.FlipRecord) -> dict[str, Any]:
         "to": {"version": new.key.torch_version, "commit": f.to_commit},
         "bisection": f.bisection_id, "state": None, "culprit": None, "message": f.message,
         "at": f.created_at.isoformat(timespec="seconds"),
+        "step": f.facts or None,
     }
     if f.bisection_id is not None:
         b = bisections.get(store, f.bisection_id)
@@ -87,6 +93,8 @@ def text_lines(data: dict[str, Any]) -> list[str]:
                                                                        strict=True)).rstrip())
         for f in s["flips"]:
             lines.append("  " + flip_text(f))
+        for series in s.get("series", []):
+            lines.extend(series_lines(series))
     return lines or ["the watch has recorded nothing yet: run `bisect tick`"]
 
 
@@ -97,6 +105,31 @@ def cell_text(cell: dict[str, Any] | None) -> str:
     if cell.get("bisection") is not None:
         text += f" #{cell['bisection']}"
     return text
+
+
+def series_lines(series: dict[str, Any]) -> list[str]:
+    """A performance series in a terminal: its sparkline (``┃`` where a step begins), the
+    newest median, then a line per step with its bisection."""
+    pts = series["points"]
+    unit = f" {series['unit']}" if series["unit"] else ""
+    name = series["oracle"] + (f" [{series['metric']}]" if series["metric"] != series["oracle"]
+                               else "")
+    lines = [f"  {name}  {sparkline(series)}  {pts[-1]['median']:.4g}{unit} "
+             f"({len(pts)} builds, {series['direction']})"]
+    for st in series["steps"]:
+        i = st["index"]
+        change = float(st.get("change") or 0.0)
+        text = (f"    ┃ {st['kind']} {change:+.1%} between {pts[i - 1]['version']} and "
+                f"{pts[i]['version']}")
+        if st.get("undoes") is not None:
+            text += f" (a step back: the fix of flip {st['undoes']})"
+        if st["bisection"] is not None:
+            text += f": bisection {st['bisection']} {st['state']}"
+            text += f", culprit {st['culprit'][:12]}" if st["culprit"] else ""
+        elif st.get("message"):
+            text += f": {st['message']}"
+        lines.append(text)
+    return lines
 
 
 def flip_text(f: dict[str, Any]) -> str:

@@ -26,9 +26,10 @@ from typing import Any
 
 from bisector.app import bisections as app
 from bisector.app import views
+from bisector.app.watch import series as perf_series
 from bisector.app.watch import sources
 from bisector.app.watch.config import Suite, WatchConfig
-from bisector.app.watch.notify import flip_markdown, send, write_event
+from bisector.app.watch.notify import flip_markdown, flip_words, send, write_event
 from bisector.artifacts.installable import Installable
 from bisector.base import defaults, redact
 from bisector.base.errors import BisectorError, BusyError, UsageError
@@ -149,7 +150,10 @@ class Tick:
             oracle = load_oracle(spec)
             key = ws.ResultKey(suite.name, oracle.name, torch.version, torch.commit)
             self._result(key, torch, oracle, environment)
-            self._flip(suite, spec, oracle.name, place)
+            if oracle.meta.threshold is not None:  # measured: its steps, not its exit codes
+                self._steps(suite, spec, oracle.name, oracle.meta.threshold, place)
+            else:
+                self._flip(suite, spec, oracle.name, place)
 
     def _result(self, key: ws.ResultKey, torch: sources.Torch, oracle: Oracle,
                 environment: Callable[[], tuple[Installable, Executor]]) -> ws.ResultRecord:
@@ -219,6 +223,32 @@ class Tick:
         self.say(f"  {oracle}: {kind} between torch {older.key.torch_version} and "
                  f"{newer.key.torch_version}")
         self._start(flip, suite, spec, place)
+
+    def _steps(self, suite: Suite, spec: str, oracle: str, threshold: float,
+               place: sources.Place) -> None:
+        """A performance oracle's change points that no flip covers yet: each is a flip (the
+        same unique key as an exit-code flip, so one tick acts on it); a slowdown starts a
+        performance bisection between the two builds' commits, a speed-up is reported."""
+        for series in perf_series.all_series(self.store, suite.name, oracle):
+            for new in perf_series.new_steps(self.store, series, threshold):
+                kind = ws.SLOWDOWN if new.step.worse else ws.SPEEDUP
+                older = ws.get_result(self.store, new.older)
+                newer = ws.get_result(self.store, new.newer)
+                flip = ws.claim_flip(self.store, suite=suite.name, oracle=oracle, kind=kind,
+                                     older=older, newer=newer, me=self.me,
+                                     facts=perf_series.step_facts(new, threshold))
+                if flip is None:
+                    continue
+                self.say(f"  {oracle}: {flip_words(flip.kind, flip.facts)} between torch "
+                         f"{older.key.torch_version} and {newer.key.torch_version} "
+                         f"(p = {new.step.p_value:.2g})")
+                if kind == ws.SLOWDOWN:
+                    self._start(flip, suite, spec, place)
+                    continue
+                self._tried.add(flip.id)
+                flip = ws.started(self.store, flip.id, bisection_id=None,
+                                  message="a speed-up: reported, not bisected")
+                self._announce(flip, "flip")
 
     def _start(self, flip: ws.FlipRecord, suite: Suite | None = None, spec: str | None = None,
                place: sources.Place | None = None) -> None:
@@ -302,8 +332,10 @@ class Tick:
                 body = flip_markdown(event, f"(no issue report: {e.message})")
         tag = hashlib.sha256(self.store.url.encode()).hexdigest()[:8]
         folder = events_folder(self.cfg)
+        picture = perf_series.flip_picture(self.store, flip) if flip.performance else None
         try:
-            write_event(folder, f"flip-{flip.id}-{event['event']}-{tag}", event, body)
+            write_event(folder, f"flip-{flip.id}-{event['event']}-{tag}", event, body,
+                        picture)
         except OSError as e:
             self.say(f"warning: could not write the {event['event']} event into {folder} "
                      f"({e.strerror}); fix [watch] events")
@@ -321,7 +353,7 @@ class Tick:
             return {"version": r.key.torch_version, "commit": r.key.commit_sha,
                     "verdict": r.verdict, "source": redact.url(r.source)}
 
-        word = "regressed" if flip.kind == "regression" else "was fixed"
+        word = flip_words(flip.kind, flip.facts)
         text = (f"[{flip.suite}] {flip.oracle} {word} between torch {old.key.torch_version} "
                 f"and {new.key.torch_version}")
         bisection: dict[str, Any] | None = {"id": None, "message": flip.message}
@@ -338,7 +370,8 @@ class Tick:
                 text += f": bisection {b.id} started"
         return {"event": name, "text": text, "suite": flip.suite, "oracle": flip.oracle,
                 "kind": flip.kind, "from": side(old), "to": side(new), "bisection": bisection,
-                "flip": flip.id, "store": redact.url(self.store.url)}
+                "flip": flip.id, "store": redact.url(self.store.url),
+                **({"step": flip.facts} if flip.performance else {})}
 
 
 def events_folder(cfg: WatchConfig) -> Path:
