@@ -15,9 +15,12 @@
 8. A prior from the failure: probes with the prior vs plain bisection on the same culprits, over
    simulated priors of varying quality, and the bound ceil(log2 n) + 2 (bench/prior.py;
    BENCH_PRIOR_HUNTS).
+9. An instant CLI: ``bisect --help``, ``bisect list`` on an empty store and a TAB completion vs
+   ``python -c "import click"`` (bench/cli_start.py; BENCH_CLI_RUNS).
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
-BENCH_NOISY_HUNTS.
+BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
+bench SECTIONS="cli"``); ``python -m bench.run --list`` names them.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ import tempfile
 import time
 import zipfile
 from base64 import urlsafe_b64encode
+from collections.abc import Callable
 from pathlib import Path
 
 import git
 
 from bench.build_reuse import bench_build_reuse
+from bench.cli_start import bench_cli
 from bench.prior import bench_prior
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build import describe_stats
@@ -400,18 +405,35 @@ def bench_noisy() -> None:
          f"section took {time.perf_counter() - t0:.1f}s")
 
 
-def main() -> None:
+def sections(tmp: Path) -> dict[str, Callable[[], None]]:
+    """Every section by the name ``python -m bench.run NAME`` picks it with, in run order."""
+    return {
+        "probes": bench_probes,
+        "rounds": bench_rounds,
+        "demo": lambda: bench_demo_jobs(tmp),
+        "planning": lambda: bench_planning(tmp),
+        "env": lambda: bench_env(tmp),  # and section 4, the same inside a container
+        "ccache": lambda: bench_builder_ccache(tmp),
+        "noisy": bench_noisy,
+        "reuse": lambda: bench_build_reuse(tmp, line),
+        "prior": bench_prior,
+        "cli": lambda: bench_cli(line),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    names = sys.argv[1:] if argv is None else argv
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
-        bench_probes()
-        bench_rounds()
-        bench_demo_jobs(tmp)
-        bench_planning(tmp)
-        bench_env(tmp)
-        bench_builder_ccache(tmp)
-        bench_noisy()
-        bench_build_reuse(tmp, line)
-        bench_prior()
+        every = sections(tmp)
+        if names == ["--list"]:
+            print(" ".join(every))
+            return
+        unknown = [n for n in names if n not in every]
+        if unknown:
+            sys.exit(f"error: no bench section {unknown[0]!r}; pick from: {' '.join(every)}")
+        for name in names or list(every):
+            every[name]()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -12,8 +12,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import platformdirs
-
 from bisector.base import defaults
 from bisector.base.errors import UsageError
 
@@ -31,10 +29,19 @@ def _home() -> Path | None:
     return Path(h).expanduser().resolve() if h else None
 
 
-def data_dir() -> Path:
+def data_dir(create: bool = True) -> Path:
+    """The database, logs, reports; ``create=False`` only names it (a query that finds no
+    store leaves no folder behind)."""
     h = _home()
-    p = h / "data" if h else Path(platformdirs.user_data_dir("bisector"))
-    p.mkdir(parents=True, exist_ok=True)
+    if h:
+        p = h / "data"
+    else:
+        # lazy: `bisect --help` and completion never need the user's folders
+        import platformdirs
+
+        p = Path(platformdirs.user_data_dir("bisector"))
+    if create:
+        p.mkdir(parents=True, exist_ok=True)
     return p
 
 
@@ -45,8 +52,13 @@ def cache_dir() -> Path:
     explicit = os.environ.get("BISECTOR_CACHE_DIR")
     if explicit:
         p = Path(explicit).expanduser().resolve()
+    elif h:
+        p = h / "cache"
     else:
-        p = h / "cache" if h else Path(platformdirs.user_cache_dir("bisector"))
+        # lazy: `bisect --help` and completion never need the user's folders
+        import platformdirs
+
+        p = Path(platformdirs.user_cache_dir("bisector"))
     p.mkdir(parents=True, exist_ok=True)
     return p
 

@@ -32,9 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import click
-import platformdirs
 
-from bisector.app import trust
 from bisector.base.errors import UsageError
 from bisector.base.paths import read_toml
 
@@ -82,9 +80,12 @@ def user_file() -> Path:
     if explicit:
         return Path(explicit).expanduser()
     home = os.environ.get("BISECTOR_HOME")
-    folder = (Path(home).expanduser() / "config" if home
-              else Path(platformdirs.user_config_dir("bisector")))
-    return folder / FILE_NAME
+    if home:
+        return Path(home).expanduser() / "config" / FILE_NAME
+    # lazy: with BISECTOR_HOME (tests, the demo, the bench) `bisect` never loads platformdirs
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("bisector")) / FILE_NAME
 
 
 def repo_file(start: Path) -> Path | None:
@@ -103,6 +104,9 @@ def files(cwd: Path | None = None) -> list[ConfigFile]:
     out = [ConfigFile(f, True) for f in (user_file(),) if f.is_file()]
     repo = repo_file(cwd or Path.cwd())
     if repo is not None and all(repo.resolve() != f.path.resolve() for f in out):
+        # lazy: only a clone with its own bisector.toml needs the trust record
+        from bisector.app import trust
+
         out.append(ConfigFile(repo, trust.is_trusted(repo)))
     return out
 

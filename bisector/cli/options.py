@@ -12,7 +12,6 @@ import click
 from bisector.base import defaults
 from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.core.verdict import Polarity
-from bisector.run.config import VARIANT
 
 # -- numbers and names a user types: checked here, once, before anything is opened ------------
 
@@ -70,6 +69,9 @@ class Variant(click.ParamType[str]):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:
+        # lazy: the run's configuration (cattrs, the artifacts) is for a command that runs
+        from bisector.run.config import VARIANT
+
         text = str(value)
         if not (len(text) <= 40 and VARIANT.fullmatch(text)):
             self.fail(f"{text[:40]!r} is not a wheel variant: write one like cu128, cu126, "

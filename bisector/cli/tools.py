@@ -10,13 +10,12 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.table import Table
 
 from bisector.base.escape import safe
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
+from bisector.cli.console import err, escape, out
 from bisector.cli.options import SECONDS, check_options
-from bisector.cli.progress import err, escape, out
-from bisector.oracle.script import list_oracles, team_oracles_dir
+from bisector.oracle.names import team_oracles_dir
 
 
 @click.command(cls=ConfiguredCommand)
@@ -24,6 +23,12 @@ from bisector.oracle.script import list_oracles, team_oracles_dir
 def oracles(json_out: bool) -> None:
     """List the oracles --oracle NAME can find ($BISECTOR_ORACLES_DIR's, then the bundled ones)
     with their one-line descriptions."""
+    # lazy: `bisect --help` and completion import none of this
+    from rich.table import Table
+
+    # lazy: reading every oracle's metadata is this command's work, not every command's
+    from bisector.oracle.script import list_oracles
+
     found = list_oracles()
     if json_out:
         click.echo(json.dumps([{"name": o.name, "description": o.meta.description,
@@ -78,6 +83,9 @@ def check(env_kind: str | None, json_out: bool, **kw: Any) -> None:
         out.print(f"[bold]{escape(res.oracle.name)}[/]: [{colour}]{data['verdict']}[/] "
                   f"({escape(data['reason'])}, {data['duration_s']:.1f}s) "
                   f"on {escape(res.environment)}")
+        # lazy: rich's table, once there is a table to show
+        from rich.table import Table
+
         t = Table("fact", "value")
         for k, v in sorted(data["facts"].items()):
             t.add_row(k, escape(json.dumps(v) if isinstance(v, dict) else str(v)))
