@@ -8,7 +8,6 @@ demo do so that they never touch a user's real store.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +92,8 @@ def host_build_env() -> dict[str, str]:
 def read_toml(path: Path, fix: str) -> dict[str, Any]:
     """A configuration file's tables; a file that cannot be read or parsed is one line naming
     it and ``fix`` (what the user can do about it), as every bad input is."""
+    # lazy: only a command that finds a configuration file parses TOML
+    import tomllib
 
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

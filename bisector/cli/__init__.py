@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -20,7 +19,7 @@ import click
 
 from bisector.base import defaults
 from bisector.base.errors import BisectorError, InterruptedBisection, StoreError, UsageError
-from bisector.base.escape import safe_text
+from bisector.base.escape import safe_line, safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.console import err, escape, is_quiet, out, set_quiet
@@ -35,11 +34,14 @@ if TYPE_CHECKING:
     from bisector.store.db import Store
 
 
-@dataclass
 class Ctx:
-    db: str
-    debug: bool
-    _store: Store | None = None
+    """What every command gets (``@click.pass_obj``): the store's location, opened on first
+    use. A plain class, not a dataclass: importing `dataclasses` would add to the start of
+    every command (make bench, section 9)."""
+
+    def __init__(self, db: str, debug: bool) -> None:
+        self.db, self.debug = db, debug
+        self._store: Store | None = None
 
     def store(self, create: bool = True) -> Store:
         if self._store is None:
@@ -252,6 +254,7 @@ def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> N
 
 
 LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
+LONG_COLUMNS = ("repo", "range", "oracle")  # what a terminal's table cuts to fit
 
 
 @cli.command(name="list")
@@ -284,6 +287,7 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
         return
     # lazy: rich (the table) and git (printable), once there is something to show
     from rich.table import Table
+    from rich.text import Text
 
     # lazy: GitPython comes with it
     from bisector.project.history import printable
@@ -299,14 +303,21 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
             click.echo("  ".join([*(v.ljust(w) for v, w in zip(line, widths, strict=False)),
                                   line[-1]]))
         return
-    # One line per bisection on any width: a long repo, range or command oracle is cut with
-    # an ellipsis rather than wrapped (--wide or a pipe has them whole).
+    # One line per bisection on any width: the short columns keep their width, and a long
+    # repo, range or command oracle shrinks and ends in an ellipsis rather than wrapping
+    # (rich narrows only the columns that may wrap; their cells never do).
     t = Table(*LIST_COLUMNS)
     for column in t.columns:
-        column.no_wrap, column.overflow = True, "ellipsis"
-    for r in rows:  # refs and paths come from users and repositories: never markup
-        t.add_row(str(r["id"]), escape(r["repo"]), escape(r["range"]), escape(r["oracle"]),
-                  r["state"], (r["culprit"] or "")[:12], r["created"])
+        column.no_wrap = column.header not in LONG_COLUMNS
+        column.min_width = 6 if column.header in LONG_COLUMNS else None
+        column.overflow = "ellipsis"
+
+    def cut(value: str) -> Text:  # refs and paths come from users and repositories: no markup
+        return Text(safe_line(value), no_wrap=True, overflow="ellipsis")
+
+    for r in rows:
+        t.add_row(str(r["id"]), cut(r["repo"]), cut(r["range"]), cut(r["oracle"]),
+                  r["state"], (r["culprit"] or "")[:12], r["created"][:16].replace("T", " "))
     out.print(t)
 
 
@@ -377,6 +388,7 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     --nightlies, by dates over its nightly wheels."""
     import shutil
     from contextlib import nullcontext
+    from dataclasses import replace
 
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, issue

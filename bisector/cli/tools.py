@@ -12,6 +12,7 @@ import click
 from click.core import ParameterSource
 
 from bisector.base.escape import safe
+from bisector.cli import complete
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
 from bisector.cli.console import err, escape, out
 from bisector.cli.options import SECONDS, check_options
@@ -115,7 +116,8 @@ def oracle() -> None:
               help="Without --match or --traceback, run the repro once here (at most 120 s, "
               "only with an interpreter that imports what it imports) and take the signature "
               "from its failure.")
-@click.option("--at", "at_ref", default=None, metavar="REF", help="Run the repro once at this "
+@click.option("--at", "at_ref", default=None, metavar="REF", shell_complete=complete.refs,
+              help="Run the repro once at this "
               "commit of --repo (your bad ref: built or fetched and installed, as bisect check "
               "--commit does) and take the signature of its failure there.")
 @click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),

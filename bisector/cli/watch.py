@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 import click
 
 from bisector.base.errors import InterruptedBisection, UsageError
-from bisector.cli import config_file
+from bisector.cli import complete, config_file
 from bisector.cli.console import err, escape, out
 
 if TYPE_CHECKING:
@@ -62,8 +62,8 @@ def next_time(every: str, after: datetime) -> datetime:
               help="Run a flip's bisection inside this tick (default: [watch] bisect, else "
               "yes); --no-bisect records results and stores the bisection for `bisect resume` "
               "or a later tick.")
-@click.option("--suite", "only", multiple=True, metavar="NAME", help="Only this suite "
-              "(repeatable).")
+@click.option("--suite", "only", multiple=True, metavar="NAME", shell_complete=complete.suites,
+              help="Only this suite (repeatable).")
 @click.option("--every", default=None, metavar="CRON", help="Stay in the foreground and tick "
               "on this cron schedule, e.g. \"0 3 * * *\" (use the systemd timer on a server).")
 @click.pass_obj
