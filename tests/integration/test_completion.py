@@ -189,19 +189,11 @@ def test_quiet_leaves_the_result_and_the_errors(stored: tuple[Path, dict[str, st
     args = ("--db", str(db), "start", "--repo", str(world.path), "--good", world.main[0],
             "--bad", world.main[-1], "--no-confirm", "--oracle", "torchlet_norm")
     loud = invoke(*args, env=dict(env))
-    assert loud.exit_code == 0 and "probe 1" in loud.stderr  # stored verdicts, said aloud
+    assert loud.exit_code == 0 and loud.stderr.startswith("bisection ")  # progress, notes
     quiet = invoke("-q", *args, env=dict(env))
     assert quiet.exit_code == 0 and quiet.stderr == ""
-    assert world.culprit[:12] in quiet.stdout  # the result stays
-    assert quiet.stdout.replace(str(quiet_id(quiet.stdout)), "") == \
-        loud.stdout.replace(str(quiet_id(loud.stdout)), "")
+    assert world.culprit in quiet.stdout and world.culprit in loud.stdout  # the result stays
     one_line_error(invoke("--quiet", "--db", str(db), "show", "999", env=dict(env)),
                    "no bisection with id 999", code=6)
     # Quiet is per command: the next one talks again (tests run many in one process).
-    assert "probe 1" in invoke(*args, env=dict(env)).stderr
-
-
-def quiet_id(markdown: str) -> int:
-    found = re.search(r"[Bb]isection #?(\d+)", markdown)
-    assert found, markdown[:300]
-    return int(found.group(1))
+    assert invoke(*args, env=dict(env)).stderr.startswith("bisection ")
