@@ -46,8 +46,9 @@ images: $(STAMP) ## Build the runtime and builder images (BASE_IMAGE=bisector/ba
 base-image: ## Make the local Debian base image from this machine's apt sources (no registry)
 	docker/make-base.sh
 
-bench: $(STAMP) ## Benchmarks, printed as ratios against baselines measured in the same run
-	$(BIN)/python -m bench.run
+SECTIONS ?=
+bench: $(STAMP) ## Benchmarks as ratios against baselines of the same run (SECTIONS="cli prior": only those)
+	$(BIN)/python -m bench.run $(SECTIONS)
 
 bench-changepoints: $(STAMP) ## Only the bench of change points over simulated nightly series
 	$(BIN)/python -m bench.changepoints

@@ -22,12 +22,15 @@
 11. Change points over nightlies: detection rate, false alarms per 100 builds and delay of the
    watch's detector against a fixed X %-against-the-previous-build rule, on simulated series
    (bench/changepoints.py; BENCH_CP_SERIES; alone: make bench-changepoints).
+12. An instant CLI: ``bisect --help``, ``bisect list`` on an empty store and a TAB completion vs
+   ``python -c "import click"`` (bench/cli_start.py; BENCH_CLI_RUNS).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
-rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints.
+rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
-BENCH_NOISY_HUNTS.
+BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
+bench SECTIONS="cli"``); ``python -m bench.run --list`` names them.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ import git
 
 from bench.build_reuse import bench_build_reuse
 from bench.changepoints import bench_changepoints
+from bench.cli_start import bench_cli
 from bench.gpu_overhead import bench_gpu_overhead
 from bench.prior import bench_prior
 from bench.small_project import bench_small_project
@@ -429,16 +433,26 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "small": lambda tmp: bench_small_project(tmp, line),
     "gpu-overhead": lambda tmp: bench_gpu_overhead(line),
     "changepoints": lambda tmp: bench_changepoints(),
+    "cli": lambda tmp: bench_cli(line),
 }
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", action="append", choices=list(SECTIONS), metavar="SECTION",
-                        help=f"run only this section (repeatable): {', '.join(SECTIONS)}")
+    parser.add_argument("names", nargs="*", metavar="SECTION",
+                        help=f"run only these sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--only", action="append", default=[], metavar="SECTION",
+                        help="the same, one at a time (repeatable)")
+    parser.add_argument("--list", action="store_true", help="name the sections")
     args = parser.parse_args(argv)
-    chosen = args.only or list(SECTIONS)
+    if args.list:
+        print(" ".join(SECTIONS))
+        return
+    chosen = [*args.names, *args.only] or list(SECTIONS)
+    unknown = [n for n in chosen if n not in SECTIONS]
+    if unknown:
+        sys.exit(f"error: no bench section {unknown[0]!r}; pick from: {' '.join(SECTIONS)}")
     tmp = Path(tempfile.mkdtemp(prefix="bisector-bench-"))
     try:
         for name in SECTIONS:

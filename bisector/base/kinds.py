@@ -5,6 +5,18 @@ from __future__ import annotations
 import enum
 
 
+class Polarity(enum.StrEnum):
+    """Which exit status means the bug is present.
+
+    ``failure``: the usual oracle, non-zero exit when the bug shows.
+    ``success``: a seed-style repro script that exits 0 when the bug reproduces
+    (``--regress success``).
+    """
+
+    FAILURE = "failure"
+    SUCCESS = "success"
+
+
 class ExecutorKind(enum.StrEnum):
     """Where oracles run."""
 

@@ -8,11 +8,8 @@ demo do so that they never touch a user's real store.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 from typing import Any
-
-import platformdirs
 
 from bisector.base import defaults
 from bisector.base.errors import UsageError
@@ -31,10 +28,19 @@ def _home() -> Path | None:
     return Path(h).expanduser().resolve() if h else None
 
 
-def data_dir() -> Path:
+def data_dir(create: bool = True) -> Path:
+    """The database, logs, reports; ``create=False`` only names it (a query that finds no
+    store leaves no folder behind)."""
     h = _home()
-    p = h / "data" if h else Path(platformdirs.user_data_dir("bisector"))
-    p.mkdir(parents=True, exist_ok=True)
+    if h:
+        p = h / "data"
+    else:
+        # lazy: `bisect --help` and completion never need the user's folders
+        import platformdirs
+
+        p = Path(platformdirs.user_data_dir("bisector"))
+    if create:
+        p.mkdir(parents=True, exist_ok=True)
     return p
 
 
@@ -45,8 +51,13 @@ def cache_dir() -> Path:
     explicit = os.environ.get("BISECTOR_CACHE_DIR")
     if explicit:
         p = Path(explicit).expanduser().resolve()
+    elif h:
+        p = h / "cache"
     else:
-        p = h / "cache" if h else Path(platformdirs.user_cache_dir("bisector"))
+        # lazy: `bisect --help` and completion never need the user's folders
+        import platformdirs
+
+        p = Path(platformdirs.user_cache_dir("bisector"))
     p.mkdir(parents=True, exist_ok=True)
     return p
 
@@ -81,6 +92,8 @@ def host_build_env() -> dict[str, str]:
 def read_toml(path: Path, fix: str) -> dict[str, Any]:
     """A configuration file's tables; a file that cannot be read or parsed is one line naming
     it and ``fix`` (what the user can do about it), as every bad input is."""
+    # lazy: only a command that finds a configuration file parses TOML
+    import tomllib
 
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))

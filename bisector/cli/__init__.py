@@ -12,34 +12,42 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-from rich.table import Table
 
-from bisector.app import reports as report
 from bisector.base import defaults
-from bisector.base.errors import BisectorError, InterruptedBisection, UsageError
-from bisector.base.escape import safe_text
+from bisector.base.errors import BisectorError, InterruptedBisection, StoreError, UsageError
+from bisector.base.escape import safe_line, safe_text
 from bisector.cli import config_file, disk, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
+from bisector.cli.console import err, escape, is_quiet, out, set_quiet
 from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, range_options
-from bisector.cli.progress import RichEvents, err, escape, out, waiting
-from bisector.project.history import printable
-from bisector.run.config import Request, request_from
-from bisector.store.db import Store, default_db, open_store
+from bisector.store.location import absent, default_db, sqlite_path
+
+# `bisect --help`, `bisect list` on an empty store and every TAB completion must start in a
+# few times `import click`'s time (make bench, section 9): what follows loads SQLAlchemy,
+# Alembic, GitPython or rich, so each command imports it in its body ("# lazy: ..." lines).
+if TYPE_CHECKING:
+    from bisector.run.config import Request
+    from bisector.store.db import Store
 
 
-@dataclass
 class Ctx:
-    db: str
-    debug: bool
-    _store: Store | None = None
+    """What every command gets (``@click.pass_obj``): the store's location, opened on first
+    use. A plain class, not a dataclass: importing `dataclasses` would add to the start of
+    every command (make bench, section 9)."""
+
+    def __init__(self, db: str, debug: bool) -> None:
+        self.db, self.debug = db, debug
+        self._store: Store | None = None
 
     def store(self, create: bool = True) -> Store:
         if self._store is None:
+            # lazy: SQLAlchemy and Alembic, for the commands that open the store
+            from bisector.store.db import open_store
+
             self._store = open_store(self.db, create=create)
         return self._store
 
@@ -52,21 +60,30 @@ def _sigterm(_signum: int, _frame: Any) -> NoReturn:
 @click.option("--db", default=None, metavar="URL|PATH", help="Database (default: $BISECTOR_DB "
               "or bisector.db in the user data directory). Any SQLAlchemy URL.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress, notes or warnings on stderr: "
+              "only the result (stdout) and errors.")
 @click.version_option(package_name="bisector")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
+def cli(ctx: click.Context, db: str | None, debug: bool, quiet: bool) -> None:
     """Find the commit that broke PyTorch (or any Python project).
 
     Defaults for every option come from bisector.toml (the user's, then the repository's):
     see `--help` of each command for the values in force."""
+    set_quiet(quiet)  # every time: tests run many commands in one process
     ctx.obj = Ctx(db=db or default_db(), debug=debug)
     loaded = config_file.load(cli, config_file.files())
     if ctx.invoked_subcommand != "trust":
         for line in loaded.notes():
-            click.echo(line, err=True)
+            _note(line)
     if loaded.default_map:
         ctx.default_map = loaded.default_map
         ctx.meta[config_file.META_KEY] = loaded.sources
+
+
+def _note(line: str) -> None:
+    """A line on stderr that ``-q`` silences, printed without loading rich."""
+    if not is_quiet():
+        click.echo(line, err=True)
 
 
 def _which(store: Store, bisection_id: int) -> int:
@@ -91,6 +108,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
                     resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, views
+    from bisector.cli.progress import RichEvents
 
     events = RichEvents(err)
     # An unknown id is a one-line error before anything else.
@@ -125,6 +143,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
 def _print_show(store: Store, bisection_id: int, json_out: bool,
                 fmt: str = "markdown") -> dict[str, Any]:
     # lazy: `bisect --help` and completion import none of this
+    from bisector.app import reports as report
     from bisector.app import views
 
     data = views.show(store, bisection_id)
@@ -141,6 +160,9 @@ def _print_show(store: Store, bisection_id: int, json_out: bool,
 
 def _request(kw: dict[str, Any]) -> Request:
     """The request of ``start``/``plan``, without configured defaults that do not apply."""
+    # lazy: `bisect --help` and completion import none of this
+    from bisector.run.config import request_from
+
     return request_from(tools.unconfigured(click.get_current_context(), kw))
 
 
@@ -154,6 +176,7 @@ def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
+    from bisector.cli.progress import waiting
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
     workers.check_enqueue(c.db, enqueue)
@@ -175,6 +198,7 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import plan as planning
     from bisector.app.plan import describe_source, human, parse_costs
+    from bisector.cli.progress import waiting
 
     overrides = parse_costs(costs)
     req = _request(kw)
@@ -235,6 +259,7 @@ def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> N
 
 
 LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
+LONG_COLUMNS = ("repo", "range", "oracle")  # what a terminal's table cuts to fit
 
 
 @cli.command(name="list")
@@ -244,15 +269,35 @@ LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
               "too; output that is not a terminal always has them.")
 @click.pass_obj
 def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
-    """List past and running bisections."""
-    # lazy: `bisect --help` and completion import none of this
-    from bisector.app import views
+    """List past and running bisections (on a terminal, one line each: long values end in
+    an ellipsis; --wide or a pipe shows them whole)."""
+    if absent(c.db):
+        # Nothing was ever stored there: say so without creating the file (or loading the
+        # store's code); a --db or $BISECTOR_DB that names no file is more likely a typo.
+        if c.db != default_db():
+            raise StoreError(f"no bisector database at {sqlite_path(c.db)}: run a bisection "
+                             f"first or fix --db")
+        rows: list[dict[str, Any]] = []
+    else:
+        # lazy: `bisect --help` and completion import none of this
+        from bisector.app import views
 
-    rows = views.listing(c.store(create=False), limit)
+        rows = views.listing(c.store(create=False), limit)
     if json_out:
         click.echo(json.dumps(rows, indent=2))
         return
-    if wide or not sys.stdout.isatty():
+    if not rows:
+        _note("no bisections in this store yet: start one with bisect start (bisect demo "
+              "shows one)")
+        return
+    # lazy: rich (the table) and git (printable), once there is something to show
+    from rich.table import Table
+    from rich.text import Text
+
+    # lazy: GitPython comes with it
+    from bisector.project.history import printable
+
+    if wide or not (sys.stdout.isatty() or os.environ.get("TTY_COMPATIBLE") == "1"):
         # A pipe or a file wants whole values (a 12-character sha cannot be pasted into
         # `git show` in every repository) in lines no table border or wrap cuts apart.
         cells = [list(LIST_COLUMNS)] + [
@@ -263,10 +308,21 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
             click.echo("  ".join([*(v.ljust(w) for v, w in zip(line, widths, strict=False)),
                                   line[-1]]))
         return
+    # One line per bisection on any width: the short columns keep their width, and a long
+    # repo, range or command oracle shrinks and ends in an ellipsis rather than wrapping
+    # (rich narrows only the columns that may wrap; their cells never do).
     t = Table(*LIST_COLUMNS)
-    for r in rows:  # refs and paths come from users and repositories: never markup
-        t.add_row(str(r["id"]), escape(r["repo"]), escape(r["range"]), escape(r["oracle"]),
-                  r["state"], (r["culprit"] or "")[:12], r["created"])
+    for column in t.columns:
+        column.no_wrap = column.header not in LONG_COLUMNS
+        column.min_width = 6 if column.header in LONG_COLUMNS else None
+        column.overflow = "ellipsis"
+
+    def cut(value: str) -> Text:  # refs and paths come from users and repositories: no markup
+        return Text(safe_line(value), no_wrap=True, overflow="ellipsis")
+
+    for r in rows:
+        t.add_row(str(r["id"]), cut(r["repo"]), cut(r["range"]), cut(r["oracle"]),
+                  r["state"], (r["culprit"] or "")[:12], r["created"][:16].replace("T", " "))
     out.print(t)
 
 
@@ -337,12 +393,14 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     --nightlies, by dates over its nightly wheels."""
     import shutil
     from contextlib import nullcontext
+    from dataclasses import replace
 
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, issue
     from bisector.app.demo import nightlies as demo_nightlies
     from bisector.app.demo.torchlet import generate
     from bisector.base.paths import data_dir
+    from bisector.run.config import Request
 
     path = directory or data_dir() / "demo" / "torchlet"
     if path.exists():
@@ -403,10 +461,12 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
     try:
         cli.main(args=args, prog_name=prog_name, standalone_mode=False)
     except click.exceptions.Abort:
+        set_quiet(False)  # -q silences progress, never an error
         err.print("error: aborted")
         _json_error(args, "aborted", "Abort", 130)
         sys.exit(130)
     except click.ClickException as e:
+        set_quiet(False)  # -q silences progress, never an error
         # One line, as every other error: what was wrong and where help is (click's own
         # rendering is four lines with a usage banner).
         message = " ".join(e.format_message().split())
@@ -416,12 +476,14 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
         _json_error(args, message, type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except BisectorError as e:
+        set_quiet(False)  # -q silences progress, never an error
         if debug:
             err.print_exception()
         err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
         _json_error(args, e.message, type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
+        set_quiet(False)  # -q silences progress, never an error
         err.print("error: interrupted")
         _json_error(args, "interrupted", "KeyboardInterrupt", 130)
         sys.exit(130)

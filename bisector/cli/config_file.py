@@ -25,16 +25,12 @@ the file, the key and the fix, never a silently ignored setting.
 
 from __future__ import annotations
 
-import difflib
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
-import platformdirs
 
-from bisector.app import trust
 from bisector.base.errors import UsageError
 from bisector.base.paths import read_toml
 
@@ -54,15 +50,16 @@ INERT = frozenset({
 })  # ctx.meta: (command path, param name) -> where it came from
 
 
-@dataclass
 class Loaded:
     """The merged ``default_map`` and, per (command path, option), the file and table that set
-    it (for ``--help``)."""
+    it (for ``--help``). Plain classes here, not dataclasses: every command loads this module,
+    and importing `dataclasses` would add to the start of each (make bench, section 9)."""
 
-    default_map: dict[str, Any] = field(default_factory=dict)
-    sources: dict[tuple[str, str], str] = field(default_factory=dict)
-    files: list[Path] = field(default_factory=list)
-    ignored: dict[Path, list[str]] = field(default_factory=dict)  # untrusted file -> keys
+    def __init__(self, files: list[Path] | None = None) -> None:
+        self.default_map: dict[str, Any] = {}
+        self.sources: dict[tuple[str, str], str] = {}
+        self.files: list[Path] = files or []
+        self.ignored: dict[Path, list[str]] = {}  # untrusted file -> keys
 
     def notes(self) -> list[str]:
         """One line per untrusted file whose keys were ignored."""
@@ -71,8 +68,7 @@ class Loaded:
                 f"bisect trust {path}" for path, keys in self.ignored.items()]
 
 
-@dataclass(frozen=True)
-class ConfigFile:
+class ConfigFile(NamedTuple):
     path: Path
     trusted: bool  # the user's own file, or a repository's whose content the user trusted
 
@@ -82,9 +78,12 @@ def user_file() -> Path:
     if explicit:
         return Path(explicit).expanduser()
     home = os.environ.get("BISECTOR_HOME")
-    folder = (Path(home).expanduser() / "config" if home
-              else Path(platformdirs.user_config_dir("bisector")))
-    return folder / FILE_NAME
+    if home:
+        return Path(home).expanduser() / "config" / FILE_NAME
+    # lazy: with BISECTOR_HOME (tests, the demo, the bench) `bisect` never loads platformdirs
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("bisector")) / FILE_NAME
 
 
 def repo_file(start: Path) -> Path | None:
@@ -103,6 +102,9 @@ def files(cwd: Path | None = None) -> list[ConfigFile]:
     out = [ConfigFile(f, True) for f in (user_file(),) if f.is_file()]
     repo = repo_file(cwd or Path.cwd())
     if repo is not None and all(repo.resolve() != f.path.resolve() for f in out):
+        # lazy: only a clone with its own bisector.toml needs the trust record
+        from bisector.app import trust
+
         out.append(ConfigFile(repo, trust.is_trusted(repo)))
     return out
 
@@ -151,6 +153,9 @@ def _check_value(cmd: click.Command, opt: click.Option, value: Any, where: str,
 
 
 def _unknown(what: str, name: str, known: list[str], where: str) -> UsageError:
+    # lazy: only a typo in a file needs a suggestion
+    import difflib
+
     near = difflib.get_close_matches(name, known, n=1)
     hint = f"did you mean {near[0]!r}?" if near else f"known: {', '.join(sorted(known))}"
     return UsageError(f"{where}: unknown {what} {name!r}; {hint}")

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import click
-from rich.table import Table
 
 from bisector.base.errors import StoreError, UsageError
-from bisector.cli.progress import err, escape, out
-from bisector.store.db import Store
+from bisector.cli.console import err, escape, out
+
+if TYPE_CHECKING:
+    from bisector.store.db import Store
 
 
 class StoreOpener(Protocol):
@@ -37,6 +38,9 @@ def du(c: StoreOpener, json_out: bool) -> None:
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
+    # lazy: rich's table, once there is a table to show
+    from rich.table import Table
+
     t = Table("kind", "size", "items", "oldest use", "newest use", "what")
     for k in data["kinds"]:
         t.add_row(k["kind"], human(k["bytes"]), str(k["items"]),

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from bisector.base import defaults
-from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
-from bisector.core.verdict import Polarity
-from bisector.run.config import VARIANT
+from bisector.base.kinds import BuildPlace, ExecutorKind, Polarity, PriorMode
+from bisector.cli import complete
 
 # -- numbers and names a user types: checked here, once, before anything is opened ------------
 
@@ -70,6 +70,9 @@ class Variant(click.ParamType[str]):
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:
+        # lazy: the run's configuration (cattrs, the artifacts) is for a command that runs
+        from bisector.run.config import VARIANT
+
         text = str(value)
         if not (len(text) <= 40 and VARIANT.fullmatch(text)):
             self.fail(f"{text[:40]!r} is not a wheel variant: write one like cu128, cu126, "
@@ -81,12 +84,22 @@ class Variant(click.ParamType[str]):
 LAST = 0  # `last` (or no id): the store's newest bisection, resolved when the store is open
 
 
-class BisectionRef(Whole):
+class BisectionId(Whole):
+    """A bisection id; TAB offers the store's newest ones."""
+
+    def __init__(self, hint: str = "; `bisect list` shows them") -> None:
+        super().__init__(1, defaults.MAX_ID, "a bisection id", hint)
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[CompletionItem]:
+        return complete.bisection_ids(ctx, incomplete, last=False)
+
+
+class BisectionRef(BisectionId):
     """A bisection id, or ``last``: what a person means right after a bisection."""
 
     def __init__(self) -> None:
-        super().__init__(1, defaults.MAX_ID, "a bisection id",
-                         ", or last; `bisect list` shows them")
+        super().__init__(", or last; `bisect list` shows them")
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> int:
@@ -94,8 +107,12 @@ class BisectionRef(Whole):
             return LAST
         return super().convert(value, param, ctx)
 
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[CompletionItem]:
+        return complete.bisection_ids(ctx, incomplete, last=True)
 
-BISECTION_ID = Whole(1, defaults.MAX_ID, "a bisection id", "; `bisect list` shows them")
+
+BISECTION_ID = BisectionId()
 BISECTION_REF = BisectionRef()
 JOBS = Whole(1, defaults.MAX_JOBS)
 SECONDS = Seconds()
@@ -103,12 +120,13 @@ SECONDS = Seconds()
 RANGE_OPTIONS = [
     click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
                  help="Path of the git clone."),
-    click.option("--good", default=None,
+    click.option("--good", default=None, shell_complete=complete.refs,
                  help="A ref where the oracle passes (tag, branch, sha)."),
-    click.option("--bad", default=None, help="A ref where the oracle fails."),
-    click.option("--oracle", default=None, help="Oracle name from `bisect oracles`, or a "
-                 "path; or give a command after -- instead (run in the commit's tree, like "
-                 "git bisect run)."),
+    click.option("--bad", default=None, shell_complete=complete.refs,
+                 help="A ref where the oracle fails."),
+    click.option("--oracle", default=None, shell_complete=complete.oracles,
+                 help="Oracle name from `bisect oracles`, or a path; or give a command after "
+                 "-- instead (run in the commit's tree, like git bisect run)."),
     click.option("--match", default=None, metavar="REGEX", help="The failure that is the bug: "
                  "a run that would be bad but whose output does not match REGEX is a skip "
                  "(\"a different failure\"). Overrides the oracle's own `match`."),
@@ -192,7 +210,7 @@ RANGE_OPTIONS = [
                  help="MAX_JOBS for source builds (default: all cores)."),
     click.option("--build-env", multiple=True, metavar="NAME=VALUE", help="Override a build "
                  "variable of the profile, e.g. USE_DISTRIBUTED=1 (part of the build's key)."),
-    click.option("--installed-base", default=None, metavar="REF",
+    click.option("--installed-base", default=None, metavar="REF", shell_complete=complete.refs,
                  help="The torch installed for --python was built from REF: use it as the "
                  "prebuilt base for overlays (a GPU box with no index)."),
 ]

@@ -1,9 +1,11 @@
-"""Terminal output: two consoles (progress on stderr, results on stdout) and live progress.
+"""Terminal output: live progress, over the two consoles of bisector/cli/console.py.
 
 :func:`escape` is the CLI's one filter for text put into a rich markup string: redacted, every
 control character made visible (:mod:`bisector.base.escape`), then rich's markup escaped, so a
 subject, an oracle's output or an index URL in an error neither drives the terminal nor shows
-a token. Every CLI module imports it from here instead of rich's own."""
+a token. Every CLI module imports it (and ``err``, ``out``) from bisector/cli/console.py, which
+loads no rich until something is printed; this module imports rich's progress display, so the
+commands import it inside the function that shows progress."""
 
 from __future__ import annotations
 
@@ -16,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, RenderableType
-from rich.markup import escape as markup_escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -32,20 +33,14 @@ from rich.progress import (
 from rich.text import Text
 
 from bisector.base import defaults
-from bisector.base.escape import safe_line, safe_text
+from bisector.base.escape import safe_line
+from bisector.cli.console import err, escape, out, real
 from bisector.core.search import Verdict
 
 if TYPE_CHECKING:
     from bisector.oracle.manual import ManualProbe
 
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
-
-
-def escape(text: str) -> str:
-    """``text`` as a rich markup string shows it: redacted, printable, markup escaped."""
-    return markup_escape(safe_text(text))
-
+__all__ = ["RichEvents", "clock", "err", "escape", "out"]
 
 DOWNLOAD, STEP = "download", "step"  # the two kinds of rows of the live display
 TICK_S = 0.25  # how often the line printer (no terminal) looks at the rows
@@ -144,7 +139,7 @@ class RichEvents:
     output (and a one-line error) stays as it was."""
 
     def __init__(self, console: Console, lines: bool | None = None) -> None:
-        self.console = console
+        self.console = console = real(console)  # rich's own, not the stand-in of console.py
         self.lines = (not console.is_terminal) if lines is None else lines
         self.progress = Progress(
             SpinnerColumn(), _Step(),
@@ -302,6 +297,13 @@ class RichEvents:
         ``retry`` makes the tree and environment again and opens the shell, ``shell`` opens
         it here and asks again, ``quit`` stops the run as Ctrl-C does. Answers are read from
         standard input, so a script can pipe them (words: ``oracle/manual.REPLIES``)."""
+        quiet, self.console.quiet = self.console.quiet, False  # `-q` never hides a question
+        try:
+            return self._ask(probe)
+        finally:
+            self.console.quiet = quiet
+
+    def _ask(self, probe: ManualProbe) -> int:
         # lazy: `bisect --help` and completion import none of this
         from bisector.oracle.manual import Answer, reply
 

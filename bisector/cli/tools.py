@@ -10,13 +10,13 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
-from rich.table import Table
 
 from bisector.base.escape import safe
+from bisector.cli import complete
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
+from bisector.cli.console import err, escape, out
 from bisector.cli.options import SECONDS, check_options
-from bisector.cli.progress import err, escape, out
-from bisector.oracle.script import list_oracles, team_oracles_dir
+from bisector.oracle.names import team_oracles_dir
 
 
 @click.command(cls=ConfiguredCommand)
@@ -24,6 +24,12 @@ from bisector.oracle.script import list_oracles, team_oracles_dir
 def oracles(json_out: bool) -> None:
     """List the oracles --oracle NAME can find ($BISECTOR_ORACLES_DIR's, then the bundled ones)
     with their one-line descriptions."""
+    # lazy: `bisect --help` and completion import none of this
+    from rich.table import Table
+
+    # lazy: reading every oracle's metadata is this command's work, not every command's
+    from bisector.oracle.script import list_oracles
+
     found = list_oracles()
     if json_out:
         click.echo(json.dumps([{"name": o.name, "description": o.meta.description,
@@ -86,6 +92,9 @@ def check(env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
         out.print(f"[bold]{escape(res.oracle.name)}[/]: [{colour}]{data['verdict']}[/] "
                   f"({escape(data['reason'])}, {data['duration_s']:.1f}s) "
                   f"on {escape(res.environment)}")
+        # lazy: rich's table, once there is a table to show
+        from rich.table import Table
+
         t = Table("fact", "value")
         for k, v in sorted(data["facts"].items()):
             t.add_row(k, escape(json.dumps(v) if isinstance(v, dict) else str(v)))
@@ -115,7 +124,8 @@ def oracle() -> None:
               help="Without --match or --traceback, run the repro once here (at most 120 s, "
               "only with an interpreter that imports what it imports) and take the signature "
               "from its failure.")
-@click.option("--at", "at_ref", default=None, metavar="REF", help="Run the repro once at this "
+@click.option("--at", "at_ref", default=None, metavar="REF", shell_complete=complete.refs,
+              help="Run the repro once at this "
               "commit of --repo (your bad ref: built or fetched and installed, as bisect check "
               "--commit does) and take the signature of its failure there.")
 @click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import click
 
-from bisector.app import trust as trusting
 from bisector.base.errors import UsageError
 from bisector.cli import config_file
-from bisector.cli.progress import out
+from bisector.cli.console import out
 
 
 @click.command(name="trust")
@@ -30,6 +29,9 @@ def trust(path: Path | None, list_: bool, revoke: bool, json_out: bool) -> None:
     Until then only its inert keys apply (the range, the search, output); keys that run a
     program, name a host, path, image or database, or weaken isolation are ignored. Trust
     holds for the file's exact content: any change voids it."""
+    # lazy: `bisect --help` and completion import none of this
+    from bisector.app import trust as trusting
+
     if list_:
         if path is not None or revoke:
             raise UsageError("--list takes no PATH and no --revoke: run bisect trust --list")

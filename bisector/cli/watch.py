@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import click
-from rich.table import Table
 
 from bisector.base.errors import InterruptedBisection, UsageError
-from bisector.cli import config_file
-from bisector.cli.progress import RichEvents, err, escape, out
-from bisector.store.db import Store
+from bisector.cli import complete, config_file
+from bisector.cli.console import err, escape, out
 
 if TYPE_CHECKING:
     from bisector.app.watch.config import WatchConfig
+    from bisector.store.db import Store
 
 STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan"}
 
@@ -63,8 +62,8 @@ def next_time(every: str, after: datetime) -> datetime:
               help="Run a flip's bisection inside this tick (default: [watch] bisect, else "
               "yes); --no-bisect records results and stores the bisection for `bisect resume` "
               "or a later tick.")
-@click.option("--suite", "only", multiple=True, metavar="NAME", help="Only this suite "
-              "(repeatable).")
+@click.option("--suite", "only", multiple=True, metavar="NAME", shell_complete=complete.suites,
+              help="Only this suite (repeatable).")
 @click.option("--every", default=None, metavar="CRON", help="Stay in the foreground and tick "
               "on this cron schedule, e.g. \"0 3 * * *\" (use the systemd timer on a server).")
 @click.pass_obj
@@ -114,6 +113,7 @@ def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...
           fail: bool) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch import tick as watch_tick
+    from bisector.cli.progress import RichEvents
 
     events = RichEvents(err)
     try:
@@ -152,6 +152,9 @@ def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
     if not out.is_terminal:
         click.echo("\n".join(wt.text_lines(data)))
         return
+    # lazy: rich's table, once there is a table to show
+    from rich.table import Table
+
     if not data["suites"]:
         out.print("the watch has recorded nothing yet: run `bisect tick`")
     for s in data["suites"]:

@@ -11,16 +11,18 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import click
-from rich.table import Table
 
 from bisector.base.errors import UsageError
 from bisector.cli.config_file import ConfiguredCommand
+from bisector.cli.console import err, escape, out
 from bisector.cli.options import BISECTION_ID
-from bisector.cli.progress import err, escape, out
-from bisector.store.db import Store, url_from
+from bisector.store.location import url_from
+
+if TYPE_CHECKING:
+    from bisector.store.db import Store
 
 QUEUES = ("probe", "build")  # bisector.queue.procrastinate.QUEUES, without importing procrastinate
 
@@ -121,6 +123,9 @@ def workers_cmd(c: StoreOpener, json_out: bool) -> None:
         err.print("no worker has been seen in the last day: start one with "
                   "`bisect --db postgresql+psycopg://... worker --gpu 0`")
         return
+    # lazy: rich's table, once there is a table to show
+    from rich.table import Table
+
     t = Table("id", "name", "gpu", "queues", "state", "probe", "heartbeat", "jobs")
     for w in data["workers"]:
         p = w["probe"]

@@ -20,19 +20,8 @@ import enum
 import signal
 from dataclasses import dataclass
 
+from bisector.base.kinds import Polarity as Polarity  # a typed choice of the CLI: base/kinds
 from bisector.core.search import Verdict
-
-
-class Polarity(enum.StrEnum):
-    """Which exit status means the bug is present.
-
-    ``failure``: the usual oracle, non-zero exit when the bug shows.
-    ``success``: a seed-style repro script that exits 0 when the bug reproduces
-    (``--regress success``).
-    """
-
-    FAILURE = "failure"
-    SUCCESS = "success"
 
 
 class Outcome(enum.StrEnum):

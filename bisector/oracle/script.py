@@ -33,10 +33,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from bisector.base import defaults
 from bisector.base.errors import OracleError
-from bisector.base.paths import PACKAGE_DIR
 from bisector.core.perf import parse_threshold
 from bisector.core.signature import compile_match
 from bisector.core.verdict import Polarity, TimeoutRule
+from bisector.oracle.names import bundled_oracles_dir as bundled_oracles_dir
+from bisector.oracle.names import oracle_dirs as oracle_dirs
+from bisector.oracle.names import team_oracles_dir as team_oracles_dir
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 PEP723_RE = re.compile(
@@ -124,31 +126,6 @@ class Oracle:
     @property
     def ident(self) -> str:
         return f"{self.name}@{self.sha256[:12]}"
-
-
-def bundled_oracles_dir() -> Path:
-    """The repository's ``oracles/`` in a checkout, or the copy packaged into the wheel."""
-    here = PACKAGE_DIR
-    for cand in (here.parent / "oracles", here / "_oracles"):
-        if cand.is_dir():
-            return cand
-    return here.parent / "oracles"
-
-
-def team_oracles_dir() -> Path | None:
-    """``$BISECTOR_ORACLES_DIR``: a team's own oracles, found by name like the bundled ones
-    (and before them), and where ``bisect oracle new`` writes; None when it is not set."""
-    env = os.environ.get("BISECTOR_ORACLES_DIR")
-    return Path(env).expanduser() if env else None
-
-
-def oracle_dirs(oracles_dir: Path | None = None) -> list[Path]:
-    """Where names are looked up, first match wins: ``oracles_dir`` alone when given (tests, a
-    caller with its own set), else ``$BISECTOR_ORACLES_DIR`` and then the bundled oracles."""
-    if oracles_dir is not None:
-        return [oracles_dir]
-    team = team_oracles_dir()
-    return [team, bundled_oracles_dir()] if team else [bundled_oracles_dir()]
 
 
 def foreign_interpreter(content: bytes) -> str | None:

@@ -33,7 +33,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bisector.base import defaults
 from bisector.base.errors import StoreError
-from bisector.base.paths import PACKAGE_DIR, data_dir
+from bisector.base.paths import PACKAGE_DIR
+
+# Where the store is lives in location.py (no SQLAlchemy); re-exported for the callers here.
+from bisector.store.location import default_db as default_db
+from bisector.store.location import url_from as url_from
 
 
 def migrations_dir() -> Path:
@@ -48,13 +52,6 @@ def alembic_config() -> Config:
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     return cfg
-
-
-def url_from(db: str) -> str:
-    """Accept a SQLAlchemy URL or a plain file path (the common case for SQLite)."""
-    if "://" in db:
-        return db
-    return f"sqlite:///{Path(db).expanduser().resolve()}"
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -287,7 +284,3 @@ def migration_lock(engine: Engine) -> Iterator[None]:
     else:
         yield
 
-
-def default_db() -> str:
-
-    return os.environ.get("BISECTOR_DB") or str(data_dir() / "bisector.db")

@@ -1,0 +1,72 @@
+"""``make bench`` section 9: an instant CLI.
+
+``bisect --help``, ``bisect list`` on an empty store and one TAB completion, each a fresh
+process as a shell starts it, against ``python -c "import click"`` measured in the same run:
+the goal is at most 3x, i.e. bisector adds no more than twice click's own start to a command
+that does nothing heavy. Each figure is the median of BENCH_CLI_RUNS runs (default 15),
+interleaved so that a busy moment of the machine falls on all four alike.
+
+Runnable alone: ``python -m bench.run cli``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+GOAL = 3.0
+
+
+def _bisect() -> list[str]:
+    """The installed console script, as a shell runs it; else the same entry point by hand
+    (its completion variable is _BISECT_COMPLETE only under the name ``bisect``)."""
+    script = Path(sys.executable).parent / "bisect"
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-c", "from bisector.cli import main; main(prog_name='bisect')"]
+
+
+def bench_cli(line: Callable[[str, str], None]) -> None:
+    runs = int(os.environ.get("BENCH_CLI_RUNS", "15"))
+    print(f"9. an instant CLI: median of {runs} fresh processes vs python -c 'import click' "
+          f"(goal <= {GOAL:.0f}x)")
+    with tempfile.TemporaryDirectory(prefix="bisector-bench-cli-") as home:
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("BISECTOR_DB", "BISECTOR_CONFIG", "BISECTOR_CACHE_DIR")}
+        env["BISECTOR_HOME"] = home  # an empty store: no database file, no bisector.toml
+        bisect = _bisect()
+        cases = {
+            "python -c 'import click' (baseline)": ([sys.executable, "-c", "import click"], {}),
+            "bisect --help": ([*bisect, "--help"], {}),
+            "bisect list (empty store)": ([*bisect, "list"], {}),
+            "TAB completion (bisect sh<TAB>)": (bisect, {
+                "_BISECT_COMPLETE": "bash_complete", "COMP_WORDS": "bisect sh",
+                "COMP_CWORD": "1"}),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(runs):
+            for name, (cmd, extra) in cases.items():
+                t0 = time.perf_counter()
+                r = subprocess.run(cmd, env={**env, **extra}, capture_output=True, text=True,
+                                   check=False, cwd=home)
+                times[name].append(time.perf_counter() - t0)
+                if r.returncode != 0:
+                    line(name, f"failed ({r.returncode}): {r.stderr.strip()[-80:]}")
+                    return
+        made = sorted(str(p.relative_to(home)) for p in Path(home).rglob("*"))
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    base_name, *rest = medians
+    base = medians[base_name]
+    line(base_name, f"{base * 1000:.0f} ms")
+    for name in rest:
+        ratio = medians[name] / base
+        line(name, f"{medians[name] * 1000:.0f} ms -> ratio {ratio:.2f}x "
+             f"({'met' if ratio <= GOAL else 'NOT met'})")
+    line("files the three commands left in the empty BISECTOR_HOME",
+         ", ".join(made) or "none")

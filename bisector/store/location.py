@@ -1,0 +1,43 @@
+"""Where the store is, told without opening it: the URL, the default file, and whether a
+SQLite store exists yet.
+
+Kept apart from bisector/store/db.py (SQLAlchemy, Alembic) so that the commands which only
+need to know where the store is (``bisect list`` on a machine that has none yet, ``--enqueue``'s
+check, the completion of ids) load neither.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bisector.base.paths import data_dir
+
+DEFAULT_FILE = "bisector.db"
+
+
+def url_from(db: str) -> str:
+    """Accept a SQLAlchemy URL or a plain file path (the common case for SQLite)."""
+    if "://" in db:
+        return db
+    return f"sqlite:///{Path(db).expanduser().resolve()}"
+
+
+def default_db() -> str:
+    """``$BISECTOR_DB``, else ``bisector.db`` in the data folder (made by open_store when a
+    store is created there, not by naming it)."""
+    return os.environ.get("BISECTOR_DB") or str(data_dir(create=False) / DEFAULT_FILE)
+
+
+def sqlite_path(db: str) -> Path | None:
+    """The file of a SQLite store (``--db PATH`` or a ``sqlite:///`` URL), None for a server."""
+    url = url_from(db)
+    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+
+
+def absent(db: str) -> bool:
+    """A SQLite store whose file does not exist yet: nothing was ever stored there, and a
+    query can say so without creating it (a folder or a damaged file is not absent: opening
+    it says what is wrong)."""
+    path = sqlite_path(db)
+    return path is not None and not path.exists() and not path.is_symlink()

@@ -1,0 +1,73 @@
+"""The CLI's import graph: `bisect --help`, `bisect list` on an empty store and a TAB
+completion load none of the heavy libraries (their cost is measured in `make bench`, section
+9; this guards the cause, not the time). Each case runs in a fresh interpreter, which then
+lists what it imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("sqlalchemy", "alembic", "rich", "git", "cattrs", "httpx", "docker", "packaging",
+         "platformdirs", "jinja2", "starlette", "scipy")
+
+PRELUDE = """
+import json, os, sys
+def done():
+    print("MODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded(body: str, home: Path, **env: str) -> set[str]:
+    """The top-level packages imported by ``body`` in a fresh interpreter with an empty
+    BISECTOR_HOME (no store, no bisector.toml)."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("BISECTOR_", "_BISECT_", "COMP_"))}
+    r = subprocess.run([sys.executable, "-c", PRELUDE + body], capture_output=True, text=True,
+                       env={**clean, "BISECTOR_HOME": str(home), "PYTHONPATH": str(ROOT),
+                            **env}, cwd=home, timeout=120, check=False)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("MODULES ")), None)
+    assert line is not None, (r.returncode, r.stdout, r.stderr)
+    return {m.split(".")[0] for m in json.loads(line.removeprefix("MODULES "))}
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in HEAVY if m in modules)
+
+
+def test_importing_the_cli_loads_no_heavy_library(tmp_path: Path) -> None:
+    assert heavy(loaded("import bisector.cli\ndone()", tmp_path)) == []
+
+
+def test_help_loads_no_heavy_library(tmp_path: Path) -> None:
+    mods = loaded("from bisector.cli import main\nmain(['--help'])\ndone()", tmp_path)
+    assert heavy(mods) == [] and "bisector" in mods
+
+
+def test_list_on_an_empty_store_loads_no_store_code_and_makes_no_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    mods = loaded("from bisector.cli import main\nmain(['list'])\ndone()", home)
+    assert heavy(mods) == []
+    assert list(home.iterdir()) == []  # no database, not even the data folder
+
+
+def test_completion_loads_no_heavy_library(tmp_path: Path) -> None:
+    body = ("from bisector.cli import main\ntry:\n    main(prog_name='bisect')\n"
+            "except SystemExit:\n    done()\n")
+    mods = loaded(body, tmp_path, _BISECT_COMPLETE="bash_complete", COMP_WORDS="bisect sh",
+                  COMP_CWORD="1")
+    assert heavy(mods) == []
+
+
+def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
+    assert heavy(loaded("import bisector.store.db\ndone()", tmp_path)) == ["alembic",
+                                                                             "sqlalchemy"]
