@@ -356,7 +356,8 @@ def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
     """Medians and the relative change of every judged commit against the good endpoint."""
     unit = pf.get("unit") or ""
     out = [f"Performance: {old} endpoint median {pf['baseline_median']:.4g} {unit} "
-           f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = worse by more than "
+           f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = "
+           f"{pf.get('sought', 'worse')} by more than "
            f"{100 * pf['threshold']:.3g} % (Mann-Whitney U, one-sided)", "",
            "| commit | runs | median | change | verdict | p |", "|---|---|---|---|---|---|"]
     for row in sorted(pf["commits"], key=lambda r: r["position"]):

@@ -229,16 +229,12 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
 
 
 def refuse_for_performance(req: Request, oracle: Oracle) -> None:
-    """A performance oracle's runs are judged by their samples, always as "bad = worse than
-    the good endpoint by the threshold": --find-fix and --regress speak of exit codes and
-    would be silently ignored, so a hunt for a speed-up would answer a question nobody asked.
-    """
+    """A performance oracle's runs are judged by their samples: "bad = worse than the good
+    endpoint by the threshold", or with --find-fix "better by the threshold" (the commit that
+    made it faster, run/strategies/perf.sought). --regress speaks of exit codes and would be
+    silently ignored, so it is refused."""
     if not oracle.meta.performance:
         return
-    if req.find_fix:
-        raise UsageError(f"--find-fix with the performance oracle {oracle.name}: it finds "
-                         f"slowdowns only; to find the commit that made it faster, print the "
-                         f"opposite \"direction\" in a copy of the oracle and drop --find-fix")
     if req.regress is not None:
         raise UsageError(f"--regress with the performance oracle {oracle.name}: its runs are "
                          f"judged by their samples, not their exit code; drop --regress")

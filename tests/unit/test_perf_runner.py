@@ -20,7 +20,7 @@ from bisector.base.errors import EndpointError, UsageError
 from bisector.base.kinds import State
 from bisector.core import perf
 from bisector.core.search import Verdict
-from bisector.core.verdict import Outcome, Polarity
+from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.executors.base import RunResult
 from bisector.oracle.script import Oracle
 from bisector.run.config import Request
@@ -203,7 +203,7 @@ def test_runs_in_another_unit_or_direction_are_not_pooled() -> None:
     b = perf_search.assess([flipped, ms(13.0, 13.1, 13.2, 12.9)], base, like, 0.05, 8)
     assert b.mismatched == 1 and b.runs == 2 and b.comparison is not None
     assert b.comparison.median_candidate == pytest.approx(13.05)  # the ms run alone
-    row = perf_search._row(SimpleNamespace(candidates=shas(10)), 5, b, like)  # type: ignore[arg-type]
+    row = perf_search._row(SimpleNamespace(candidates=shas(10), rules=Rules()), 5, b, like)  # type: ignore[arg-type]
     assert row["mismatched"] == 1 and "not pooled" in row["note"]
 
 
@@ -216,15 +216,32 @@ def git_repo(path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("option", "message"), [
-    ({"find_fix": True}, "--find-fix with the performance oracle .*finds slowdowns only"),
-    ({"regress": Polarity.SUCCESS}, "--regress with the performance oracle .*drop --regress"),
-])
-def test_find_fix_and_regress_are_refused_for_a_performance_oracle(
-        tmp_path: Path, option: dict[str, object], message: str) -> None:
+def test_regress_is_refused_for_a_performance_oracle(tmp_path: Path) -> None:
     repo = git_repo(tmp_path / "repo")
     oracle = tmp_path / "timer.py"
     oracle.write_text('# /// script\n# [tool.bisector]\n# threshold = "5%"\n# ///\n')
     req = Request(good="main~2", bad="main", oracle=str(oracle), repo=repo)
-    with pytest.raises(UsageError, match=message):
-        prepare(replace(req, **option))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"--regress with the performance oracle .*drop"):
+        prepare(replace(req, regress=Polarity.SUCCESS))
+
+
+def test_find_fix_finds_the_commit_that_made_it_faster(store: Store) -> None:
+    """--find-fix with a performance oracle (the watch's speed-up bisections): the change is a
+    step *better* by the threshold, found and confirmed like a slowdown."""
+    cands = shas(60)
+    bid = new_bisection(store, cands, oracle=PERF)
+    ex = Timer(cands, 41, 0.7, 5)  # 30 % faster from position 41 on
+    r = make_runner(store, bid, cands, ex, oracle=PERF, rules=Rules(find_fix=True))
+    r.confirm = True
+    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+    rec = r.run().record
+    assert rec.state is State.DONE and rec.culprit_sha == cands[41]
+    pf = rec.result["perf"]
+    assert pf["sought"] == "better"
+    rows = {row["position"]: row for row in pf["commits"]}
+    assert rows[41]["verdict"] == "bad" and rows[41]["change"] < -0.25
+    assert rec.result["confirmation"]["status"] == "confirmed"
+    # The same speed-up is no change at all to a slowdown hunt.
+    bid2 = new_bisection(store, cands, oracle=PERF, env="env1")
+    with pytest.raises(EndpointError, match="is good with this oracle"):
+        make_runner(store, bid2, cands, Timer(cands, 41, 0.7, 5), oracle=PERF).run()

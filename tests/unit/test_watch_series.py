@@ -140,3 +140,22 @@ def test_text_from_an_oracle_is_escaped_in_the_picture(store: Store) -> None:
     (series,) = table_data(store)["suites"][0]["series"]
     svg = str(render_series(series))
     assert "<script>" not in svg and "&lt;script&gt;" in svg
+
+
+@pytest.mark.parametrize(("kind", "find_fix"), [
+    (ws.SLOWDOWN, False), (ws.SPEEDUP, True), ("regression", False), ("fix", True)])
+def test_a_speed_up_is_bisected_as_the_commit_that_made_it_faster(kind: str,
+                                                                   find_fix: bool) -> None:
+    """A slowdown is bisected as worse-than-good; a speed-up that undoes nothing as the commit
+    that made it better (``--find-fix``, which a performance oracle takes for that)."""
+    from types import SimpleNamespace
+
+    from bisector.app.watch.tick import Tick
+
+    flip = SimpleNamespace(kind=kind, from_commit="a" * 40, to_commit="b" * 40)
+    suite = SimpleNamespace(repo="/r", start={})
+    place = SimpleNamespace(python="python3", profile=SimpleNamespace(name="torch"),
+                            variant=None, index=None, kind="wheel")
+    req = Tick._request(None, flip, suite, "perf.py", place)  # type: ignore[arg-type]
+    assert req.find_fix is find_fix
+    assert (req.good, req.bad) == ("a" * 40, "b" * 40)

@@ -228,7 +228,9 @@ class Tick:
                place: sources.Place) -> None:
         """A performance oracle's change points that no flip covers yet: each is a flip (the
         same unique key as an exit-code flip, so one tick acts on it); a slowdown starts a
-        performance bisection between the two builds' commits, a speed-up is reported."""
+        performance bisection between the two builds' commits, so does a speed-up (with
+        ``--find-fix``: the commit that made it faster), except one that gives back an
+        earlier slowdown: that is reported as its fix."""
         for series in perf_series.all_series(self.store, suite.name, oracle):
             for new in perf_series.new_steps(self.store, series, threshold):
                 kind = ws.SLOWDOWN if new.step.worse else ws.SPEEDUP
@@ -242,12 +244,13 @@ class Tick:
                 self.say(f"  {oracle}: {flip_words(flip.kind, flip.facts)} between torch "
                          f"{older.key.torch_version} and {newer.key.torch_version} "
                          f"(p = {new.step.p_value:.2g})")
-                if kind == ws.SLOWDOWN:
+                if kind == ws.SLOWDOWN or new.undoes is None:
                     self._start(flip, suite, spec, place)
                     continue
                 self._tried.add(flip.id)
                 flip = ws.started(self.store, flip.id, bisection_id=None,
-                                  message="a speed-up: reported, not bisected")
+                                  message=f"the fix of flip {new.undoes}: reported, not "
+                                          f"bisected")
                 self._announce(flip, "flip")
 
     def _start(self, flip: ws.FlipRecord, suite: Suite | None = None, spec: str | None = None,
@@ -279,11 +282,12 @@ class Tick:
 
     def _request(self, flip: ws.FlipRecord, suite: Suite, spec: str,
                  place: sources.Place) -> Request:
-        """good..bad always run oldest to newest; a fix is found with ``--find-fix``."""
+        """good..bad always run oldest to newest; a fix, and a speed-up, are found with
+        ``--find-fix``."""
         return Request(
             repo=suite.repo, good=flip.from_commit, bad=flip.to_commit, oracle=spec,
-            find_fix=flip.kind == "fix", python=place.python, profile=place.profile.name,
-            variant=place.variant,
+            find_fix=flip.kind in ("fix", ws.SPEEDUP), python=place.python,
+            profile=place.profile.name, variant=place.variant,
             nightly_index=place.index if place.kind == "nightly" else None,
             release_index=place.index if place.kind == "release" else None, **suite.start)
 

@@ -121,10 +121,21 @@ def baseline_size(base_runs: list[tuple[float, ...]]) -> int:
     return SPLIT_BASELINE_RUNS if split else BASELINE_RUNS
 
 
+def sought(like: Run, find_fix: bool) -> perf.Direction:
+    """The direction a commit must move in to count as the change: the metric's own (worse is
+    the change: a slowdown), or with ``--find-fix`` the opposite (better is the change: the
+    commit that made it faster; the nightly watch bisects a speed-up so)."""
+    if not find_fix:
+        return like.direction
+    return (perf.Direction.HIGHER if like.direction is perf.Direction.LOWER
+            else perf.Direction.LOWER)
+
+
 def assess(runs: list[Run], base: perf.Baseline, like: Run, threshold: float,
-           cap: int) -> Assessed:
+           cap: int, direction: perf.Direction | None = None) -> Assessed:
     """Where a commit with these runs stands against the baseline (``like``: a baseline run,
-    whose unit and direction every pooled run must share)."""
+    whose unit and direction every pooled run must share; ``direction``: the way that counts
+    as the change, :func:`sought`)."""
     valid = [r.samples for r in runs if r.samples and r.fits(like)]
     mismatched = sum(1 for r in runs if r.samples and not r.fits(like))
     n = len(runs)
@@ -135,7 +146,7 @@ def assess(runs: list[Run], base: perf.Baseline, like: Run, threshold: float,
     due = perf.runs_due(n, cap)
     if due:  # between two points of the schedule: finish the batch first
         return Assessed(None, due, n, None, mismatched)
-    cmp = perf.compare_runs(base, valid, like.direction, threshold)
+    cmp = perf.compare_runs(base, valid, direction or like.direction, threshold)
     if cmp.verdict is perf.PerfVerdict.BAD:
         return Assessed(Verdict.BAD, 0, n, cmp, mismatched)
     if cmp.verdict is perf.PerfVerdict.GOOD:
@@ -178,11 +189,12 @@ class Performance:
             # The first runs decided how many there are; they decide the rule as well.
             base = perf.Baseline(tuple(base_runs), perf.agreement(base_runs[:BASELINE_RUNS]))
             like = next(r for r in mine if r.samples)
+            way = sought(like, v.rules.find_fix)
             known: dict[int, Verdict] = {0: Verdict.GOOD}
             for p, runs in sorted(by_pos.items()):
                 if p == 0:
                     continue
-                a = assess(runs, base, like, meta.threshold, cap)
+                a = assess(runs, base, like, meta.threshold, cap, way)
                 if a.verdict is not None:
                     known[p] = a.verdict
                 wanted += [p] * a.more
@@ -194,12 +206,13 @@ class Performance:
                     summary: dict[str, object] = {"perf": {
                         "threshold": meta.threshold, "unit": like.unit,
                         "direction": like.direction.value, "baseline_runs": len(base.runs),
+                        "sought": "better" if v.rules.find_fix else "worse",
                         "baseline_median": perf.median(base.observations),
                         "baseline_agreement_p": base.agreement_p,
                         "compared": "run medians" if base.per_run else "samples",
                         "commits": table}}
                     return Decision(answer_for(v, step, summary,
-                                               judge(base, like, meta.threshold)),
+                                               judge(base, like, meta.threshold, way)),
                                     adopted, informed)
                 wanted = list(step.positions)
         positions = one_run_each(wanted)
@@ -216,13 +229,16 @@ def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
     return {"position": p, "sha": view.candidates[p], "runs": a.runs,
             "verdict": a.verdict.value if a.verdict else "undecided",
             "median": c.median_candidate if c else None,
-            "change": round(c.relative_change, 4) if c else None,
+            # positive = worse in the metric's own direction, also when a speed-up is sought
+            "change": round(-c.relative_change if view.rules.find_fix else c.relative_change,
+                            4) if c else None,
             "p_value": c.p_value if c else None, "unit": like.unit,
             "compared": ("run medians" if c.per_run else "samples") if c else None,
             "mismatched": a.mismatched, "note": note}
 
 
-def judge(base: perf.Baseline, like: Run, threshold: float) -> Judge:
+def judge(base: perf.Baseline, like: Run, threshold: float,
+          direction: perf.Direction | None = None) -> Judge:
     """Confirmation runs are judged like search runs: against the same baseline, by the same
     rule (samples or run medians), runs in another unit or direction left out (undecided is a
     skip)."""
@@ -232,7 +248,7 @@ def judge(base: perf.Baseline, like: Run, threshold: float) -> Judge:
         valid = [r.samples for r in runs if r.samples and r.fits(like)]
         if not valid:
             return Verdict.SKIP.value
-        got = perf.compare_runs(base, valid, like.direction, threshold).verdict
+        got = perf.compare_runs(base, valid, direction or like.direction, threshold).verdict
         return {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
             got, Verdict.SKIP).value
 
