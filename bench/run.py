@@ -15,7 +15,7 @@
 8. A prior from the failure: probes with the prior vs plain bisection on the same culprits, over
    simulated priors of varying quality, and the bound ceil(log2 n) + 2 (bench/prior.py;
    BENCH_PRIOR_HUNTS).
-9. An instant CLI: ``bisect --help``, ``bisect list`` on an empty store and a TAB completion vs
+12. An instant CLI: ``bisect --help``, ``bisect list`` on an empty store and a TAB completion vs
    ``python -c "import click"`` (bench/cli_start.py; BENCH_CLI_RUNS).
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
