@@ -1,4 +1,4 @@
-"""``make bench`` section 9: an instant CLI.
+"""``make bench`` section 12: an instant CLI.
 
 ``bisect --help``, ``bisect list`` on an empty store and one TAB completion, each a fresh
 process as a shell starts it, against ``python -c "import click"`` measured in the same run:
@@ -34,7 +34,7 @@ def _bisect() -> list[str]:
 
 def bench_cli(line: Callable[[str, str], None]) -> None:
     runs = int(os.environ.get("BENCH_CLI_RUNS", "15"))
-    print(f"9. an instant CLI: median of {runs} fresh processes vs python -c 'import click' "
+    print(f"12. an instant CLI: median of {runs} fresh processes vs python -c 'import click' "
           f"(goal <= {GOAL:.0f}x)")
     with tempfile.TemporaryDirectory(prefix="bisector-bench-cli-") as home:
         env = {k: v for k, v in os.environ.items()

@@ -27,7 +27,7 @@ from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, ran
 from bisector.store.location import absent, default_db, sqlite_path
 
 # `bisect --help`, `bisect list` on an empty store and every TAB completion must start in a
-# few times `import click`'s time (make bench, section 9): what follows loads SQLAlchemy,
+# few times `import click`'s time (make bench, section 12): what follows loads SQLAlchemy,
 # Alembic, GitPython or rich, so each command imports it in its body ("# lazy: ..." lines).
 if TYPE_CHECKING:
     from bisector.run.config import Request
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class Ctx:
     """What every command gets (``@click.pass_obj``): the store's location, opened on first
     use. A plain class, not a dataclass: importing `dataclasses` would add to the start of
-    every command (make bench, section 9)."""
+    every command (make bench, section 12)."""
 
     def __init__(self, db: str, debug: bool) -> None:
         self.db, self.debug = db, debug

@@ -53,7 +53,7 @@ INERT = frozenset({
 class Loaded:
     """The merged ``default_map`` and, per (command path, option), the file and table that set
     it (for ``--help``). Plain classes here, not dataclasses: every command loads this module,
-    and importing `dataclasses` would add to the start of each (make bench, section 9)."""
+    and importing `dataclasses` would add to the start of each (make bench, section 12)."""
 
     def __init__(self, files: list[Path] | None = None) -> None:
         self.default_map: dict[str, Any] = {}

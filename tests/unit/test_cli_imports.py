@@ -1,6 +1,6 @@
 """The CLI's import graph: `bisect --help`, `bisect list` on an empty store and a TAB
 completion load none of the heavy libraries (their cost is measured in `make bench`, section
-9; this guards the cause, not the time). Each case runs in a fresh interpreter, which then
+12; this guards the cause, not the time). Each case runs in a fresh interpreter, which then
 lists what it imported."""
 
 from __future__ import annotations
