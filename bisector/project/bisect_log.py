@@ -188,22 +188,12 @@ def resolve(repo: git.Repo, log: BisectLog) -> list[Resolved]:
     return out
 
 
-def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
-    try:
-        repo.git.merge_base("--is-ancestor", a, b)
-        return True
-    except git.GitCommandError as e:
-        if e.status == 1:
-            return False
-        raise
-
-
 def _outermost(repo: git.Repo, shas: list[str], newest: bool) -> str | None:
     """The one commit every other is an ancestor of (``newest``) or a descendant of; None
     when they lie on different lines of history."""
     for cand in dict.fromkeys(shas):
         others = (s for s in shas if s != cand)
-        if all(_is_ancestor(repo, s, cand) if newest else _is_ancestor(repo, cand, s)
+        if all(history.is_ancestor(repo, s, cand) if newest else history.is_ancestor(repo, cand, s)
                for s in others):
             return cand
     return None

@@ -128,7 +128,9 @@ def resolve(repo: git.Repo, ref: str, role: str) -> str:
         ) from None
 
 
-def _is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
+def is_ancestor(repo: git.Repo, a: str, b: str) -> bool:
+    """Is ``a`` an ancestor of ``b`` (or ``b`` itself)? A git failure other than "no" is
+    raised."""
     try:
         repo.git.merge_base("--is-ancestor", a, b)
         return True
@@ -174,7 +176,7 @@ def resolve_range(
     chain = _rev_list(repo, *walk, bad, f"^{good}")
     lower, merge_base_used = good, False
     if not (chain and _starts_at(repo, chain[0], good, first_parent)) and \
-            not _is_ancestor(repo, good, bad):
+            not is_ancestor(repo, good, bad):
         lower, more = _merge_base_side(repo, good_ref, bad_ref, good, bad)
         merge_base_used = True
         notes += more
@@ -211,7 +213,7 @@ def _merge_base_side(repo: git.Repo, good_ref: str, bad_ref: str, good: str, bad
     """Good is not an ancestor of bad (a release tag on its release branch): their
     merge-base, tested as the good endpoint as ``git bisect`` does, and notes on what only
     the good side has. Refused when bad is the ancestor (a fix hunt) or nothing is shared."""
-    if _is_ancestor(repo, bad, good):
+    if is_ancestor(repo, bad, good):
         raise RepoError(
             f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "
             f"if the newer commit is the good one you are looking for a fix; "
