@@ -14,8 +14,9 @@ On the GPU box (torch + triton installed, no network, SQLite) this:
 3. runs one ``bisect tick --no-bisect`` per build, oldest first, with a ``torch = "installed"``
    suite whose python is that build's (the watch's ``installed`` source: the torch a python
    imports, its ``git_version`` its commit) and the perf oracle ``relu_call_time.py``
-   (threshold 10 %); ``[suite.bisect]`` makes the bisection a flip starts lay overlays on that
-   build (``installed-base``, ``offline``), so no probe builds anything;
+   (``F.relu`` over ``torch.relu``, threshold 10 %); ``[suite.bisect]`` makes the bisection a
+   flip starts lay overlays on that build (``installed-base``, ``offline``), so no probe
+   builds anything;
 4. then one ``bisect tick``, which runs the slowdown's bisection (with confirmation);
 5. prints the series (per build median), the change point (between which builds), the
    bisection's culprit against the planted commit, its confirmation and the wall times, and
@@ -337,7 +338,8 @@ def main() -> None:
         "id": bid, "state": shown.get("state"), "message": shown.get("message"),
         "good": shown.get("good"), "bad": shown.get("bad"),
         "candidates": shown.get("candidates"),
-        "culprit": culprit, "confirmation": confirmation, "oracle_runs": len(probes),
+        "culprit": culprit, "confirmation": confirmation,
+        "oracle_runs": shown.get("oracle_runs", len(probes)),
         "reproduce": shown.get("reproduce"),
         "overlays": sorted({str((p.get("facts") or {}).get("overlay_base", ""))[:12]
                             for p in probes}),
@@ -368,7 +370,7 @@ def main() -> None:
     print(f"bisection {bid}: {result['bisection']['state']}, culprit {str(culprit)[:12]} vs "
           f"planted {shas['planted'][:12]}: {'SAME' if culprit == shas['planted'] else 'DIFFERENT'}"
           f"; confirmation: {(confirmation or {}).get('status')}")
-    print(f"oracle runs in the bisection: {len(probes)}, overlay bases "
+    print(f"oracle runs in the bisection: {result['bisection']['oracle_runs']}, overlay bases "
           f"{result['bisection']['overlays']}")
     print("walls:", json.dumps(result["walls"]), "ticks:", [tk["wall_s"] for tk in ticks])
     print("OK" if result["ok"] else "NOT OK")
