@@ -260,6 +260,7 @@ def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> N
 
 LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
 LONG_COLUMNS = ("repo", "range", "oracle")  # what a terminal's table cuts to fit
+ORACLE_KEPT = 16  # an oracle name up to this long is never cut in `list`'s table
 
 
 @cli.command(name="list")
@@ -309,20 +310,31 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
                                   line[-1]]))
         return
     # One line per bisection on any width: the short columns keep their width, and a long
-    # repo, range or command oracle shrinks and ends in an ellipsis rather than wrapping
-    # (rich narrows only the columns that may wrap; their cells never do).
+    # repo, range or command oracle is cut to what is left and ends in an ellipsis rather
+    # than wrapping. The widths are worked out here (rich's own shrinking depends on the
+    # lengths of this machine's folders): a short oracle name stays whole, the paths give way.
+    values = [[str(r["id"]), safe_line(r["repo"]), safe_line(r["range"]),
+               safe_line(r["oracle"]), r["state"], (r["culprit"] or "")[:12],
+               r["created"][:16].replace("T", " ")] for r in rows]
+    need = [max(len(h), *(len(v[i]) for v in values)) for i, h in enumerate(LIST_COLUMNS)]
+    long_at = [LIST_COLUMNS.index(h) for h in LONG_COLUMNS]
+    room = max(18, out.width - 3 * len(LIST_COLUMNS) - 1
+               - sum(w for i, w in enumerate(need) if i not in long_at))
+    repo_i, range_i, oracle_i = long_at
+    cols = dict(enumerate(need))
+    cols[oracle_i] = min(need[oracle_i], max(ORACLE_KEPT, room // 3))
+    rest = room - cols[oracle_i]
+    cols[repo_i] = min(need[repo_i], max(6, rest // 2))
+    cols[range_i] = min(need[range_i], max(6, rest - cols[repo_i]))
+
+    def cut(value: str, width: int) -> str:  # refs and paths come from users: no markup
+        return value if len(value) <= width else value[:width - 1] + "…"
+
     t = Table(*LIST_COLUMNS)
-    for column in t.columns:
-        column.no_wrap = column.header not in LONG_COLUMNS
-        column.min_width = 6 if column.header in LONG_COLUMNS else None
-        column.overflow = "ellipsis"
-
-    def cut(value: str) -> Text:  # refs and paths come from users and repositories: no markup
-        return Text(safe_line(value), no_wrap=True, overflow="ellipsis")
-
-    for r in rows:
-        t.add_row(str(r["id"]), cut(r["repo"]), cut(r["range"]), cut(r["oracle"]),
-                  r["state"], (r["culprit"] or "")[:12], r["created"][:16].replace("T", " "))
+    for i, column in enumerate(t.columns):
+        column.no_wrap, column.width = True, cols[i]
+    for v in values:
+        t.add_row(*(Text(cut(x, cols[i])) for i, x in enumerate(v)))
     out.print(t)
 
 

@@ -26,6 +26,7 @@ from bisector.artifacts.obtained import Obtained, Recipe, Sources
 from bisector.artifacts.prebuilt import Discoverer
 from bisector.artifacts.provider import Provider
 from bisector.base.kinds import ArtifactKind
+from bisector.executors.facts import learn_facts
 from bisector.executors.local import LocalExecutor
 from bisector.project.profiles import TORCHLET
 from bisector.store import models as m
@@ -163,7 +164,10 @@ def test_overlay_env_has_wheel_C_and_commit_python(home: Path, py_world: tuple) 
     # The probed commit's version file (issue 20): its sha, the nightly's public version kept.
     assert hist.nightlies[10][0] not in version and f'git_version = "{hist.main[175]}"' in version
     assert '__version__ = "0.1.0.dev' in version and '+cpu"' in version
-    facts = json.loads((venv / "bisector-facts.json").read_text())
+    # Made without asking its Python (the first run tells the facts); asked here, as a run
+    # that never imported torchlet would.
+    facts = learn_facts(venv, None, "torchlet")
+    assert facts["facts_from"] == "asked"
     assert facts["overlay"]["commit"] == hist.main[175] == facts["git_version"]
     assert facts["overlay_base"] == hist.main[160]
     assert facts["overlay"]["deleted"] == ["torchlet/_fixes.py"]
