@@ -1,5 +1,5 @@
 """A performance oracle end to end: a generated history with a planted slowdown in a Python
-path (``torchlet.ops.add`` sleeps from one commit on), real builds, and a timing oracle that
+path (``torchlet.ops.add`` loops from one commit on), real builds, and a timing oracle that
 prints samples; bisector names the commit from the samples alone (every run exits 0)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ TIMER = '''# /// script
 # dependencies = []
 # [tool.bisector]
 # description = "torchlet.ops.add: ms per call"
-# threshold = "20%"
+# threshold = "50%"
 # timeout = 120
 # ///
 import json
@@ -27,9 +27,16 @@ for _ in range(20):
     ops.add(xs, xs)
 samples = []
 for _ in range(15):
-    t = time.perf_counter()
-    ops.add(xs, xs)
-    samples.append((time.perf_counter() - t) * 1000.0)
+    # The process's own CPU time, the quickest of 5 turns of 40 calls a sample: the test
+    # suite's other processes share these cores, and wall time would count their turns (a
+    # good commit then looks slow).
+    turns = []
+    for _ in range(5):
+        t = time.process_time()
+        for _ in range(40):
+            ops.add(xs, xs)
+        turns.append((time.process_time() - t) * 1000.0)
+    samples.append(min(turns))
 print("BISECTOR_RESULT " + json.dumps({"samples": samples, "unit": "ms",
                                        "direction": "lower-is-better"}))
 '''
@@ -53,7 +60,8 @@ def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) ->
         commit(f"Docs {i}")
     ops.write_text(ops.read_text().replace(
         "def add(xs, ys):\n",
-        "def add(xs, ys):\n    import time\n    time.sleep(0.002)  # the planted slowdown\n"))
+        "def add(xs, ys):\n    for _ in range(1000):  # the planted slowdown (CPU time)\n"
+        "        pass\n"))
     culprit = commit("Validate inputs of add (slow)")
     for i in range(6, 12):
         (repo / "README.md").write_text((repo / "README.md").read_text() + f"\nnote {i}\n")
@@ -64,12 +72,13 @@ def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) ->
                 "--oracle", str(oracle), "--json")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
+    assert d["culprit"] is not None, (d["state"], d["message"], json.dumps(d["result"].get("perf")))
     assert d["culprit"]["sha"] == culprit
     pf = d["result"]["perf"]
     rows = {row["sha"]: row for row in pf["commits"]}
     assert rows[culprit]["verdict"] == "bad" and rows[culprit]["change"] > 1.0  # > +100 %
     # 3 baseline runs, or 8 when the first 3 disagreed (then each run counts as its median).
-    assert pf["threshold"] == 0.2
+    assert pf["threshold"] == 0.5
     assert pf["baseline_runs"] == (8 if pf["compared"] == "run medians" else 3)
     assert all(p["raw_verdict"] == "good" for p in d["probes"] if "raw_verdict" in p)
     assert d["result"]["confirmation"]["culprit_verdict"] == "bad"
