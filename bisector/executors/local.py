@@ -33,6 +33,7 @@ from bisector.base.events import step
 from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip, running
+from bisector.executors.envfiles import changed_files, link_tree, write_manifest
 from bisector.executors.facts import (
     FACTS_FILE,
     PENDING,
@@ -223,7 +224,6 @@ def in_use(inst: Installable, oracle: Oracle, commit: str, env: Path | None) -> 
             trees_dir() / commit if commit and is_command(oracle) else None]
 
 
-MANIFEST_FILE = "bisector-manifest.json"
 READY = ".bisector-ready"  # the environment is complete; its mtime: when a probe last used it
 
 
@@ -236,36 +236,6 @@ def _mark_used(env_dir: Path) -> None:
 
 # Installs (several probes at once) and discards of changed environments share uv's cache.
 _UV_LOCK = threading.Lock()
-
-
-def _site_files(env_dir: Path) -> dict[str, list[int]]:
-    """size and mtime of every installed file (through symlinks: an installed base's too)."""
-    out: dict[str, list[int]] = {}
-    for site in env_dir.glob("lib/python*/site-packages"):
-        for root, dirs, files in os.walk(site):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in files:
-                p = os.path.join(root, name)
-                try:
-                    st = os.stat(p)
-                except OSError:
-                    continue
-                out[os.path.relpath(p, env_dir)] = [st.st_size, st.st_mtime_ns]
-    return out
-
-
-def write_manifest(env_dir: Path) -> None:
-    (env_dir / MANIFEST_FILE).write_text(json.dumps(_site_files(env_dir)))
-
-
-def changed_files(env_dir: Path) -> list[str]:
-    """Installed files added, removed or changed since the environment was made."""
-    try:
-        before = json.loads((env_dir / MANIFEST_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return ["(no manifest)"]
-    now = _site_files(env_dir)
-    return sorted(p for p in before.keys() | now.keys() if before.get(p) != now.get(p))
 
 
 def _names(reqs: list[str]) -> str:
@@ -294,19 +264,6 @@ def _purelib(python: str, venv: Path) -> str:
     r = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                        capture_output=True, text=True, check=True, env=clean_env())
     return r.stdout.strip()
-
-
-def link_tree(src: Path, dest: Path) -> None:
-    """Mirror ``src`` as real folders of symlinked files, so an overlay can replace single files
-    of an installed package (a system torch) without touching the original."""
-    for root, dirs, files in os.walk(src):
-        rel = Path(root).relative_to(src)
-        (dest / rel).mkdir(parents=True, exist_ok=True)
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for name in files:
-            target = dest / rel / name
-            if not target.exists():
-                target.symlink_to(Path(root) / name)
 
 
 def run_in_place(

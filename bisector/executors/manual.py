@@ -30,8 +30,9 @@ from bisector.artifacts.installable import Installable
 from bisector.artifacts.trees import run_tree
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
+from bisector.executors.envfiles import changed_files
 from bisector.executors.facts import learn_facts
-from bisector.executors.local import InstallFailed, LocalExecutor, changed_files
+from bisector.executors.local import InstallFailed, LocalExecutor
 from bisector.executors.shell import shell_line, shell_rc
 from bisector.oracle.manual import Answer, Asks, ManualProbe, TakeBack
 from bisector.oracle.script import Oracle

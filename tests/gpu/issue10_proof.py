@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from bisector.executors.local import link_tree  # noqa: E402
+from bisector.executors.envfiles import link_tree  # noqa: E402
 from tests.gpu.overlay_proof import (  # noqa: E402
     RECIPES,
     git,

@@ -48,7 +48,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
-from bisector.executors.local import link_tree  # noqa: E402
+from bisector.executors.envfiles import link_tree  # noqa: E402
 from tests.gpu.overlay_proof import git, import_tree, installed_dir  # noqa: E402
 
 FIRST_DAY = dt.date(2026, 11, 1)
