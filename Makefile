@@ -14,6 +14,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/python -m compileall -q bisector >/dev/null  # as pip does for an installed copy
 	touch $(STAMP)
 
 install: $(STAMP) ## Make .venv with bisector and the dev tools

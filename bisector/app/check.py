@@ -19,6 +19,7 @@ from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
 from bisector.base import oracle_env
 from bisector.base.errors import BisectorError, BuildError, UsageError
+from bisector.base.events import Events, QuietEvents
 from bisector.core.search import Verdict
 from bisector.core.verdict import Polarity
 from bisector.executors.base import RunResult
@@ -60,13 +61,17 @@ class CheckResult:
         }
 
 
-def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -> CheckResult:
+def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
+          events: Events | None = None) -> CheckResult:
     """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
 
     ``req.python`` None: the interpreter :func:`~bisector.project.interpreter.choose_python`
     picks for the profile's package, told to ``note`` before anything runs (a long build
     included). A command oracle runs in ``req.commit``'s exported tree with a commit, else in the
-    current folder (there is no commit to export)."""
+    current folder (there is no commit to export). ``events`` hears each step as a bisection's
+    probe does (building, its newest log line, making the environment, running the oracle):
+    a check is never a silent wait either."""
+    events = events or QuietEvents()
     req.check()
     system, wheel, commit, repo = req.system, req.wheel, req.commit, req.repo
     # What this shell passes on (TORCH_LOGS, ...) and --env: the run's facts say it.
@@ -95,13 +100,16 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None) -
         sha = history.resolve(r, commit, "commit")
         executor = env_executor(python, profile.import_name, repo=repo, env=env)
         key, _ = build_key(profile, sha, python)
-        built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python))
+        built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python),
+                             on_build=lambda: events.phase(sha, f"building {sha[:12]} from "
+                                                                "source"),
+                             on_line=lambda line: events.build_line(sha, line))
         if not built.ok or built.wheel is None:
             raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
                              f"(log: {built.log_path})")
         where = f"source build of {sha[:12]}"
         inst = Installable(key, where, wheel=built.wheel)
-    res = ready_pipeline(inst, executor, oracle, rules).probe(0, sha, gpu=req.gpu)
+    res = ready_pipeline(inst, executor, oracle, rules, events).probe(0, sha, gpu=req.gpu)
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known
         sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")

@@ -37,7 +37,7 @@ LOGS = "logs"
 # Listed by du, never removed by gc: ccache caps itself (CCACHE_MAXSIZE); scratch folders
 # belong to live processes (a dead one's go with the sweep start and gc run); reports are
 # results, not caches.
-KEPT = ("ccache", "scratch", "reports", "links", "other")
+KEPT = ("ccache", "bytecode", "scratch", "reports", "links", "other")
 KINDS = (*MANAGED, LOGS, *KEPT)
 DESCRIBE = {
     "wheels": "built and downloaded wheels (one folder per artifact key)",
@@ -48,6 +48,7 @@ DESCRIBE = {
     "trees": "commits' exported trees a command oracle runs in (one folder per commit)",
     "logs": "oracle output and build logs",
     "ccache": "host builds' compiler cache (capped by CCACHE_MAXSIZE)",
+    "bytecode": "probe runs' compiled Python (goes with each environment gc removes)",
     "scratch": "exported trees and installs in progress",
     "reports": "reports of finished bisections",
     "links": "symbolic links in place of a cache or log folder: never followed, never removed",
@@ -179,11 +180,14 @@ def _places() -> Iterator[tuple[str, Path]]:
         yield "trees", d
     if (cache / "ccache").exists():
         yield "ccache", cache / "ccache"
+    if (cache / "pycache").exists():
+        yield "bytecode", cache / "pycache"
     for d in _inside(cache, cache / "tmp"):
         yield "scratch", d
     for folder in links():
         yield "links", folder
-    known = {"wheels", "uv", "envs", "docker", "oracles", "trees", "ccache", "tmp", "in-use"}
+    known = {"wheels", "uv", "envs", "docker", "oracles", "trees", "ccache", "pycache", "tmp",
+             "in-use"}
     for d in _children(cache):
         if d.name not in known:
             yield "other", d

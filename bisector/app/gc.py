@@ -49,6 +49,7 @@ from bisector.base.errors import BisectorError
 from bisector.base.kinds import ArtifactStatus, State
 from bisector.base.paths import cache_dir
 from bisector.executors.base import env_name
+from bisector.executors.bytecode import forget
 from bisector.infra import inuse
 from bisector.oracle.script import parse_metadata
 from bisector.store import bisections
@@ -249,6 +250,7 @@ def _remove(item: Item, errors: list[str]) -> bool:
         log = item.path.with_name(item.path.name + ".log")
         if log.is_file() and not log.is_symlink():
             log.unlink(missing_ok=True)
+        forget(item.path)  # its bytecode (executors/bytecode.py)
     failed: list[str] = []
     if target.is_dir() and not target.is_symlink():
         shutil.rmtree(target, onerror=lambda _f, p, e: failed.append(f"{p}: {e[1]}"))

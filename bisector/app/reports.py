@@ -190,7 +190,8 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
                                                                           True):
             entry["build"] = {
                 "seconds": round(a.duration_s, 1), "status": a.status.value,
-                "where": (a.settings.get("builder") or {}).get("where", "host"),
+                "where": "assembled from the tree" if (a.stats or {}).get("assembled")
+                else (a.settings.get("builder") or {}).get("where", "host"),
                 **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
             }
         if repo is not None:

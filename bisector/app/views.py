@@ -48,12 +48,16 @@ def html_report(store: Store, bisection_id: int) -> str:
 def series_picture(store: Store, bisection_id: int) -> str | None:
     """The SVG of the watch's series a bisection was started from (a performance step), or
     None for any other bisection."""
-    # lazy: the watch's series are read only for reports of bisections it started
-    from bisector.app.watch.series import flip_picture
-    from bisector.store import watch as ws
+    from bisector.store import watch as ws  # lazy: the watch's tables, for its reports only
 
     flip = ws.flip_of_bisection(store, bisection_id)
-    return flip_picture(store, flip) if flip is not None and flip.performance else None
+    if flip is None or not flip.performance:
+        return None
+    # The series' change points need ruptures and SciPy (a second and more to import),
+    # which the report of an ordinary bisection never uses.
+    from bisector.app.watch.series import flip_picture  # lazy: only now
+
+    return flip_picture(store, flip)
 
 
 def progress(store: Store, bisection_id: int) -> dict[str, Any]:

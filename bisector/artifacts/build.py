@@ -16,6 +16,7 @@ import contextlib
 import os
 import shutil
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -24,6 +25,8 @@ from typing import Any, Protocol
 
 import git
 
+from bisector.artifacts.assemble import Assembled, assemble
+from bisector.artifacts.assemble import write as write_assembled
 from bisector.artifacts.cache import artifact_key, file_sha256, publish, scratch_dir, wheel_dir
 from bisector.artifacts.export import ExportError, export_tree, uninitialised_hint
 from bisector.artifacts.worktree import WorktreeError, detached_worktree, read_index
@@ -123,11 +126,14 @@ def build_settings(profile: Profile, python: str,
     # A build in a worktree can make another wheel (its version from git), and a commit recorded
     # as "does not build" without one (setuptools_scm's LookupError) must be tried again.
     checkout = {"checkout": "git-worktree"} if profile.git_checkout else {}
+    # In the key: with assembling turned off, a tree once assembled is built for real.
+    assembled = {"assemble": "pure"} if profile.assemble_pure else {}
     return {
         "profile": profile.name,
         "command": list(profile.build_command),
         "env": dict(sorted(env.items())),
         **checkout,
+        **assembled,
         **(builder or HostBuilder(python)).settings(),
     }
 
@@ -194,9 +200,11 @@ def build_wheel(
     version: str | None = None,
     builder: Builder | None = None,
     on_line: Callable[[str], None] | None = None,
+    preface: str | None = None,
 ) -> BuildResult:
     """Build ``commit``; ``version`` overrides the ``+git<sha>`` one (a nightly's ``.devDATE``);
-    ``on_line`` is told the build log's newest line while it runs. The worktree of a
+    ``on_line`` is told the build log's newest line while it runs; ``preface`` is a note the
+    log starts with. The worktree of a
     ``git_checkout`` profile is unregistered before this returns, whatever happened."""
     builder = builder or HostBuilder(python)
     key, settings = build_key(profile, commit, python, builder)
@@ -223,7 +231,7 @@ def build_wheel(
             clone = str(repo.working_tree_dir or repo.git_dir)
             hint = uninitialised_hint(clone, skipped) if skipped else None
             return _run_build(commit, profile, builder, version, key, settings, work, log_path,
-                              hint, timeout_s=timeout_s, on_line=on_line)
+                              hint, timeout_s=timeout_s, on_line=on_line, preface=preface)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -231,7 +239,7 @@ def build_wheel(
 def _run_build(commit: str, profile: Profile, builder: Builder,
                version: str | None, key: str, settings: dict[str, Any], work: Path,
                log_path: Path, hint: str | None, *, timeout_s: float,
-               on_line: Callable[[str], None] | None) -> BuildResult:
+               on_line: Callable[[str], None] | None, preface: str | None = None) -> BuildResult:
     """Version file, command, the build itself, its log and publication of the wheel.
 
     ``hint`` names submodules the export left empty: said in the log, and the reason of a
@@ -249,6 +257,7 @@ def _run_build(commit: str, profile: Profile, builder: Builder,
         cmd = [subst["uv"], "build", "--python", subst["python"], *cmd[2:]]
     env = {k: v.format(**subst) for k, v in profile.build_env.items()}
     note = f"bisector: note: left empty in the export: {hint}\n" if hint else ""
+    note += f"bisector: note: {preface}\n" if preface else ""
     log_path.write_text(f"{note}$ {' '.join(cmd)}\n")
     res = builder.run(cmd, env, src=src, out=out, work=work, log=work / "build.log",
                       timeout_s=timeout_s, commit=commit, on_line=on_line)
@@ -368,7 +377,33 @@ def obtain_wheel(
     cached = cached_build(key, commit, settings)
     if cached is not None:
         return cached
+    why = ""
+    if profile.assemble_pure:
+        made = assemble(repo, commit)
+        if made.filename is not None:
+            return _assembled(made, key, commit, settings)
+        why = made.declined
     if on_build is not None:
         on_build()
     return build_wheel(repo, commit, profile, python=python, timeout_s=timeout_s,
-                       builder=builder, on_line=on_line)
+                       builder=builder, on_line=on_line,
+                       preface=f"built, not assembled: {why}" if why else None)
+
+
+def _assembled(made: Assembled, key: str, commit: str, settings: dict[str, Any]) -> BuildResult:
+    """Publish a wheel assembled from the tree as the commit's build, with a log saying so."""
+    t0 = time.monotonic()
+    out = scratch_dir(f"assemble-{commit[:10]}-")
+    try:
+        wheel = write_assembled(made, out)
+        (out / SUMS).write_text(f"{file_sha256(wheel)}  {wheel.name}\n")
+        final = publish(out, key)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    log_path = logs_dir() / "builds" / f"{key}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(f"bisector: {wheel.name} assembled from the tree of {commit}: a "
+                        "pure-Python project whose wheel needs no build backend "
+                        "(bisector/artifacts/assemble.py)\n")
+    return BuildResult(key, commit, True, final / wheel.name, log_path, tail(log_path, 5),
+                       time.monotonic() - t0, settings, {"assembled": True})

@@ -17,12 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urldefrag, urljoin
 
-import httpx
 from packaging.utils import canonicalize_name
 
 from bisector.base.errors import BisectorError
+
+if TYPE_CHECKING:
+    import httpx
 
 ACCEPT = (
     "application/vnd.pypi.simple.v1+json, "
@@ -132,6 +135,8 @@ class IndexClient:
     """One simple index (``.../simple`` or PyTorch's ``.../whl/nightly/cu128``)."""
 
     def __init__(self, base_url: str, client: httpx.Client | None = None) -> None:
+        import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
         self.base_url = base_url.rstrip("/") + "/"
         self.http = client or httpx.Client(follow_redirects=True, timeout=60.0)
 
@@ -139,6 +144,8 @@ class IndexClient:
         return urljoin(self.base_url, canonicalize_name(project) + "/")
 
     def files(self, project: str) -> list[IndexFile]:
+        import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
         url = self.project_url(project)
         try:
             r = self.http.get(url, headers={"Accept": ACCEPT})
@@ -153,6 +160,8 @@ class IndexClient:
 
     def exists(self, url: str) -> tuple[bool, str]:
         """HEAD a file: nightlies leave the index window and are pruned, so check before use."""
+        import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
         try:
             r = self.http.head(url)
         except httpx.HTTPError as e:
@@ -173,6 +182,8 @@ class IndexClient:
 
     def read_member(self, url: str, match: Callable[[str], bool]) -> bytes:
         """One file out of a remote zip, fetched by range requests (whole file if unsupported)."""
+        import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
         try:
             with _open_remote(self.http, url) as raw, zipfile.ZipFile(raw) as zf:
                 for name in zf.namelist():
@@ -194,6 +205,8 @@ class IndexClient:
 
         ``progress(done, total)`` after each chunk: bytes of the whole file on disk so far, and
         its size (None when the server does not say)."""
+        import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
         part = dest.with_name(dest.name + ".part")
         dest.parent.mkdir(parents=True, exist_ok=True)
         have = part.stat().st_size if part.exists() else 0
@@ -289,6 +302,8 @@ class _RangeFile(io.RawIOBase):
         r = self.http.get(self.url, headers={"Range": f"bytes={self.pos}-{end}"})
         self.requests += 1
         if r.status_code != 206:
+            import httpx  # lazy: only once an index is asked
+
             raise httpx.HTTPError(f"range request answered HTTP {r.status_code}")
         data = r.content
         n = len(data)
@@ -298,6 +313,8 @@ class _RangeFile(io.RawIOBase):
 
 
 def _open_remote(http: httpx.Client, url: str) -> io.BufferedReader | io.BytesIO:
+    import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
     head = http.head(url)
     if head.status_code != 200:
         raise httpx.HTTPError(f"HTTP {head.status_code}")

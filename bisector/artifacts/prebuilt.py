@@ -22,7 +22,6 @@ from datetime import date
 from email.parser import Parser
 
 import git
-import httpx
 from packaging.tags import Tag, compatible_tags, cpython_tags, platform_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
@@ -260,6 +259,8 @@ class Discoverer:
             pb.status, pb.reason = "ok", ""
         # Only the recorded Triton pin needs them; the wheel's own dependencies still install.
         if pb.status == "ok" and not pb.requires:
+            import httpx  # lazy: only once an index is asked (a tenth of a second to import)
+
             with contextlib.suppress(IndexProblem, httpx.HTTPError):
                 pb.requires = requires_dist(client.metadata(f))
         return pb

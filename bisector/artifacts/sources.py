@@ -238,7 +238,9 @@ class Build:
             ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
         stats = {**res.stats, **({"error": res.infra} if res.infra else {})} or None
         digest, size = wheel_digest(res.wheel) if res.wheel else (None, None)
-        if res.stats and res.duration_s:
+        if res.stats.get("assembled"):
+            events.note(f"assembled {sha[:12]}'s wheel from its tree (pure Python: no build)")
+        elif res.stats and res.duration_s:
             how = "built" if res.ok else "build failed for"
             events.note(f"{how} {sha[:12]} in {res.duration_s:.1f}s, "
                         f"{describe_stats(res.stats)}")

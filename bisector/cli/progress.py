@@ -138,9 +138,12 @@ class RichEvents:
     and once more when it ends. Steps shorter than that say nothing, so a quick command's
     output (and a one-line error) stays as it was."""
 
-    def __init__(self, console: Console, lines: bool | None = None) -> None:
+    def __init__(self, console: Console, lines: bool | None = None,
+                 probe_lines: bool = True) -> None:
         self.console = console = real(console)  # rich's own, not the stand-in of console.py
         self.lines = (not console.is_terminal) if lines is None else lines
+        # ``bisect check`` says its one verdict itself: its probe's end is no line of its own
+        self.probe_lines = probe_lines
         self.progress = Progress(
             SpinnerColumn(), _Step(),
             _When(BarColumn(), DOWNLOAD, sized=True),
@@ -285,6 +288,8 @@ class RichEvents:
             task = self._steps.pop(sha, None)
             if task is not None:
                 self._remove(task)
+        if not self.probe_lines:
+            return
         colour = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow"}[verdict]
         how = "reused verdict" if reused else f"{seconds:.1f}s"
         self.console.print(
@@ -354,10 +359,11 @@ class RichEvents:
 
 
 @contextmanager
-def waiting(console: Console = err) -> Iterator[RichEvents]:
+def waiting(console: Console = err, probe_lines: bool = True) -> Iterator[RichEvents]:
     """Events for a command's steps before (or without) a run: listing an index in ``start``
-    or ``plan``; the display is taken down when the block ends, whatever happens in it."""
-    events = RichEvents(console)
+    or ``plan``, the one probe of ``check``; the display is taken down when the block ends,
+    whatever happens in it."""
+    events = RichEvents(console, probe_lines=probe_lines)
     try:
         yield events
     finally:

@@ -75,6 +75,7 @@ def check(env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
     with the environment facts it ran under."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.check import check as run_check
+    from bisector.cli.progress import waiting
     from bisector.run.config import check_request_from
 
     kw = unconfigured(click.get_current_context(), kw)
@@ -83,7 +84,9 @@ def check(env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
     pairs = tuple(w for w in env_words if w != "system")
     system = env_kind == "system" or (kw["wheel"] is None and kw["commit"] is None)
     req = check_request_from({**kw, "system": system, "env": pairs})
-    res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"))
+    with waiting(err, probe_lines=False) as events:  # the verdict is said below, once
+        res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
+                        events=events)
     data = safe(res.as_dict())  # its output and facts: redacted, printable
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))

@@ -38,7 +38,10 @@ def learn_facts(venv: Path, told: Path | None, import_name: str | None) -> dict[
     known: dict[str, Any] = json.loads(path.read_text())
     if not known.pop(PENDING, False):
         return known
-    learned = richest_facts(told, import_name) if told is not None else None
+    # With no package named, the facts name torch when the environment has it; a pure
+    # project's environment has none, and what its run told (Python, platform) is all there is.
+    torch = any(venv.glob("lib/python*/site-packages/torch"))
+    learned = richest_facts(told, import_name, torch) if told is not None else None
     how = "run" if learned is not None else "asked"
     if learned is None:
         learned = collect_facts(str(venv / "bin" / "python"), import_name,
@@ -67,9 +70,11 @@ def install_facts_hook(site: Path) -> None:
     (site / f"{FACTS_HOOK}.pth").write_text(f"import {FACTS_HOOK}\n")
 
 
-def richest_facts(folder: Path, import_name: str | None) -> dict[str, Any] | None:
+def richest_facts(folder: Path, import_name: str | None,
+                  torch: bool = True) -> dict[str, Any] | None:
     """Of the facts the run's processes wrote, the ones that name the probed package (else
-    torch when no package is named), a GPU first; None when none does."""
+    torch when no package is named and ``torch`` is installed), a GPU first; None when none
+    does."""
     best: tuple[int, int, dict[str, Any]] | None = None
     for path in sorted(folder.glob("facts-*.json")):
         try:
@@ -80,7 +85,7 @@ def richest_facts(folder: Path, import_name: str | None) -> dict[str, Any] | Non
             continue
         if import_name and facts.get("package") != import_name:
             continue
-        if not import_name and "torch" not in facts:
+        if not import_name and torch and "torch" not in facts:
             continue
         rank = (int("gpu" in facts), len(facts))
         if best is None or rank > best[:2]:

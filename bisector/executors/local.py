@@ -33,6 +33,7 @@ from bisector.base.events import step
 from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip, running
+from bisector.executors.bytecode import bytecode_dir, forget
 from bisector.executors.envfiles import changed_files, link_tree, write_manifest
 from bisector.executors.facts import (
     FACTS_FILE,
@@ -42,6 +43,7 @@ from bisector.executors.facts import (
     install_facts_hook,
     learn_facts,
 )
+from bisector.executors.venvs import new_venv
 from bisector.infra import cancel, inuse
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import call, cap_output, reaped, reaper_env, run_logged, tail
@@ -117,10 +119,10 @@ class LocalExecutor:
         py = str(venv / "bin" / "python")
         try:
             step(f"creating an environment for {inst.obtained}")
-            mk = [uv, "venv", "-q", "--python", self.python, str(venv)]
-            if inst.installed is not None:
-                mk.insert(3, "--system-site-packages")
-            _logged(mk, log, env)
+            system_site = inst.installed is not None
+            interpreter = new_venv(self.python, venv, system_site, lambda where: _logged(
+                [uv, "venv", "-q", *(["--system-site-packages"] if system_site else []),
+                 "--python", self.python, str(where)], log, env))
             site = Path(_purelib(py, venv))
             reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra, *deps]
             if inst.wheel is not None and reqs == [str(inst.wheel)] and \
@@ -137,10 +139,16 @@ class LocalExecutor:
                 # The base's own dependencies (triton, numpy, nvidia-*) stay where they are,
                 # also when that is another virtualenv: its site-packages goes after ours.
                 (site / "bisector-installed-base.pth").write_text(f"{inst.installed.site}\n")
-            facts: dict[str, Any] = {"obtained": inst.obtained, PENDING: True}
+            # Facts only a run can tell (the probed package's or torch's version): the
+            # oracle's first run reports them through the hook. An environment with neither
+            # (a pure-Python project's) has the interpreter's, known already.
+            told = self.import_name is not None or system_site or (site / "torch").is_dir()
+            facts: dict[str, Any] = {"obtained": inst.obtained, **(
+                {PENDING: True} if told else {**interpreter, "facts_from": "interpreter"})}
             if inst.overlay is not None:
                 facts.update(overlay_facts(apply_overlay(inst.overlay, site)))
-            install_facts_hook(site)
+            if told:
+                install_facts_hook(site)
             (venv / FACTS_FILE).write_text(json.dumps(facts, sort_keys=True))
             write_manifest(venv)
             (venv / READY).write_text("ok\n")
@@ -155,10 +163,12 @@ class LocalExecutor:
             shutil.rmtree(tmp, ignore_errors=True)
 
     def discard(self, env_dir: Path) -> None:
-        """Remove a changed environment and the uv cache entries its files are linked to."""
+        """Remove a changed environment, its bytecode and the uv cache entries its files are
+        linked to."""
         dists = sorted({d.name.split("-")[0] for d in env_dir.glob("lib/python*/site-packages/"
                                                                   "*.dist-info")})
         shutil.rmtree(env_dir, ignore_errors=True)
+        forget(env_dir)
         if dists:
             with _UV_LOCK:
                 subprocess.run([uv_binary(), "cache", "clean", *dists], env=self._uv_env(),
@@ -345,18 +355,19 @@ def run_oracle(
     tmp = scratch_dir("oracle-tmp-")
     env.setdefault("TRITON_CACHE_DIR", str(tmp / "triton"))
     env["TMPDIR"] = str(tmp)
-    # Bytecode only from a fresh folder of this run, gone with it: a .pyc planted in
-    # site-packages' __pycache__ by an earlier oracle is never read. Written, so the run's
-    # other Pythons (Inductor's compile workers import torch too) do not each compile torch's
-    # sources again: that cost ~1.5 s a GPU probe (issue 21).
+    # Bytecode in bisector's one folder for it (executors/bytecode.py), never beside the
+    # sources: a .pyc planted in site-packages' __pycache__ is never read. Written, so the
+    # run's other Pythons (Inductor's compile workers import torch too) do not each compile
+    # torch's sources again: that cost ~1.5 s a GPU probe (issue 21).
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+    env["PYTHONPYCACHEPREFIX"] = str(bytecode_dir())
     try:
         res = run_logged(reaped(program(oracle, python, script), mark), cwd=work,
                          env=reaper_env(env),
                          stdout_path=out, stderr_path=err, timeout_s=oracle.meta.timeout)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        forget(tmp, work, run_dir)  # what existed for this run alone
     cap_output(out)
     cap_output(err)
     c = classify(res.returncode, timed_out=res.timed_out, timeout_s=oracle.meta.timeout)

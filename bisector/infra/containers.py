@@ -36,15 +36,28 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from bisector.base import defaults
 from bisector.base.errors import BisectorError, UsageError
 from bisector.infra import cancel
 from bisector.infra.owner import local_pid_alive, owner_id
 
+
+class _OnFirstUse:
+    """A module imported when one of its names is first used: the Docker SDK and the HTTP
+    stack under it take a tenth of a second and more to import, and a bisection with the
+    local executor and host builds never touches them. (``import_module`` holds the import
+    lock: two threads asking at once get one import.)"""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(importlib.import_module(self._name), attr)
+
+
 # The SDK has no type information (and the repo's own docker/ folder would shadow it for mypy).
-docker: Any = importlib.import_module("docker")
+docker: Any = _OnFirstUse("docker")
+requests: Any = _OnFirstUse("requests")
 
 LABEL = "bisector.owner"  # a label since the first release: old orphans are still found
 ROLE = "bisector.role"
@@ -53,7 +66,8 @@ SCOPE_ENV = "BISECTOR_CONTAINER_SCOPE"
 
 # What a failing engine call can raise: the SDK's own errors, or the HTTP layer's (a timeout, a
 # connection reset when dockerd restarts).
-_ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    return (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 class ContainerFailed(BisectorError):
@@ -139,7 +153,7 @@ def image_id(c: Any, name: str) -> str:
         return str(c.images.get(name).id)
     except docker.errors.ImageNotFound:
         return ""
-    except _ENGINE_ERRORS as e:
+    except _engine_errors() as e:
         raise _failed(f"cannot inspect image {name}", e) from None
 
 
@@ -225,13 +239,13 @@ def started(c: Any, image: str, cmd: list[str], *, role: str,
             except docker.errors.ImageNotFound:
                 raise ContainerFailed(f"image {image} is missing: run `make images`",
                                       image_missing=True) from None
-            except _ENGINE_ERRORS as e:
+            except _engine_errors() as e:
                 raise _failed(f"{role} container could not be created", e) from None
             if cancel.stopping():
                 raise cancel.Stopped("stopping")
             try:
                 ctr.start()
-            except _ENGINE_ERRORS as e:
+            except _engine_errors() as e:
                 raise _failed(f"{role} container did not start", e) from None
             yield ctr
         finally:
@@ -263,7 +277,7 @@ def finish(ctr: Any, timeout_s: float | None, *, role: str, logs: bool = False) 
         ctr.reload()
         state = ctr.attrs.get("State", {})
         text = bytes(ctr.logs()).decode(errors="replace") if logs else ""
-    except _ENGINE_ERRORS as e:
+    except _engine_errors() as e:
         raise _failed(f"lost the {role} container while it ran", e) from None
     if cancel.stopping():
         raise cancel.Stopped("stopping")  # killed by stop_all: what it did means nothing

@@ -77,6 +77,9 @@ class Profile:
     # Overlay rules read from each base's own wheel (artifacts/pure.py): pure-Python projects
     # of the generic profile, whose wheel is their tree's Python files under another root.
     derive_overlays: bool = False
+    # A pure-Python tree whose wheel is known without a backend is assembled, not built
+    # (artifacts/assemble.py says when): the first probe of a small project in milliseconds.
+    assemble_pure: bool = False
     # Seconds ``bisect plan`` prices each step at before anything was measured on the
     # repository (steps not named: plan's PyTorch-sized defaults). A small project must never
     # be priced with PyTorch's hour-long build: a cold plan of a 12 s job once said 8.4 h.
@@ -174,6 +177,7 @@ PYTORCH = Profile(
 # with compiled sources (COMPILED_SUFFIXES) with COMPILED_BUILD_S instead.
 GENERIC = Profile(name="generic", distribution=None, import_name=None, git_checkout=True,
                   build_env={"UV_NO_BUILD_ISOLATION": "0"}, derive_overlays=True,
+                  assemble_pure=True,
                   costs={"oracle": 10.0, "cached": 2.0, "prebuilt": 10.0, "overlay": 3.0,
                          "build": 30.0})
 COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".pyx", ".rs", ".f90", ".go")

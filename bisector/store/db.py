@@ -1,9 +1,10 @@
 """Open the store: engine, pragmas, and migrations to head.
 
 SQLite gets WAL and a busy timeout so two bisections (or a worker and a `bisect list`) can share
-one file; every verdict is committed in its own short transaction. The schema comes only from the
-Alembic migrations; a database written by a newer bisector, or a file that is not a bisector
-database at all, is refused with a message instead of being "fixed".
+one file; every verdict is committed in its own short transaction. The schema is the Alembic
+migrations' (a new database gets the same tables in one step); a database written by a newer
+bisector, or a file that is not a bisector database at all, is refused with a message instead of
+being "fixed".
 """
 
 from __future__ import annotations
@@ -15,13 +16,21 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    create_engine,
+    event,
+    inspect,
+    text,
+)
 from sqlalchemy.exc import (
     DatabaseError,
     DBAPIError,
@@ -39,6 +48,14 @@ from bisector.base.paths import PACKAGE_DIR
 from bisector.store.location import default_db as default_db
 from bisector.store.location import url_from as url_from
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# The newest migration's revision. A store already there is opened without loading Alembic
+# (a fifth of a second on every command); tests/integration/test_store.py checks it is
+# Alembic's head.
+SCHEMA_HEAD = "0010"
+
 
 def migrations_dir() -> Path:
     here = PACKAGE_DIR
@@ -49,6 +66,8 @@ def migrations_dir() -> Path:
 
 
 def alembic_config() -> Config:
+    from alembic.config import Config  # lazy: only to migrate
+
     cfg = Config()
     cfg.set_main_option("script_location", str(migrations_dir()))
     return cfg
@@ -212,21 +231,22 @@ def _check_sqlite_file(path: Path) -> None:
         )
 
 
-def migrate(engine: Engine) -> None:
+def migrate(engine: Engine, *, new_in_one_step: bool = True) -> None:
     """Bring the schema to head, refusing foreign or newer databases without writing to them.
 
-    The usual case (already at head) takes no lock. Anything else is decided under a lock
-    that serialises migrations between processes, because a migration in progress elsewhere
-    looks, from outside, like a foreign database.
+    The usual case (already at head) takes no lock and loads no Alembic. Anything else is
+    decided under a lock that serialises migrations between processes, because a migration in
+    progress elsewhere looks, from outside, like a foreign database. An empty database gets
+    the models' tables and head's stamp in one step (``new_in_one_step``) instead of every
+    migration in turn, which rebuilds SQLite tables again and again (half a second on the
+    first command of a new store); the test that migrations and models agree keeps the two
+    ways equal, and Alembic takes the stamp like its own.
     """
-    cfg = alembic_config()
-    script = ScriptDirectory.from_config(cfg)
-    head = script.get_current_head()
-    if _heads_and_tables(engine)[0] == {head}:
+    if _heads_and_tables(engine)[0] == {SCHEMA_HEAD}:
         return
     with migration_lock(engine):
         current, tables = _heads_and_tables(engine)
-        if current == {head}:
+        if current == {SCHEMA_HEAD}:
             return
         if not current and tables - {"alembic_version"}:
             raise StoreError(
@@ -234,6 +254,18 @@ def migrate(engine: Engine) -> None:
                 f"({', '.join(sorted(tables)[:3])}...): point --db at a bisector database "
                 f"or an empty one"
             )
+        if not current and new_in_one_step:
+            with engine.begin() as conn:
+                from bisector.store.models import Base  # lazy: the models import is heavy
+
+                Base.metadata.create_all(conn)
+                _stamp(conn)
+            return
+        from alembic import command  # lazy: a store at head never needs it
+        from alembic.script import ScriptDirectory
+
+        cfg = alembic_config()
+        script = ScriptDirectory.from_config(cfg)
         known = {rev.revision for rev in script.walk_revisions()}
         unknown = sorted(r for r in current if r not in known)
         if unknown:
@@ -246,11 +278,23 @@ def migrate(engine: Engine) -> None:
             command.upgrade(cfg, "head")
 
 
+def _stamp(conn: Connection) -> None:
+    """Alembic's version table at SCHEMA_HEAD, as ``alembic stamp head`` makes it."""
+    table = Table("alembic_version", MetaData(), Column("version_num", String(32),
+                                                        nullable=False),
+                  PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
+    table.create(conn)
+    conn.execute(table.insert().values(version_num=SCHEMA_HEAD))
+
+
 def _heads_and_tables(engine: Engine) -> tuple[set[str], set[str]]:
+    """The revisions the database is stamped with, and its tables, read with SQL alone."""
     try:
         with engine.connect() as conn:
-            current = set(MigrationContext.configure(conn).get_current_heads())
             tables = set(inspect(conn).get_table_names())
+            current = {r[0] for r in conn.execute(text("SELECT version_num FROM "
+                                                       "alembic_version"))} \
+                if "alembic_version" in tables else set()
     except (OperationalError, DatabaseError) as e:
         raise StoreError(
             f"cannot open the database {engine.url.render_as_string(hide_password=True)} "

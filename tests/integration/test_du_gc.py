@@ -81,7 +81,10 @@ def test_du_and_gc_after_a_real_bisection(home: Path, tmp_path: Path,
     # Interrupted: its range's wheels, environments and logs stay; uv's cache may go.
     sql(db, "UPDATE bisection SET state = 'interrupted'")
     plan = gc(db, "--older-than", "30d")
-    assert {Path(p).name for p in removed(plan)} == {"uv"}
+    # The empty virtualenv new ones are copied from (executors/venvs.py) is no bisection's:
+    # it may go too, and is made again when needed.
+    assert {n for p in removed(plan) if not (n := Path(p).name).startswith("skeleton-")} \
+        == {"uv"}
     assert all(w.exists() for w in wheels) and (cache / "envs").exists()
     sql(db, "UPDATE bisection SET state = 'done'")
 

@@ -16,10 +16,14 @@ from pathlib import Path
 import git
 import pytest
 
+from bisector.app.check import check
 from bisector.app.demo.small_project import NAME, ORACLE, generate_small
 from bisector.artifacts import overlay, pure
 from bisector.artifacts.build import build_wheel
+from bisector.base.events import QuietEvents
+from bisector.core.search import Verdict
 from bisector.project.profiles import GENERIC
+from bisector.run.config import CheckRequest
 from tests.support import run_cli
 
 pytestmark = pytest.mark.integration
@@ -149,3 +153,36 @@ def test_files_the_build_leaves_out_stay_out(home: Path, tmp_path: Path) -> None
     assert ok.ok and ok.changed == (), ok
     refused = overlay.check(repo, base, added, prof)
     assert not refused.ok and "beside files the build leaves out" in refused.reason
+
+
+class _Phases(QuietEvents):
+    """Each step ``bisect check`` tells its display, in order."""
+
+    def __init__(self) -> None:
+        self.phases: list[str] = []
+        self.lines: list[str] = []
+
+    def phase(self, sha: str, text: str) -> None:
+        self.phases.append(text)
+
+    def build_line(self, sha: str, text: str) -> None:
+        self.lines.append(text)
+
+
+def test_check_tells_each_step_it_waits_on(home: Path, tmp_path: Path) -> None:
+    """``bisect check --commit`` is never a silent wait: the build (and its newest log line),
+    the environment, the oracle run, as a bisection's probe tells them (issue 21)."""
+    hist = generate_small(tmp_path / "proj", commits=2, culprit=1)
+    repo = git.Repo(hist.path)
+    (hist.path / "MANIFEST.in").write_text("include CHANGES.md\n")  # no assembling: a build
+    repo.git.add("-A")
+    repo.git.commit("-q", "-m", "manifest", "--author", "Dev <dev@example.com>")
+    sha = repo.head.commit.hexsha
+    heard = _Phases()
+    res = check(CheckRequest(command=("python", "-c", ORACLE), repo=hist.path, commit=sha,
+                             python=_python()), events=heard)
+    assert res.verdict is Verdict.BAD  # the planted commit (1) is an ancestor
+    assert heard.phases[0] == f"building {sha[:12]} from source", heard.phases
+    assert heard.lines, "the build's log lines were never told"
+    assert any(p.startswith("creating an environment for source build") for p in heard.phases)
+    assert heard.phases[-1] == f"running {res.oracle.name} on {sha[:12]}", heard.phases

@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 
 from bisector.app.demo.index import IndexServer
 from bisector.app.demo.torchlet import SyntheticHistory
+from bisector.base.events import QuietEvents
 from bisector.store import models as m
 from bisector.store.db import open_store
 from tests.support import BISECT, ROOT, built_world, run_cli, staged_nightlies
@@ -248,3 +249,35 @@ def test_a_wheel_file_and_an_installed_torch_are_sources_too(
     table = json.loads(run_cli("watch", "--json", check=True).stdout)
     box = next(x for x in table["suites"] if x["name"] == "box")
     assert box["torches"][0]["commit"] == world.hist.main[36]
+
+
+class _Heard(QuietEvents):
+    """What a tick tells its display: each step of no probe's, each download call."""
+
+    def __init__(self) -> None:
+        self.said: list[str] = []
+        self.downloads: list[tuple[str, int, int | None]] = []
+
+    def status(self, text: str) -> None:
+        self.said.append(text)
+
+    def download(self, name: str, done: int, total: int | None) -> None:
+        self.downloads.append((name, done, total))
+
+
+def test_a_tick_says_what_it_waits_for(home: Path, world: World, tmp_path: Path) -> None:
+    """Never a silent wait: the index's listing is announced, and the wheel's download tells
+    its bytes as they come and its end (issue 21)."""
+    from bisector.app.watch import tick as watch_tick
+    from bisector.app.watch.config import load
+
+    index = _index(world, "heard", 2)
+    cfg = _config(tmp_path, world, index, notify=False)
+    heard = _Heard()
+    report = watch_tick.tick(open_store(_db(home)), load([cfg]), bisect=False, events=heard)
+    assert report.ran == 1, report.errors
+    assert heard.said[0] == f"cpu-nightly: listing {index} for the newest nightly torch"
+    assert heard.downloads, "the wheel's download was never told"
+    name, done, total = heard.downloads[-1]
+    assert name.endswith(".whl") and done == total and done > 0  # ended, whole
+    assert [d for _, d, _ in heard.downloads] == sorted(d for _, d, _ in heard.downloads)

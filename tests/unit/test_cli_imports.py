@@ -69,5 +69,14 @@ def test_completion_loads_no_heavy_library(tmp_path: Path) -> None:
 
 
 def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
-    assert heavy(loaded("import bisector.store.db\ndone()", tmp_path)) == ["alembic",
-                                                                             "sqlalchemy"]
+    assert heavy(loaded("import bisector.store.db, alembic\ndone()", tmp_path)) == [
+        "alembic", "sqlalchemy"]
+
+
+def test_a_store_is_made_and_opened_without_alembic(tmp_path: Path) -> None:
+    """A new store gets its schema in one step and one at head is only read: Alembic (a
+    fifth of a second) is loaded only to migrate an older store."""
+    db = tmp_path / "b.db"
+    code = (f"from bisector.store.db import open_store\nopen_store({str(db)!r})\n"
+            f"open_store({str(db)!r})\ndone()")
+    assert heavy(loaded(code, tmp_path)) == ["sqlalchemy"]

@@ -126,6 +126,10 @@ class Tick:
 
     def _suite(self, suite: Suite) -> None:
         place = self._place(suite)
+        if place.index is not None and place.kind in ("nightly", "release"):
+            # An index's listing can take a minute: never a silent wait (issue 21)
+            self.events.status(f"{suite.name}: listing {redact.url(place.index)} for the "
+                               f"newest {place.kind} torch")
         torch = sources.newest(self.store, place)
         self.say(f"{suite.name}: newest {torch.kind} torch {torch.version} "
                  f"(main commit {torch.commit[:12]})")

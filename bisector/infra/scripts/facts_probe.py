@@ -89,9 +89,10 @@ def gather(mod_name: str, load: bool = True) -> dict[str, object]:
 
 def _write_at_exit(folder: str, mod_name: str) -> None:
     """At this process's exit: its facts into ``folder/facts-PID.json``, if it imported the
-    probed package (or torch). Several processes may write (compile workers import torch
-    too); the executor keeps the richest."""
-    if not ((mod_name and mod_name in sys.modules) or "torch" in sys.modules):
+    probed package (or torch), or always when no package is named (a project of the generic
+    profile: its Python is the fact). Several processes may write (compile workers import
+    torch too); the executor keeps the richest."""
+    if mod_name and mod_name not in sys.modules and "torch" not in sys.modules:
         return
     try:
         import json

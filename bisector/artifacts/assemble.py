@@ -1,0 +1,281 @@
+"""A pure-Python project's wheel assembled from its commit's tree, with no build backend run.
+
+The first probe of a small project used to pay a real build (an isolated environment, the
+backend installed into it, the backend run: a second or three) where ``git bisect run`` pays
+nothing. For the most common shape of project the wheel every backend would make is known
+exactly: the package's Python files under their installed path, plus metadata written from
+the static ``[project]`` table. This module writes that wheel, and only where the answer
+cannot depend on which backend, which backend version or which plugin builds it; anywhere
+else it declines (None, with the reason) and the real build runs, as before.
+
+What it takes (all must hold, else it declines):
+
+- ``pyproject.toml`` whose ``[build-system]`` names one of setuptools, hatchling, flit-core
+  or pdm-backend and requires only that backend (``wheel`` too, for setuptools): a plugin
+  (setuptools_scm, hatch-vcs, a metadata hook) may change files or metadata;
+- a static ``[project]`` table: name and version given, nothing ``dynamic``;
+- no ``setup.py``, no ``MANIFEST.in``, no ``setup.cfg`` section setuptools reads
+  (``metadata``, ``options*``), no backend build settings (``[tool.hatch.build]``,
+  ``[tool.pdm.build]``, ``[tool.flit.external-data]``, any ``[tool.setuptools]`` but
+  ``packages.find.where = ["src"]``);
+- exactly one import package, named as the project (``-`` and ``.`` read as ``_``): in a
+  src layout, ``src/`` holds that package and nothing else (every backend then installs
+  just it); a flat layout (``<package>/`` at the top) only for hatchling and flit, which
+  choose the package by the project's name (setuptools and pdm-backend discover every
+  top-level package, and setuptools refuses several);
+- inside it only regular ``.py`` files, an ``__init__.py`` in every folder (so no backend's
+  idea of namespace packages matters), and, for setuptools, no data file: whether setuptools
+  ships ``py.typed`` or a ``.json`` depends on its version and on ``MANIFEST.in``.
+
+The metadata (``METADATA``, ``entry_points.txt``) carry what an installer and an oracle use:
+name, version, summary, ``Requires-Python``, ``Requires-Dist`` and extras, entry points.
+Fields only a package index shows (classifiers, URLs, the long description) are left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import re
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import git
+
+# Backend module -> the distribution that provides it (the only build requirement allowed,
+# with ``wheel`` beside setuptools, which older setuptools projects list).
+BACKENDS = {"setuptools.build_meta": "setuptools", "hatchling.build": "hatchling",
+            "flit_core.buildapi": "flit-core", "pdm.backend": "pdm-backend"}
+FLAT_OK = ("hatchling", "flit-core")  # backends that pick a flat-layout package by name
+DATA_OK = ("hatchling", "flit-core")  # backends that ship every file of the package folder
+GENERATOR = "bisector (assembled from the tree)"
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """The wheel's name and bytes, or why the tree needs a real build."""
+
+    filename: str | None = None
+    data: bytes = b""
+    declined: str = ""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _blob(tree: git.Tree, path: str) -> git.Blob | None:
+    try:
+        obj = tree / path
+    except KeyError:
+        return None
+    return obj if isinstance(obj, git.Blob) else None
+
+
+def _text(tree: git.Tree, path: str) -> str | None:
+    b = _blob(tree, path)
+    return b.data_stream.read().decode(errors="replace") if b is not None else None
+
+
+def _declines_config(tree: git.Tree, backend: str, tool: dict[str, Any]) -> str:
+    """Why the build settings may change the wheel, or ``""``."""
+    for path in ("setup.py", "MANIFEST.in"):
+        if _blob(tree, path) is not None:
+            return f"the project has {path}"
+    cfg = _text(tree, "setup.cfg") or ""
+    if re.search(r"^\[(metadata|options[^\]]*)\]", cfg, re.M):
+        return "setup.cfg configures setuptools"
+    st = tool.get("setuptools")
+    if st is not None and st != {"packages": {"find": {"where": ["src"]}}}:
+        return "[tool.setuptools] settings"
+    if "build" in (tool.get("hatch") or {}) or "build" in (tool.get("pdm") or {}):
+        return "backend build settings"
+    flit = tool.get("flit") or {}
+    if set(flit) - {"module", "sdist"}:
+        return "[tool.flit] settings"
+    if "poetry" in tool:
+        return "[tool.poetry] settings"
+    if st is not None and backend != "setuptools":
+        return "[tool.setuptools] settings for another backend"
+    return ""
+
+
+def _project(pyproject: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    system = pyproject.get("build-system")
+    if not isinstance(system, dict):
+        return None, "no [build-system] table"
+    backend = BACKENDS.get(str(system.get("build-backend", "")))
+    if backend is None or "backend-path" in system:
+        return None, "not a backend known to build pure wheels the same way"
+    from packaging.requirements import InvalidRequirement, Requirement  # lazy
+    from packaging.utils import canonicalize_name
+
+    allowed = {backend, "wheel"} if backend == "setuptools" else {backend}
+    try:
+        names = {canonicalize_name(Requirement(r).name) for r in system.get("requires", [])}
+    except (InvalidRequirement, TypeError):
+        return None, "unreadable build requirements"
+    if not names <= allowed:
+        return None, f"build plugins ({', '.join(sorted(names - allowed))})"
+    project = pyproject.get("project")
+    if not isinstance(project, dict) or project.get("dynamic"):
+        return None, "no static [project] table"
+    if not isinstance(project.get("name"), str) or not isinstance(project.get("version"), str):
+        return None, "no static name and version"
+    return {**project, "_backend": backend}, ""
+
+
+def _package_root(tree: git.Tree, backend: str, package: str) -> tuple[str, str]:
+    """The folder prefix the package lies in (``src/`` or ``""``), or ``("", reason)``."""
+    src = _obj(tree, "src")
+    if isinstance(src, git.Tree):
+        entries = [e.name for e in src]
+        if entries != [package] or not isinstance(src / package, git.Tree):
+            return "", "src/ holds more than the package"
+        if _has(tree, package) or _has(tree, f"{package}.py"):
+            return "", f"both src/{package} and a top-level {package}"
+        return "src/", ""
+    if backend not in FLAT_OK:
+        return "", "a flat layout (its backend discovers every top-level package)"
+    if not isinstance(_obj(tree, package), git.Tree) or _has(tree, f"{package}.py"):
+        return "", f"no single package folder {package}/"
+    return "", ""
+
+
+def _has(tree: git.Tree, path: str) -> bool:
+    return _obj(tree, path) is not None
+
+
+def _obj(tree: git.Tree, path: str) -> Any:
+    try:
+        return tree / path
+    except KeyError:
+        return None
+
+
+def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes]], str]:
+    """(path within the package, bytes) of every file, or a reason to decline."""
+    files: list[tuple[str, bytes]] = []
+    folders = {""}
+    for item in pkg.traverse():
+        if not isinstance(item, git.Tree | git.Blob):
+            return [], f"{pkg.path} holds a submodule"
+        rel = str(item.path)[len(str(pkg.path)) + 1:]
+        if isinstance(item, git.Tree):
+            folders.add(rel)
+            continue
+        if item.mode not in (0o100644, 0o100755):
+            return [], f"{item.path} is not a regular file"
+        if not rel.endswith(".py") and backend not in DATA_OK:
+            return [], f"data file {item.path} (whether {backend} ships it depends on its " \
+                "version and settings)"
+        files.append((rel, item.data_stream.read()))
+    have = {rel for rel, _ in files}
+    for folder in folders:
+        if (f"{folder}/__init__.py" if folder else "__init__.py") not in have:
+            return [], f"{pkg.path}/{folder} has no __init__.py".replace("//", "/").rstrip("/")
+    return files, ""
+
+
+def _requires(project: dict[str, Any]) -> list[str]:
+    from packaging.requirements import Requirement  # lazy
+
+    lines = [f"Requires-Dist: {Requirement(r)}" for r in project.get("dependencies") or []]
+    for extra, reqs in sorted((project.get("optional-dependencies") or {}).items()):
+        lines.append(f"Provides-Extra: {extra}")
+        for r in reqs:
+            req = Requirement(r)
+            marker = f"({req.marker}) and " if req.marker else ""
+            req.marker = None
+            lines.append(f'Requires-Dist: {req}; {marker}extra == "{extra}"')
+    return lines
+
+
+def _metadata(project: dict[str, Any], version: str) -> str:
+    lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {version}"]
+    if isinstance(project.get("description"), str):
+        lines.append(f"Summary: {project['description']}")
+    if isinstance(project.get("requires-python"), str):
+        lines.append(f"Requires-Python: {project['requires-python']}")
+    return "\n".join([*lines, *_requires(project)]) + "\n"
+
+
+def _entry_points(project: dict[str, Any]) -> str:
+    groups = {"console_scripts": project.get("scripts") or {},
+              "gui_scripts": project.get("gui-scripts") or {},
+              **(project.get("entry-points") or {})}
+    return "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n"
+                   for g, eps in groups.items() if eps)
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def assemble(repo: git.Repo, sha: str) -> Assembled:
+    """The wheel of ``sha`` when its tree is one whose wheel is known without building."""
+    tree = repo.commit(sha).tree
+    text = _text(tree, "pyproject.toml")
+    if text is None:
+        return Assembled(declined="no pyproject.toml")
+    try:
+        pyproject = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return Assembled(declined="unreadable pyproject.toml")
+    project, why = _project(pyproject)
+    tool = pyproject.get("tool")
+    tool = tool if isinstance(tool, dict) else {}
+    if project is None:
+        return Assembled(declined=why)
+    backend = project["_backend"]
+    from packaging.version import InvalidVersion, Version  # lazy
+
+    try:
+        version = str(Version(project["version"]))
+    except InvalidVersion:
+        return Assembled(declined="an invalid version")
+    package = _norm(project["name"])
+    if backend == "flit-core":  # flit takes the name as it is, ``-`` read as ``_``
+        module = (tool.get("flit") or {}).get("module") or {}
+        named = module.get("name") if isinstance(module, dict) else None
+        if (named or project["name"].replace("-", "_")) != package:
+            return Assembled(declined="flit looks for a module named otherwise")
+    why = _declines_config(tree, backend, tool)
+    prefix, why = _package_root(tree, backend, package) if not why else ("", why)
+    if why:
+        return Assembled(declined=why)
+    files, why = _package_files(tree / f"{prefix}{package}", backend)
+    if why:
+        return Assembled(declined=why)
+    try:
+        metadata = _metadata(project, version)
+    except (ValueError, TypeError, AttributeError) as e:  # packaging's Invalid*: ValueErrors
+        return Assembled(declined=f"unreadable dependencies ({e})")
+    info = f"{package}-{version}.dist-info"
+    entries = [(f"{package}/{rel}", data) for rel, data in sorted(files)]
+    entries.append((f"{info}/METADATA", metadata.encode()))
+    if eps := _entry_points(project):
+        entries.append((f"{info}/entry_points.txt", eps.encode()))
+    entries.append((f"{info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\n"
+                                      "Root-Is-Purelib: true\nTag: py3-none-any\n").encode()))
+    record = "\n".join([*(_record_line(p, d) for p, d in entries), f"{info}/RECORD,,"]) + "\n"
+    entries.append((f"{info}/RECORD", record.encode()))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for path, data in entries:
+            # A fixed time: the same tree gives the same bytes, so the same sha256.
+            z.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), data,
+                       zipfile.ZIP_DEFLATED)
+    return Assembled(f"{package}-{version}-py3-none-any.whl", buf.getvalue())
+
+
+def write(assembled: Assembled, out: Path) -> Path:
+    assert assembled.filename is not None
+    path = out / assembled.filename
+    path.write_bytes(assembled.data)
+    return path

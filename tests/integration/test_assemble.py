@@ -1,0 +1,198 @@
+"""Wheels assembled from the tree (artifacts/assemble.py) against the wheels the real backends
+build from the same commit: what an installer and an oracle see must be the same. And every
+shape whose wheel could depend on the backend is declined, so it is built as before."""
+
+from __future__ import annotations
+
+import configparser
+import email.parser
+import io
+import sys
+import zipfile
+from pathlib import Path
+
+import git
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from bisector.artifacts.assemble import assemble
+from bisector.artifacts.build import build_wheel, obtain_wheel
+from bisector.project.profiles import GENERIC
+from tests.support import git as run_git
+
+pytestmark = pytest.mark.integration
+
+BACKEND = {
+    "setuptools": ('["setuptools>=61"]', "setuptools.build_meta"),
+    "hatchling": ('["hatchling"]', "hatchling.build"),
+    "flit": ('["flit_core>=3.4,<4"]', "flit_core.buildapi"),
+    "pdm": ('["pdm-backend"]', "pdm.backend"),
+}
+
+PROJECT = """\
+[build-system]
+requires = {requires}
+build-backend = "{backend}"
+
+[project]
+name = "Neat-Pkg"
+version = "1.2.0rc1"
+description = "A small project"
+requires-python = ">=3.9"
+dependencies = ["packaging>=20; python_version >= '3'", "attrs"]
+
+[project.optional-dependencies]
+test = ["pytest>=7; sys_platform != 'win32'"]
+
+[project.scripts]
+neat-cli = "neat_pkg.core:main"
+{extra}"""
+
+PACKAGE = {
+    "__init__.py": "from neat_pkg.core import f\n",
+    "core.py": "def f():\n    return 1\n\n\ndef main():\n    print(f())\n",
+    "sub/__init__.py": "",
+    "sub/deep.py": "X = 1\n",
+}
+
+
+def _repo(path: Path, files: dict[str, str]) -> tuple[git.Repo, str]:
+    path.mkdir(parents=True)
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    run_git(path, "init", "-q", "-b", "main")
+    run_git(path, "add", "-A")
+    run_git(path, "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
+            "commit", "-q", "-m", "one")
+    repo = git.Repo(path)
+    return repo, repo.head.commit.hexsha
+
+
+def _project(backend: str, layout: str, extra: str = "", data: bool = False) -> dict[str, str]:
+    requires, module = BACKEND[backend]
+    text = PROJECT.format(requires=requires, backend=module, extra=extra)
+    if backend == "flit":  # flit looks for the module by the name as written
+        text = text.replace("Neat-Pkg", "neat-pkg")
+    files = {"pyproject.toml": text,
+             "README.md": "# neat\n", "tests/test_f.py": "def test():\n    pass\n"}
+    root = "src/neat_pkg/" if layout == "src" else "neat_pkg/"
+    files.update({root + k: v for k, v in PACKAGE.items()})
+    if data:
+        files[root + "table.json"] = "{}\n"
+    return files
+
+
+def _wheel(data: bytes) -> tuple[dict[str, bytes], dict[str, str]]:
+    """(installed files but the dist-info's, dist-info files by base name)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        files = {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
+    info = {n.rsplit("/", 1)[1]: v.decode() for n, v in files.items()
+            if n.split("/")[0].endswith(".dist-info")}
+    return {n: v for n, v in files.items() if not n.split("/")[0].endswith(".dist-info")}, info
+
+
+def _deps(meta: email.message.Message) -> set[tuple[str, str, tuple[bool, ...]]]:
+    """Each requirement as its name, versions and its marker's answer in a few places."""
+    places = [{"extra": e, "sys_platform": p, "python_version": "3.11"}
+              for e in ("", "test") for p in ("linux", "win32")]
+    out = set()
+    for line in meta.get_all("Requires-Dist") or []:
+        r = Requirement(line)
+        out.add((canonicalize_name(r.name), str(r.specifier),
+                 tuple(r.marker.evaluate(p) if r.marker else True for p in places)))
+    return out
+
+
+def _entry_points(text: str | None) -> dict[str, dict[str, str]]:
+    cfg = configparser.ConfigParser(delimiters=("=",))
+    cfg.optionxform = str  # type: ignore[assignment,method-assign]
+    cfg.read_string(text or "")
+    # An empty group (pdm-backend writes ``[gui_scripts]`` with nothing in it) is no group.
+    return {s: {k: v.strip() for k, v in cfg.items(s)} for s in cfg.sections() if cfg.items(s)}
+
+
+@pytest.mark.parametrize(("backend", "layout", "extra", "data"), [
+    ("setuptools", "src", '\n[tool.setuptools.packages.find]\nwhere = ["src"]\n', False),
+    ("setuptools", "src", "", False),
+    ("hatchling", "src", "", True),
+    ("hatchling", "flat", "", True),
+    ("flit", "flat", "", True),
+    ("flit", "src", "", False),
+    ("pdm", "src", "", False),
+])
+def test_an_assembled_wheel_is_what_the_backend_builds(
+        home: Path, tmp_path: Path, backend: str, layout: str, extra: str, data: bool) -> None:
+    repo, sha = _repo(tmp_path / "p", _project(backend, layout, extra, data))
+    made = assemble(repo, sha)
+    assert made.filename is not None, made.declined
+    built = build_wheel(repo, sha, GENERIC, python=sys.executable)
+    assert built.ok and built.wheel is not None, built.log_tail
+    ours, our_info = _wheel(made.data)
+    theirs, their_info = _wheel(built.wheel.read_bytes())
+    assert ours == theirs  # the same files, byte for byte
+    mine = email.parser.Parser().parsestr(our_info["METADATA"])
+    real = email.parser.Parser().parsestr(their_info["METADATA"])
+    for field in ("Version", "Requires-Python", "Summary"):
+        assert mine[field] == real[field], field
+    assert canonicalize_name(mine["Name"]) == canonicalize_name(real["Name"])
+    assert set(mine.get_all("Provides-Extra") or []) == set(real.get_all("Provides-Extra") or [])
+    assert _deps(mine) == _deps(real)
+    assert _entry_points(our_info.get("entry_points.txt")) == \
+        _entry_points(their_info.get("entry_points.txt"))
+    assert made.filename.split("-")[:2] == built.wheel.name.split("-")[:2]
+    assert assemble(repo, sha).data == made.data  # the same tree, the same bytes
+
+
+NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda f: f.update({"setup.py": "from setuptools import setup\nsetup()\n"}),
+     "setup.py"),
+    (lambda f: f.update({"MANIFEST.in": "include *.txt\n"}), "MANIFEST.in"),
+    (lambda f: f.update({"setup.cfg": "[options]\nzip_safe = False\n"}), "setup.cfg"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'version = "1.2.0rc1"', 'dynamic = ["version"]')}), "no static"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '["setuptools>=61"]', '["setuptools>=61", "setuptools-scm"]')}), "build plugins"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"] + NOT_SRC}), "[tool.setuptools]"),
+    (lambda f: f.update({"src/neat_pkg/py.typed": ""}), "data file"),
+    (lambda f: f.update({"src/other/__init__.py": ""}), "src/ holds more"),
+    (lambda f: f.update({"src/neat_pkg/ns/mod.py": "Y = 2\n"}), "no __init__.py"),
+    (lambda f: f.update({"neat_pkg/__init__.py": ""}), "both src/neat_pkg"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        "setuptools.build_meta", "poetry.core.masonry.api")}), "not a backend"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '["setuptools>=61"]', '["flit_core"]').replace(
+        "setuptools.build_meta", "flit_core.buildapi")}), "flit looks for a module"),
+])
+def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
+        tmp_path: Path, change: object, why: str) -> None:
+    files = _project("setuptools", "src")
+    change(files)  # type: ignore[operator]
+    repo, sha = _repo(tmp_path / "p", files)
+    made = assemble(repo, sha)
+    assert made.filename is None and why in made.declined, made.declined
+
+
+def test_flat_layouts_only_where_the_backend_picks_the_package_by_name(tmp_path: Path) -> None:
+    for backend, ok in (("setuptools", False), ("pdm", False), ("hatchling", True)):
+        repo, sha = _repo(tmp_path / backend, _project(backend, "flat"))
+        made = assemble(repo, sha)
+        assert (made.filename is not None) is ok, (backend, made.declined)
+
+
+def test_a_declined_tree_is_built_and_its_log_says_why(home: Path, tmp_path: Path) -> None:
+    files = _project("setuptools", "src")
+    files["src/neat_pkg/py.typed"] = ""
+    repo, sha = _repo(tmp_path / "p", files)
+    res = obtain_wheel(repo, sha, GENERIC, python=sys.executable)
+    assert res.ok and not res.stats.get("assembled"), res.log_tail
+    assert "built, not assembled: data file src/neat_pkg/py.typed" in res.log_path.read_text()
+    files.pop("src/neat_pkg/py.typed")
+    repo, sha = _repo(tmp_path / "q", files)
+    res = obtain_wheel(repo, sha, GENERIC, python=sys.executable)
+    assert res.ok and res.stats.get("assembled") and res.wheel is not None
+    assert "assembled from the tree" in res.log_path.read_text()
