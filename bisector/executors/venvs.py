@@ -30,7 +30,10 @@ INTERPRETER = "bisector-interpreter.json"  # the skeleton's facts
 
 
 def skeleton_dir(python: str, system_site: bool) -> Path:
-    real = os.path.realpath(python)
+    found = python if os.sep in python else shutil.which(python)  # a name: as PATH has it
+    if found is None:
+        raise FileNotFoundError(f"no {python} on PATH")
+    real = os.path.realpath(found)
     st = os.stat(real)
     ident = f"{real}|{st.st_size}|{st.st_mtime_ns}|{int(system_site)}"
     return cache_dir() / "envs" / f"skeleton-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"

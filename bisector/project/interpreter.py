@@ -18,11 +18,14 @@ reason: a verdict from the wrong interpreter answers the wrong question.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from bisector.base.errors import UsageError
 
 NAMES = ("python3", "python")  # what a user types, in the order a user would try them
 PROBE_TIMEOUT_S = 120.0  # importing torch cold from a network file system can take a while
@@ -41,7 +44,8 @@ def choose_python(given: str | None, package: str | None) -> Interpreter:
     ``package``; else the first python3, then python, on PATH that imports it (bisector's own
     virtualenv left out: it lacks the package); else the first of them at all, said so."""
     if given:
-        return Interpreter(given, f"Python: {given} (from --python)")
+        path = _given(given)
+        return Interpreter(path, f"Python: {path} (from --python)")
     if package is not None and imports(sys.executable, package):
         return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own, and it "
                            f"imports {package}; pass --python to choose another)")
@@ -63,6 +67,18 @@ def choose_python(given: str | None, package: str | None) -> Interpreter:
     return Interpreter(first, f"Python: {first} (neither bisector's own Python nor any python3 "
                        f"or python on PATH imports {package}; pass --python of the environment "
                        f"that has it)")
+
+
+def _given(python: str) -> str:
+    """``--python`` as an absolute path: a bare name looked up on PATH now, a relative path
+    taken from the folder it was typed in (probes run elsewhere: ``.venv/bin/python`` or
+    ``python3`` there named nothing, and every probe was skipped)."""
+    found = python if os.sep in python else shutil.which(python)
+    if found is None or not os.path.exists(found):
+        raise UsageError(f"--python {python}: no such interpreter"
+                         f"{'' if os.sep in python else ' on PATH'}: give the path of a "
+                         f"Python (e.g. --python /usr/bin/python3)")
+    return os.path.abspath(found)
 
 
 def resolve(python: str) -> str:

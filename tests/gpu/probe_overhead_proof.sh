@@ -8,6 +8,9 @@
 set -u
 export PYTHONUNBUFFERED=1 BISECTOR_HOME=/tmp/bisector-home-${MODE:-new}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# A machine still warm from an earlier call keeps its folders: start from nothing, so the
+# bisection read below is this call's (bisection 1) and every cache is cold.
+rm -rf "$BISECTOR_HOME" "/tmp/proof-${MODE:-new}"
 # (the web server's wheels stay home: the carried tree is at most 64 MiB)
 python3 -m pip install -q --no-index --find-links .carry/wheels gitpython click sqlalchemy \
   alembic rich platformdirs packaging uv httpx docker cattrs jinja2 scipy croniter 2>&1 | grep -v "already" | tail -2

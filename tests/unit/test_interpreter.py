@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bisector.base.errors import UsageError
 from bisector.project.interpreter import choose_python, on_path
 
 
@@ -41,9 +42,35 @@ def test_without_a_package_the_first_python3_on_path(tmp_path: Path,
 
 
 def test_a_given_python_is_used_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given = _exe(tmp_path / "opt" / "py" / "bin" / "python3")
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing there: nothing is searched either
-    chosen = choose_python("/opt/py/bin/python3", "torch")
-    assert chosen.path == "/opt/py/bin/python3" and "--python" in chosen.note
+    chosen = choose_python(str(given), "torch")
+    assert chosen.path == str(given) and "--python" in chosen.note
+
+
+def test_a_given_name_or_relative_path_is_made_absolute_where_it_was_typed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Probes run in other folders: ``python3`` or ``.venv/bin/python`` must name there what
+    it named here (once every probe was skipped: "No interpreter found at path")."""
+    on_path_py = _exe(tmp_path / "bin" / "python3.99")
+    local = _exe(tmp_path / "proj" / ".venv" / "bin" / "python")
+    monkeypatch.setenv("PATH", str(on_path_py.parent))
+    monkeypatch.chdir(tmp_path / "proj")
+    assert choose_python("python3.99", "torch").path == str(on_path_py)
+    assert choose_python(".venv/bin/python", None).path == str(local)
+
+
+@pytest.mark.parametrize(("given", "said"), [
+    ("python3.98", "--python python3.98: no such interpreter on PATH: give the path"),
+    ("./nope/python", "--python ./nope/python: no such interpreter: give the path"),
+])
+def test_a_given_python_that_is_not_there_is_a_one_line_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str, said: str) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError) as e:
+        choose_python(given, None)
+    assert str(e.value).startswith(said) and "\n" not in str(e.value)
 
 
 def test_no_python_on_path_falls_back_to_bisectors_own(tmp_path: Path,

@@ -1,0 +1,34 @@
+"""The empty virtualenv new environments are copied from: one per interpreter, found by the
+name PATH gives it as well as by its path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bisector.executors.venvs import skeleton_dir
+
+
+def test_a_bare_name_names_the_interpreter_path_has(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--python python3`` once made every probe fail: the name was taken as a file of the
+    current folder."""
+    real = tmp_path / "bin" / "python3.97"
+    real.parent.mkdir()
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    monkeypatch.setenv("PATH", str(real.parent))
+    monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert skeleton_dir("python3.97", False) == skeleton_dir(str(real), False)
+    assert skeleton_dir(str(real), False) != skeleton_dir(str(real), True)
+    other = tmp_path / "bin" / "python3.96"
+    other.write_text("#!/bin/sh\n# another interpreter\n")
+    assert skeleton_dir(str(other), False) != skeleton_dir(str(real), False)
+    with pytest.raises(FileNotFoundError):
+        skeleton_dir("python3.95", False)
+    before = skeleton_dir("python3.97", False)
+    os.utime(real, ns=(1, 1))  # upgraded in place: a new skeleton, never a stale pyvenv.cfg
+    assert skeleton_dir("python3.97", False) != before
