@@ -37,7 +37,8 @@ from bisector.base.events import step
 from bisector.base.paths import FACTS_SCRIPT, cache_dir
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, env_name, infra_skip, running
-from bisector.executors.local import collect_output, in_use, with_env, with_phases
+from bisector.executors.local import in_use, with_env, with_phases
+from bisector.executors.oracle_run import collect_output
 from bisector.infra import inuse
 from bisector.infra.containers import (
     ContainerFailed,

@@ -47,7 +47,7 @@ def learn_facts(venv: Path, told: Path | None, import_name: str | None) -> dict[
         learned = collect_facts(str(venv / "bin" / "python"), import_name,
                                 str(known.get("obtained", "")))
     # What a run's variables were is the run's, not the environment's: each run records its
-    # own (executors/local.run_oracle), never those of the run that happened to come first.
+    # own (executors/oracle_run.run_oracle), never those of the run that happened to come first.
     learned = {k: v for k, v in learned.items() if k != "env"}
     facts = {**learned, **known, "facts_from": how}
     if "facts_error" not in facts:

@@ -117,7 +117,7 @@ def test_a_pyc_planted_in_the_environment_is_never_read(tmp_path: Path, home: Pa
     import os
     import py_compile
 
-    from bisector.executors.local import run_oracle
+    from bisector.executors.oracle_run import run_oracle
     from bisector.oracle.script import load_oracle
 
     py, site = _venv(tmp_path / "venv")

@@ -10,6 +10,7 @@ its own version in the installed metadata. A dependency change still forces a bu
 from __future__ import annotations
 
 import json
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -186,3 +187,54 @@ def test_check_tells_each_step_it_waits_on(home: Path, tmp_path: Path) -> None:
     assert heard.lines, "the build's log lines were never told"
     assert any(p.startswith("creating an environment for source build") for p in heard.phases)
     assert heard.phases[-1] == f"running {res.oracle.name} on {sha[:12]}", heard.phases
+
+
+def test_a_pytest_command_with_its_dependency_finds_the_culprit(
+        home: Path, tmp_path: Path, private_cache: Path) -> None:
+    """``--dependency pytest -- pytest ...``: the oracle's dependency is installed once (into
+    the skeleton new environments are copied from), and the ``pytest`` script of every probe's
+    environment starts that environment's python (its ``#!`` line once named the scratch
+    folder the environment was made in, and every probe was skipped)."""
+    cache = private_cache  # counted below: no other test's environments
+    hist = generate_small(tmp_path / "proj", commits=12, culprit=7)
+    r = run_cli("start", "--repo", str(hist.path), "--good", hist.main[0], "--bad",
+                hist.main[-1], "--no-confirm", "--json", "--dependency", "pytest", "--",
+                "pytest", "-q", "-p", "no:cacheprovider", "tests/test_f.py")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == hist.culprit
+    assert all(p["verdict"] in ("good", "bad") for p in d["probes"]), d["probes"]
+    envs = cache / "envs"
+    made = [e for e in envs.iterdir() if e.is_dir() and not e.name.startswith("skeleton-")]
+    assert len(made) == len(d["probes"])
+    for env in made:
+        assert (env / "bin" / "pytest").read_text().splitlines()[0] == f"#!{env}/bin/python"
+    skeletons = [e for e in envs.iterdir() if e.name.startswith("skeleton-")]
+    assert len(skeletons) == 1  # one interpreter, one set of oracle dependencies
+    # The packages are the skeleton's files, linked (as uv links them from its cache).
+    skel_init = next(skeletons[0].glob("lib/python*/site-packages/pytest/__init__.py"))
+    env_init = next(made[0].glob("lib/python*/site-packages/pytest/__init__.py"))
+    assert env_init.stat().st_ino == skel_init.stat().st_ino
+
+
+# Appends to its dependency's file in place: through a hard link, the skeleton's and every
+# environment's copy of it would change, and the next oracle importing it would exit 0.
+TAMPER = ("import packaging, pathlib; "
+          "open(pathlib.Path(packaging.__file__), 'a').write('\\nraise SystemExit(0)\\n')")
+
+
+def test_an_oracle_that_edits_its_dependency_poisons_no_later_verdict(
+        home: Path, tmp_path: Path, private_cache: Path) -> None:
+    hist = generate_small(tmp_path / "proj", commits=10, culprit=6)
+
+    def start(command: str) -> subprocess.CompletedProcess[str]:
+        return run_cli("start", "--repo", str(hist.path), "--good", hist.main[0], "--bad",
+                       hist.main[-1], "--no-confirm", "--json", "--dependency", "packaging",
+                       "--", "python", "-c", command)
+
+    start(TAMPER)  # every commit "good": an endpoint stop, whatever it says
+    r = start(f"import packaging; {ORACLE}")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+    for init in private_cache.glob("envs/*/lib/python*/site-packages/packaging/__init__.py"):
+        assert "SystemExit" not in init.read_text(), init

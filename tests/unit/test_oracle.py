@@ -161,7 +161,7 @@ def test_timeout_can_count_as_bad_when_the_oracle_says_so() -> None:
 
 
 def test_structured_result_is_the_last_result_line(tmp_path: Path) -> None:
-    from bisector.executors.local import structured_result
+    from bisector.executors.oracle_run import structured_result
 
     out = tmp_path / "stdout.txt"
     out.write_text('noise\nBISECTOR_RESULT {"median": 1.0}\nBISECTOR_RESULT {"median": 2.5, '
