@@ -24,23 +24,33 @@ from pathlib import Path
 
 from bisector.app.demo.small_project import ORACLE, generate_small
 
+# The same test as a pytest command: ``git bisect run python -m pytest`` against bisector's
+# ``--dependency pytest -- pytest`` (the bench's pytest, from uv's cache in bisector's case).
+PYTEST = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_f.py")
 
-def _git_bisect(clone: Path, good: str, bad: str) -> tuple[float, str]:
+
+def _git_bisect(clone: Path, good: str, bad: str,
+                oracle: tuple[str, ...] = ("-c", ORACLE)) -> tuple[float, str]:
     def git(*args: str, env: dict[str, str] | None = None) -> str:
         return subprocess.run(["git", "-C", str(clone), *args], check=True, text=True,
                               capture_output=True, env=env).stdout
 
+    # Installed packages' bytecode read, the project's never written: written, a .pyc of a
+    # same-size edit made within the same second is taken for the next commit's source, and
+    # git bisect run named the wrong commit on this history.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     t0 = time.perf_counter()
     git("bisect", "start", bad, good)
-    git("bisect", "run", sys.executable, "-c", ORACLE,
-        env={**os.environ, "PYTHONPATH": "src"})
+    git("bisect", "run", sys.executable, *oracle, env={**env, "PYTHONPATH": "src"})
     took = time.perf_counter() - t0
     found = git("rev-parse", "refs/bisect/bad").strip()
     git("bisect", "reset")
     return took, found
 
 
-def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int) -> tuple[float, str, str]:
+def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int,
+             oracle: tuple[str, ...] = ("--", "python", "-c", ORACLE)
+             ) -> tuple[float, str, str]:
     home = tmp / f"small-home-{i}"
     env = {**os.environ, "BISECTOR_HOME": str(home)}
     for k in ("BISECTOR_CACHE_DIR", "BISECTOR_DB"):
@@ -48,9 +58,8 @@ def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int) -> tuple[float
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "bisector", "start", "--repo", str(repo),
                         "--good", good, "--bad", bad, "--python", sys.executable,
-                        "--no-confirm", "--json", "--",
-                        "python", "-c", ORACLE], env=env, capture_output=True, text=True,
-                       check=False)
+                        "--no-confirm", "--json", *oracle], env=env, capture_output=True,
+                       text=True, check=False)
     took = time.perf_counter() - t0
     shutil.rmtree(home, ignore_errors=True)
     if r.returncode != 0:
@@ -84,4 +93,21 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     base, mine = statistics.median(theirs), statistics.median(ours)
     show("baseline: git bisect run, PYTHONPATH=src", f"{base:.2f}s")
     show(f"bisect start, nothing cached ({how})",
+         f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
+    ours, theirs = [], []
+    for i in range(runs):  # the same test through pytest, as a project's own test suite
+        took, found = _git_bisect(clone, good, bad, PYTEST)
+        theirs.append(took)
+        right &= found == hist.culprit
+        try:
+            took, found, how = _bisector(tmp, hist.path, good, bad, runs + i, (
+                "--dependency", "pytest", "--", "pytest", *PYTEST[2:]))
+        except RuntimeError as e:
+            show("bisect start -- pytest", f"failed: {e}")
+            return
+        ours.append(took)
+        right &= found == hist.culprit
+    base, mine = statistics.median(theirs), statistics.median(ours)
+    show("baseline: git bisect run python -m pytest", f"{base:.2f}s")
+    show("bisect start --dependency pytest -- pytest",
          f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")

@@ -33,10 +33,46 @@ def bytecode_dir() -> Path:
     return cache_dir() / "pycache"
 
 
+def mirror(path: Path | str) -> Path:
+    """Where the bytecode of the sources under ``path`` (as spelled) is kept."""
+    return bytecode_dir() / os.path.abspath(path).lstrip(os.sep)
+
+
 def forget(*paths: Path) -> None:
     """Remove the bytecode of everything under ``paths`` (as spelled and resolved: Python
     names a source by the path it found it under)."""
-    root = bytecode_dir()
     for path in paths:
         for spelled in {os.path.abspath(path), os.path.realpath(path)}:
-            shutil.rmtree(root / spelled.lstrip(os.sep), ignore_errors=True)
+            shutil.rmtree(mirror(spelled), ignore_errors=True)
+
+
+def share(source: Path, dest: Path) -> None:
+    """The kept bytecode of the files under ``source`` serves their hard links under
+    ``dest`` too: a ``.pyc`` records its source's size and modification time, which a hard
+    link shares, and Python names the code after the file it loads it for. So an oracle's
+    dependencies, compiled once for the skeleton every environment is copied from, are not
+    compiled again in each environment (pytest: half a second a probe)."""
+    src = mirror(source)
+    if src.is_dir():
+        shutil.copytree(src, mirror(dest), copy_function=os.link, dirs_exist_ok=True)
+
+
+def harvest(env_lib: Path, skel_lib: Path) -> None:
+    """Keep for the skeleton the bytecode a run compiled in an environment for files the two
+    share (the same inode: a dependency linked from the skeleton), so that the next copy finds
+    it (:func:`share`). Only what the oracle imported is ever compiled, and only once."""
+    src, dst = mirror(env_lib), mirror(skel_lib)
+    for folder, _dirs, files in os.walk(src):
+        rel = os.path.relpath(folder, src)
+        for name in files:
+            if not name.endswith(".pyc") or (dst / rel / name).exists():
+                continue
+            module = name.split(".", 1)[0] + ".py"  # mod.cpython-311.pyc -> mod.py
+            try:
+                if os.stat(skel_lib / rel / module).st_ino != \
+                        os.stat(env_lib / rel / module).st_ino:
+                    continue
+                (dst / rel).mkdir(parents=True, exist_ok=True)
+                os.link(os.path.join(folder, name), dst / rel / name)
+            except OSError:  # not the skeleton's file, or made meanwhile: nothing to keep
+                continue

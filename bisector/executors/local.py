@@ -31,7 +31,7 @@ from bisector.base import oracle_env
 from bisector.base.events import step
 from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.executors.base import RunResult, env_name, infra_skip, running
-from bisector.executors.bytecode import forget
+from bisector.executors.bytecode import forget, harvest
 from bisector.executors.envfiles import changed_files, link_tree, write_manifest
 from bisector.executors.facts import (
     FACTS_FILE,
@@ -42,7 +42,7 @@ from bisector.executors.facts import (
     learn_facts,
 )
 from bisector.executors.oracle_run import run_in_place
-from bisector.executors.venvs import forget_skeletons, new_venv, retarget
+from bisector.executors.venvs import forget_skeletons, new_venv, retarget, skeleton_dir
 from bisector.infra import cancel, inuse
 from bisector.infra.proc import call, tail
 from bisector.oracle.command import is_command
@@ -128,7 +128,7 @@ class LocalExecutor:
                         _logged([uv, "pip", "install", "-q", "--python",
                                  str(where / "bin" / "python"), "--", *deps], log, env)
 
-            interpreter = new_venv(self.python, venv, system_site, skeleton, deps)
+            interpreter = new_venv(self.python, venv, system_site, skeleton, deps, final)
             site = Path(_purelib(py, venv))
             reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra]
             if inst.wheel is not None and reqs == [str(inst.wheel)] and \
@@ -215,6 +215,9 @@ class LocalExecutor:
                 result = replace(result, facts={**learned, **result.facts})
             facts_s = time.monotonic() - t1
         result = with_phases(result, environment=made_s, facts=facts_s)
+        if deps:  # what the run compiled of the oracle's dependencies serves the next copy
+            harvest(venv / "lib", skeleton_dir(self.python, inst.installed is not None,
+                                               deps) / "lib")
         touched = changed_files(venv)
         if touched:
             # The oracle edited its own environment: its answer is kept for this run only,

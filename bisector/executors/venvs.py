@@ -25,6 +25,7 @@ from typing import Any
 
 from bisector.artifacts.cache import scratch_dir
 from bisector.base.paths import cache_dir
+from bisector.executors.bytecode import forget, share
 from bisector.executors.facts import collect_facts
 
 READY = ".bisector-ready"  # the same marker as a finished environment's (executors/local.py)
@@ -43,12 +44,14 @@ def skeleton_dir(python: str, system_site: bool, deps: tuple[str, ...] = ()) -> 
 
 
 def new_venv(python: str, dest: Path, system_site: bool,
-             make: Callable[[Path], None], deps: tuple[str, ...] = ()) -> dict[str, Any]:
+             make: Callable[[Path], None], deps: tuple[str, ...] = (),
+             lives_at: Path | None = None) -> dict[str, Any]:
     """A virtualenv of ``python`` at ``dest`` (which must not exist) holding the oracle's
     dependencies ``deps``: a copy of the skeleton, which ``make(path)`` (uv: the virtualenv,
     then ``deps`` installed into it) makes first when there is none. Returns the interpreter's
     facts (Python, platform), asked once when the skeleton was made: the facts of an
-    environment that holds neither the probed package nor torch."""
+    environment that holds neither the probed package nor torch. ``lives_at``: where ``dest``
+    will be renamed to, whose bytecode of the dependencies is the skeleton's, shared."""
     skel = skeleton_dir(python, system_site, deps)
     if not (skel / READY).exists():
         tmp = scratch_dir("skeleton-")
@@ -74,6 +77,8 @@ def new_venv(python: str, dest: Path, system_site: bool,
     _copy(skel, dest)
     for name in (READY, MADE_AT):
         (dest / name).unlink()
+    if deps:
+        share(skel / "lib", (lives_at or dest) / "lib")
     known: dict[str, Any] = json.loads((dest / INTERPRETER).read_text())
     (dest / INTERPRETER).unlink()
     return known
@@ -125,3 +130,4 @@ def forget_skeletons() -> None:
     """Remove every skeleton: an environment that shared files with one was changed."""
     for skel in (cache_dir() / "envs").glob("skeleton-*"):
         shutil.rmtree(skel, ignore_errors=True)
+        forget(skel)

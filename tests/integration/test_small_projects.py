@@ -215,6 +215,18 @@ def test_a_pytest_command_with_its_dependency_finds_the_culprit(
     skel_init = next(skeletons[0].glob("lib/python*/site-packages/pytest/__init__.py"))
     env_init = next(made[0].glob("lib/python*/site-packages/pytest/__init__.py"))
     assert env_init.stat().st_ino == skel_init.stat().st_ino
+    # What the runs compiled of pytest is kept for the skeleton (compiled once, not per
+    # environment), and each environment's copy of it is that same file.
+    kept = list((cache / "pycache").glob(f"**/{skeletons[0].name}/lib/python*/site-packages/"
+                                         "pytest/__init__.*.pyc"))
+    assert len(kept) == 1, kept
+    shared = 0
+    for env in made:
+        [mine] = (cache / "pycache").glob(f"**/{env.name}/lib/python*/site-packages/"
+                                          "pytest/__init__.*.pyc")
+        shared += mine.stat().st_ino == kept[0].stat().st_ino
+    # Two probes at once (the endpoints, where they run together) may each compile it.
+    assert shared >= len(made) - 1, (shared, len(made))
 
 
 # Appends to its dependency's file in place: through a hard link, the skeleton's and every

@@ -32,3 +32,30 @@ def test_a_bare_name_names_the_interpreter_path_has(tmp_path: Path,
     before = skeleton_dir("python3.97", False)
     os.utime(real, ns=(1, 1))  # upgraded in place: a new skeleton, never a stale pyvenv.cfg
     assert skeleton_dir("python3.97", False) != before
+
+
+def test_bytecode_of_shared_files_is_kept_once_and_shared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dependency's file linked from the skeleton: its bytecode, compiled in one
+    environment, is kept for the skeleton and given to the next copy; a file of the
+    environment alone (the probed project) is never kept for the skeleton."""
+    from bisector.executors.bytecode import harvest, mirror, share
+
+    monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
+    skel, env, nxt = (tmp_path / n / "lib" for n in ("skel", "env", "next"))
+    (skel / "dep").mkdir(parents=True)
+    (skel / "dep" / "__init__.py").write_text("X = 1\n")
+    (env / "dep").mkdir(parents=True)
+    os.link(skel / "dep" / "__init__.py", env / "dep" / "__init__.py")
+    (env / "proj").mkdir()
+    (env / "proj" / "__init__.py").write_text("Y = 2\n")
+    for rel in ("dep/__init__.cpython-311.pyc", "proj/__init__.cpython-311.pyc"):
+        (mirror(env) / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mirror(env) / rel).write_bytes(b"pyc of " + rel.encode())
+    harvest(env, skel)
+    kept = mirror(skel) / "dep" / "__init__.cpython-311.pyc"
+    assert kept.read_bytes() == b"pyc of dep/__init__.cpython-311.pyc"
+    assert not (mirror(skel) / "proj").exists()
+    share(skel, nxt)
+    assert (mirror(nxt) / "dep" / "__init__.cpython-311.pyc").stat().st_ino == \
+        kept.stat().st_ino
