@@ -77,37 +77,35 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     hist = generate_small(tmp / "small")
     clone = tmp / "small-git"
     subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
-    good, bad = hist.main[0], hist.main[-1]
-    ours, theirs, how, right = [], [], "", True
-    for i in range(runs):  # interleaved: a busy machine weighs on both alike
-        took, found = _git_bisect(clone, good, bad)
-        theirs.append(took)
-        right &= found == hist.culprit
-        try:
-            took, found, how = _bisector(tmp, hist.path, good, bad, i)
-        except RuntimeError as e:
-            show("bisect start", f"failed: {e}")
-            return
-        ours.append(took)
-        right &= found == hist.culprit
-    base, mine = statistics.median(theirs), statistics.median(ours)
-    show("baseline: git bisect run, PYTHONPATH=src", f"{base:.2f}s")
-    show(f"bisect start, nothing cached ({how})",
-         f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
-    ours, theirs = [], []
-    for i in range(runs):  # the same test through pytest, as a project's own test suite
-        took, found = _git_bisect(clone, good, bad, PYTEST)
-        theirs.append(took)
-        right &= found == hist.culprit
-        try:
-            took, found, how = _bisector(tmp, hist.path, good, bad, runs + i, (
-                "--dependency", "pytest", "--", "pytest", *PYTEST[2:]))
-        except RuntimeError as e:
-            show("bisect start -- pytest", f"failed: {e}")
-            return
-        ours.append(took)
-        right &= found == hist.culprit
-    base, mine = statistics.median(theirs), statistics.median(ours)
-    show("baseline: git bisect run python -m pytest", f"{base:.2f}s")
-    show("bisect start --dependency pytest -- pytest",
-         f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
+    runs_so_far = 0
+
+    def compare(git_oracle: tuple[str, ...], ours_oracle: tuple[str, ...], git_label: str,
+                ours_label: str) -> None:
+        nonlocal runs_so_far
+        ours: list[float] = []
+        theirs: list[float] = []
+        how, right = "", True
+        for _ in range(runs):  # interleaved: a busy machine weighs on both alike
+            took, found = _git_bisect(clone, hist.main[0], hist.main[-1], git_oracle)
+            theirs.append(took)
+            right &= found == hist.culprit
+            try:
+                took, found, how = _bisector(tmp, hist.path, hist.main[0], hist.main[-1],
+                                             runs_so_far, ours_oracle)
+            except RuntimeError as e:
+                show(ours_label, f"failed: {e}")
+                return
+            runs_so_far += 1
+            ours.append(took)
+            right &= found == hist.culprit
+        base, mine = statistics.median(theirs), statistics.median(ours)
+        show(git_label, f"{base:.2f}s")
+        show(f"{ours_label} ({how})",
+             f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
+
+    compare(("-c", ORACLE), ("--", "python", "-c", ORACLE),
+            "baseline: git bisect run, PYTHONPATH=src", "bisect start, nothing cached")
+    # The same test through pytest, as a project's own test suite.
+    compare(PYTEST, ("--dependency", "pytest", "--", "pytest", *PYTEST[2:]),
+            "baseline: git bisect run python -m pytest",
+            "bisect start --dependency pytest -- pytest")

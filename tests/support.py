@@ -6,6 +6,7 @@ The fixtures here (``private_cache``) are made available to every test by tests/
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -16,7 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,50 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def failing_in_ops(raising: str) -> tuple[str, ...]:
+    """A command oracle that fails the way a check inside ``torchlet.ops`` would: ``raising``
+    (the source of a function of ``v`` and its call) runs compiled under the installed
+    ``ops.py``'s name, so the traceback's frames name the file only the culprit changes (the
+    evidence a prior from the failure reads)."""
+    return ("python", "-P", "-c",
+            "import torchlet.ops as ops\n"
+            "v = ops.norm([3.0, 4.0])\n"
+            "if abs(v - 5.0) > 1e-9:\n"
+            f"    src = {raising!r}\n"
+            "    exec(compile(src, ops.__file__, 'exec'), {'v': v})\n")
+
+
+def forty_commits(tmp_path_factory: pytest.TempPathFactory, name: str) -> SyntheticHistory:
+    """A 40-commit torchlet history, its culprit at 23, nothing broken, no release or side
+    branch: one per test module that bisects it several ways."""
+    return generate(tmp_path_factory.mktemp(name) / "torchlet", commits=40, culprit=23,
+                    broken=(), release_at=None, side_branch_at=None, seed=23)
+
+
+@contextlib.contextmanager
+def serving(*args: str, env: dict[str, str]) -> Iterator[str]:
+    """``bisect ARGS serve`` on a free port of 127.0.0.1, answering: its base URL; stopped
+    (and waited for) when the block ends, whatever happened in it."""
+    import httpx  # lazy: only the web tests use it
+
+    port = _free_port()
+    server = subprocess.Popen([*BISECT, *args, "serve", "--port", str(port)], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(100):
+            try:
+                httpx.get(base + "/", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def _alive(pid: int) -> bool:

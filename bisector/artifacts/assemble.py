@@ -181,11 +181,19 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes]]
     return files, ""
 
 
+# What a backend accepts, and all that may reach a metadata line: a value outside these (a
+# newline in a summary, say, that would add a header of its own) is declined, never written.
+NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # a project, extra or script
+OBJECT = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?( *\[[\w ,.-]*\])?$")  # mod:attr [x]
+
+
 def _requires(project: dict[str, Any]) -> list[str]:
     from packaging.requirements import Requirement  # lazy
 
     lines = [f"Requires-Dist: {Requirement(r)}" for r in project.get("dependencies") or []]
     for extra, reqs in sorted((project.get("optional-dependencies") or {}).items()):
+        if not NAME.match(extra):
+            raise ValueError(f"extra {extra!r}")
         lines.append(f"Provides-Extra: {extra}")
         for r in reqs:
             req = Requirement(r)
@@ -196,18 +204,31 @@ def _requires(project: dict[str, Any]) -> list[str]:
 
 
 def _metadata(project: dict[str, Any], version: str) -> str:
+    from packaging.specifiers import SpecifierSet  # lazy
+
+    if not NAME.match(project["name"]):
+        raise ValueError(f"project name {project['name']!r}")
     lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {version}"]
-    if isinstance(project.get("description"), str):
-        lines.append(f"Summary: {project['description']}")
+    summary = project.get("description")
+    if isinstance(summary, str):
+        if "\n" in summary or "\r" in summary:
+            raise ValueError("a description of more than one line")
+        lines.append(f"Summary: {summary}")
     if isinstance(project.get("requires-python"), str):
-        lines.append(f"Requires-Python: {project['requires-python']}")
+        lines.append(f"Requires-Python: {SpecifierSet(project['requires-python'])}")
     return "\n".join([*lines, *_requires(project)]) + "\n"
 
 
 def _entry_points(project: dict[str, Any]) -> str:
+    named = project.get("entry-points") or {}
+    if {"console_scripts", "gui_scripts"} & set(named):
+        raise ValueError("scripts under [project.entry-points], which PEP 621 forbids")
     groups = {"console_scripts": project.get("scripts") or {},
-              "gui_scripts": project.get("gui-scripts") or {},
-              **(project.get("entry-points") or {})}
+              "gui_scripts": project.get("gui-scripts") or {}, **named}
+    for group, eps in groups.items():
+        for k, v in eps.items():
+            if not (NAME.match(group) and NAME.match(k) and OBJECT.match(str(v))):
+                raise ValueError(f"entry point {group}/{k}")
     return "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n"
                    for g, eps in groups.items() if eps)
 
@@ -253,13 +274,13 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     if why:
         return Assembled(declined=why)
     try:
-        metadata = _metadata(project, version)
+        metadata, eps = _metadata(project, version), _entry_points(project)
     except (ValueError, TypeError, AttributeError) as e:  # packaging's Invalid*: ValueErrors
-        return Assembled(declined=f"unreadable dependencies ({e})")
+        return Assembled(declined=f"metadata a backend may write otherwise ({e})")
     info = f"{package}-{version}.dist-info"
     entries = [(f"{package}/{rel}", data) for rel, data in sorted(files)]
     entries.append((f"{info}/METADATA", metadata.encode()))
-    if eps := _entry_points(project):
+    if eps:
         entries.append((f"{info}/entry_points.txt", eps.encode()))
     entries.append((f"{info}/WHEEL", (f"Wheel-Version: 1.0\nGenerator: {GENERATOR}\n"
                                       "Root-Is-Purelib: true\nTag: py3-none-any\n").encode()))

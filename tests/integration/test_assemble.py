@@ -167,6 +167,14 @@ NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
         '["setuptools>=61"]', '["flit_core"]').replace(
         "setuptools.build_meta", "flit_core.buildapi")}), "flit looks for a module"),
+    # Values that would add lines of their own to the metadata are never written.
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '"A small project"', '"one\\nRequires-Dist: evil"')}), "more than one line"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'neat-cli = "neat_pkg.core:main"', '"x\\n[evil]" = "neat_pkg.core:main"')}),
+     "entry point"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '">=3.9"', '">=3.9\\nEvil: 1"')}), "metadata a backend may write otherwise"),
 ])
 def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
         tmp_path: Path, change: object, why: str) -> None:

@@ -67,7 +67,7 @@ def test_du_and_gc_after_a_real_bisection(home: Path, tmp_path: Path,
     first = bisect(db)
     kinds = {k["kind"]: k for k in json.loads(run_cli("du", "--json", check=True).stdout)
              ["kinds"]}
-    for kind in ("wheels", "envs", "uv", "oracles", "logs"):
+    for kind in ("wheels", "envs", "uv", "oracles", "logs", "bytecode"):
         assert kinds[kind]["bytes"] > 0 and kinds[kind]["items"] > 0, kind
     assert "wheels" in run_cli("du", check=True).stdout
 
@@ -87,6 +87,17 @@ def test_du_and_gc_after_a_real_bisection(home: Path, tmp_path: Path,
         == {"uv"}
     assert all(w.exists() for w in wheels) and (cache / "envs").exists()
     sql(db, "UPDATE bisection SET state = 'done'")
+
+    # An environment gc removes takes its kept bytecode with it (executors/bytecode.py).
+    from bisector.executors.bytecode import mirror
+
+    env = next(e for e in (cache / "envs").iterdir() if not e.name.startswith("skeleton-"))
+    assert mirror(env).is_dir()
+    from bisector.app import gc as cleanup
+    from bisector.app.disk import Item
+
+    assert cleanup._remove(Item("envs", env), [])
+    assert not env.exists() and not mirror(env).exists()
 
     # A dry run lists everything old and removes nothing.
     plan = gc(db, "--older-than", "30d", "--dry-run")

@@ -10,26 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from bisector.app.demo.torchlet import SyntheticHistory, generate
-from tests.support import bisect, invoke, run_cli
+from bisector.app.demo.torchlet import SyntheticHistory
+from tests.support import bisect, failing_in_ops, forty_commits, invoke, run_cli
 
 pytestmark = [pytest.mark.e2e]
 
-# Fails the way a check inside ``torchlet.ops`` would: the traceback's frames are in the
-# installed ops.py (compiled under its file name), the file only the culprit changes.
-ORACLE = (
-    "import torchlet.ops as ops\n"
-    "v = ops.norm([3.0, 4.0])\n"
-    "if abs(v - 5.0) > 1e-9:\n"
-    "    src = 'def check_norm(v):\\n    raise AssertionError(v)\\ncheck_norm(v)\\n'\n"
-    "    exec(compile(src, ops.__file__, 'exec'), {'v': v})\n")
-COMMAND = ("python", "-P", "-c", ORACLE)
+COMMAND = failing_in_ops("def check_norm(v):\n    raise AssertionError(v)\ncheck_norm(v)\n")
 
 
 @pytest.fixture(scope="module")
 def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("prior") / "torchlet", commits=40, culprit=23,
-                    broken=(), release_at=None, side_branch_at=None, seed=23)
+    return forty_commits(tmp_path_factory, "prior")
 
 
 def own_probes(d: dict[str, object]) -> int:

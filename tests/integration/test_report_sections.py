@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bisector.app import compile_debug
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.app.html import render_report
 from bisector.app.issue import issue_markdown
 from bisector.app.reports import show_markdown
@@ -20,25 +20,18 @@ from bisector.cli import start
 from bisector.cli.tools import check
 from bisector.project.profiles import report_names
 from bisector.run.config import request_from
-from tests.support import bisect, invoke, run_cli
+from tests.support import bisect, failing_in_ops, forty_commits, invoke, run_cli
 
 pytestmark = [pytest.mark.e2e]
 
 # Fails inside torchlet/ops.py (the evidence of the prior) with an inductor-like message.
-ORACLE = (
-    "import torchlet.ops as ops\n"
-    "v = ops.norm([3.0, 4.0])\n"
-    "if abs(v - 5.0) > 1e-9:\n"
-    "    src = 'def lower(v):\\n    raise RuntimeError(\"torch._inductor.exc.InductorError: \""
-    " + str(v))\\nlower(v)\\n'\n"
-    "    exec(compile(src, ops.__file__, 'exec'), {'v': v})\n")
-COMMAND = ("python", "-P", "-c", ORACLE)
+COMMAND = failing_in_ops('def lower(v):\n    raise RuntimeError("torch._inductor.exc.'
+                         'InductorError: " + str(v))\nlower(v)\n')
 
 
 @pytest.fixture(scope="module")
 def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("sections") / "torchlet", commits=40, culprit=23,
-                    broken=(), release_at=None, side_branch_at=None, seed=23)
+    return forty_commits(tmp_path_factory, "sections")
 
 
 def _plan(db: Path, hist: SyntheticHistory) -> dict[str, Any]:

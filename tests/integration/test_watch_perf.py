@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from bisector.app.demo.index import IndexServer
 from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.support import BISECT, ROOT, _free_port, built_world, run_cli, staged_nightlies
+from tests.support import ROOT, built_world, run_cli, serving, staged_nightlies
 
 ORACLE = ROOT / "tests" / "oracles" / "pace_time.py"
 SLOW_AT, EVERY = 37, 5
@@ -144,18 +143,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def test_the_watch_page_draws_the_series_in_a_real_browser(watched: Watched,
                                                            tmp_path: Path) -> None:
     assert CHROMIUM is not None
-    port = _free_port()
-    server = subprocess.Popen([*BISECT, "serve", "--port", str(port)], cwd=ROOT,
-                              env={**os.environ, **watched.env}, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(base + "/", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with serving(env={**os.environ, **watched.env}) as base:
         api = httpx.get(base + "/api/watch").json()
         flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                  "--window-size=1280,1400", f"--user-data-dir={tmp_path / 'profile'}"]
@@ -165,9 +153,6 @@ def test_the_watch_page_draws_the_series_in_a_real_browser(watched: Watched,
         dom = subprocess.run([*flags, "--dump-dom", base + "/watch"], capture_output=True,
                              text=True, timeout=120, check=True).stdout
         bisection = httpx.get(f"{base}/bisections/{api['suites'][0]['flips'][0]['bisection']}")
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
     (series,) = api["suites"][0]["series"]
     (step,) = series["steps"]
     # The browser parsed the inline SVG: one dot per build, the step linked to its bisection.

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store.db import open_store
 from bisector.web import server as web
 from tests import support
-from tests.support import BISECT, ROOT, _free_port
+from tests.support import BISECT, ROOT, serving
 
 EVIL = '<script>document.title="owned"</script> Simplify the norm'
 
@@ -188,18 +187,7 @@ def test_real_browser_opens_the_list_and_a_bisection(
         served: tuple[SyntheticHistory, Path, dict[str, str]], tmp_path: Path) -> None:
     assert CHROMIUM is not None
     _, db, env = served
-    port = _free_port()
-    server = subprocess.Popen([*BISECT, "--db", str(db), "serve", "--port", str(port)],
-                              cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(base + "/", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
+    with serving("--db", str(db), env=env) as base:
         rows = httpx.get(base + "/api/bisections").json()
         done = next(r for r in rows if r["state"] == "done")
         probes = httpx.get(f"{base}/api/bisections/{done['id']}").json()["probes"]
@@ -225,10 +213,6 @@ def test_real_browser_opens_the_list_and_a_bisection(
         for shot in ("list.png", "bisection.png"):
             assert (tmp_path / shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
             assert (tmp_path / shot).stat().st_size > 10_000
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    assert server.returncode is not None
 
 
 def test_show_prints_the_output_of_failing_and_skipped_probes(
