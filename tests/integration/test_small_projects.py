@@ -207,8 +207,11 @@ def test_a_pytest_command_with_its_dependency_finds_the_culprit(
     envs = cache / "envs"
     made = [e for e in envs.iterdir() if e.is_dir() and not e.name.startswith("skeleton-")]
     assert len(made) == len(d["probes"])
-    for env in made:
-        assert (env / "bin" / "pytest").read_text().splitlines()[0] == f"#!{env}/bin/python"
+    for env in made:  # a #! line, or uv's /bin/sh trampoline where the path is long
+        head = "\n".join((env / "bin" / "pytest").read_text().splitlines()[:3])
+        assert f"{env}/bin/python" in head, head
+    assert subprocess.run([str(made[0] / "bin" / "pytest"), "--version"],
+                          capture_output=True).returncode == 0
     skeletons = [e for e in envs.iterdir() if e.name.startswith("skeleton-")]
     assert len(skeletons) == 1  # one interpreter, one set of oracle dependencies
     # The packages are the skeleton's files, linked (as uv links them from its cache).
