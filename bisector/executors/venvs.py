@@ -31,6 +31,10 @@ from bisector.executors.facts import collect_facts
 READY = ".bisector-ready"  # the same marker as a finished environment's (executors/local.py)
 INTERPRETER = "bisector-interpreter.json"  # the skeleton's facts
 MADE_AT = "bisector-made-at"  # the folder uv made the skeleton in, named by its scripts
+# Activation scripts for Windows shells, nushell and xonsh: each copy keeps bash's, fish's and
+# csh's (a person may `source .../bin/activate` to look into a probe's environment).
+WINDOWS_AND_RARE = ("activate.bat", "deactivate.bat", "pydoc.bat", "activate.ps1",
+                    "activate.nu", "activate.xsh", "activate_this.py")
 
 
 def skeleton_dir(python: str, system_site: bool, deps: tuple[str, ...] = ()) -> Path:
@@ -57,6 +61,8 @@ def new_venv(python: str, dest: Path, system_site: bool,
         tmp = scratch_dir("skeleton-")
         try:
             make(tmp / "venv")
+            for name in WINDOWS_AND_RARE:  # never used on this host: not copied a hundred times
+                (tmp / "venv" / "bin" / name).unlink(missing_ok=True)
             facts = collect_facts(str(tmp / "venv" / "bin" / "python"), None, "")
             for k in ("env", "obtained"):  # the run's and the environment's, not these
                 facts.pop(k, None)
