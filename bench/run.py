@@ -62,7 +62,7 @@ from bench.gpu_overhead import bench_gpu_overhead
 from bench.prior import bench_prior
 from bench.small_project import bench_small_project
 from bisector.app.demo.torchlet import generate_linear
-from bisector.artifacts.build import describe_stats
+from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.installable import Installable
 from bisector.core.search import Culprit, Next, Verdict, next_step
 from bisector.executors.local import LocalExecutor

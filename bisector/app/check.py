@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bisector.artifacts.build import build_key, failure_summary, obtain_wheel
+from bisector.artifacts.build import build_key, obtain_wheel
+from bisector.artifacts.build_logs import failure_summary
 from bisector.artifacts.cache import file_sha256
 from bisector.artifacts.installable import Installable
 from bisector.base import oracle_env

@@ -27,6 +27,7 @@ import git
 
 from bisector.artifacts.assemble import Assembled, assemble
 from bisector.artifacts.assemble import write as write_assembled
+from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.cache import artifact_key, file_sha256, publish, scratch_dir, wheel_dir
 from bisector.artifacts.export import ExportError, export_tree, uninitialised_hint
 from bisector.artifacts.worktree import WorktreeError, detached_worktree, read_index
@@ -284,33 +285,6 @@ def _run_build(commit: str, profile: Profile, builder: Builder,
                        res.duration_s, settings, res.stats)
 
 
-def describe_stats(stats: dict[str, Any]) -> str:
-    """``ccache 12/15 hits (80%)``: the line a build's log and the progress show."""
-    cc = stats.get("ccache")
-    if not cc:
-        return ""
-    calls = cc["hits"] + cc["misses"]
-    if not calls:
-        return "ccache: no compile finished"
-    return f"ccache {cc['hits']}/{calls} hits ({100 * cc['hits'] / calls:.0f}%)"
-
-
-def parse_ccache_log(text: str) -> dict[str, int]:
-    """Hits and misses of one build from ccache's stats log (one ``# file`` block per call).
-
-    A per-build log instead of ``ccache -s`` before and after: the cache volume is shared by
-    every build of the repository, so global counters would mix concurrent builds.
-    """
-    hits = misses = 0
-    for line in text.splitlines():
-        word = line.strip()
-        if word in ("direct_cache_hit", "preprocessed_cache_hit"):
-            hits += 1
-        elif word == "cache_miss":
-            misses += 1
-    return {"hits": hits, "misses": misses}
-
-
 def uv_binary() -> str:
     """The uv binary that came with bisector (the ``uv`` package), else one on PATH."""
     try:
@@ -343,27 +317,6 @@ def cached_build(key: str, commit: str, settings: dict[str, Any]) -> BuildResult
         return None
     return BuildResult(key, commit, True, wheels[0], logs_dir() / "builds" / f"{key}.log",
                        "", 0.0, settings, cached=True)
-
-
-GENERIC_ERRORS = ("error: failed to build", "error: command", "error: subprocess-exited")
-
-
-def failure_summary(log_path: Path) -> str:
-    """The line of a build log that says what broke.
-
-    A compiler's ``file:line: error:`` line first (a command line echoing
-    ``-Werror=...`` is not one), then any other specific ``error`` line, else the last line.
-    """
-    text = log_path.read_text(errors="replace") if log_path.exists() else ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for ln in lines:
-        if ": error:" in ln or ": fatal error:" in ln:
-            return ln[:200]
-    for ln in lines:
-        low = ln.lower()
-        if "error" in low and not low.startswith(GENERIC_ERRORS) and "-werror" not in low:
-            return ln[:200]
-    return lines[-1][:200] if lines else "no output"
 
 
 def obtain_wheel(

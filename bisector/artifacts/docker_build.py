@@ -30,7 +30,8 @@ from typing import Any
 
 import git
 
-from bisector.artifacts.build import BuildRun, parse_ccache_log
+from bisector.artifacts.build import BuildRun
+from bisector.artifacts.build_logs import parse_ccache_log
 from bisector.artifacts.worktree import container_git_mounts
 from bisector.base import defaults
 from bisector.base.errors import UsageError

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bisector.artifacts.build import Builder, build_key, failure_summary
+from bisector.artifacts.build import Builder, build_key
+from bisector.artifacts.build_logs import failure_summary
 from bisector.artifacts.installable import Installable, InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base.kinds import ArtifactKind, ArtifactStatus

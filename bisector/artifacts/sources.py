@@ -20,7 +20,8 @@ from typing import Protocol
 import git
 
 from bisector.artifacts import overlay
-from bisector.artifacts.build import build_key, describe_stats, obtain_wheel, wheel_digest
+from bisector.artifacts.build import build_key, obtain_wheel, wheel_digest
+from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.cache import artifact_key, wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.artifacts.installable import Installable

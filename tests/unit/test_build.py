@@ -11,11 +11,9 @@ import pytest
 from bisector.artifacts.build import (
     HostBuilder,
     build_key,
-    describe_stats,
     detect_cuda_arch,
-    failure_summary,
-    parse_ccache_log,
 )
+from bisector.artifacts.build_logs import describe_stats, failure_summary, parse_ccache_log
 from bisector.artifacts.export import uninitialised_hint
 from bisector.base.errors import UsageError
 from bisector.project.profiles import GENERIC, PYTORCH, TORCHLET
