@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from bisector.app import compile_debug
-from bisector.app.reports import (
+from bisector.app.reports import culprit_facts, tail
+from bisector.app.result_text import (
     confirmation_summary,
-    culprit_facts,
     noisy_summary,
     perf_table,
     suspect_probabilities,
     suspects_heading,
-    tail,
 )
 from bisector.base.escape import code, fence, md
 from bisector.base.paths import cache_dir, data_dir

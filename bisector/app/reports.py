@@ -13,6 +13,13 @@ import git
 
 from bisector.app import compile_debug
 from bisector.app.phases import phase_markdown
+from bisector.app.result_text import (
+    confirmation_summary,
+    noisy_summary,
+    perf_table,
+    suspect_probabilities,
+    suspects_heading,
+)
 from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
@@ -306,69 +313,6 @@ def show_markdown(d: dict[str, Any]) -> str:
     if d["reproduce"]:
         lines += ["", "Reproduce with:", *fence(d["reproduce"])]
     return "\n".join(lines)
-
-
-def suspects_heading(d: dict[str, Any]) -> str:
-    new = d["terms"]["new"]
-    if (d["result"] or {}).get("noisy"):
-        return (f"No commit reached the confidence asked for; the most likely first {new} "
-                f"commits:")
-    return f"The first {new} commit is one of these (skipped commits hide which):"
-
-
-def suspect_probabilities(d: dict[str, Any]) -> list[str]:
-    """", probability 0.41" per suspect of a flaky oracle's answer; blanks otherwise."""
-    qs = (d["result"] or {}).get("probabilities") or []
-    return [f", probability {q:.3f}" for q in qs] + [""] * (len(d["suspects"]) - len(qs))
-
-
-def noisy_summary(noise: dict[str, Any]) -> str:
-    """One sentence on a flaky oracle's answer: how sure, from how many runs, at what rates."""
-    return (f"Flaky oracle: probability {noise['probability']:.4f} for the most likely culprit "
-            f"(asked for {noise['confidence']}), from {noise['runs']} runs; false positives "
-            f"{noise['false_positive']:.3f}, false negatives {noise['false_negative']:.3f} "
-            f"({noise['rates']})")
-
-
-def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
-    """One sentence: did the culprit hold up on fresh runs, and did its revert fix it."""
-    names = {"good": old, "bad": new, "skip": "skip"}
-    by_samples = c.get("judged_by") == "samples"  # each run exits 0: the samples decide
-
-    def said(runs: list[dict[str, Any]], group: str | None) -> str:
-        if by_samples and group is not None:
-            return f"{names.get(group, group)} from the samples of {len(runs)} runs"
-        return ", ".join(names.get(r["verdict"], r["verdict"]) for r in runs)
-
-    text = (f"Confirmation: {c['status']} (culprit again: "
-            f"{said(c['culprit'], c.get('culprit_verdict'))}; parent again: "
-            f"{said(c['parent'], c.get('parent_verdict'))}; ")
-    if "probability_after" in c:  # a flaky oracle: the fresh runs weighed, not voted on
-        text += (f"the culprit's probability {c['probability_before']:.4f} before them, "
-                 f"{c['probability_after']:.4f} after (confirmed at {c['confidence']} or "
-                 f"more); ")
-    rv = c.get("revert") or {}
-    if rv.get("applied"):
-        return text + f"its revert on the {new} endpoint: {said(rv['runs'], rv.get('verdict'))})"
-    return text + "no clean revert onto the bad endpoint)"
-
-
-def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
-    """Medians and the relative change of every judged commit against the good endpoint."""
-    unit = pf.get("unit") or ""
-    out = [f"Performance: {old} endpoint median {pf['baseline_median']:.4g} {unit} "
-           f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = "
-           f"{pf.get('sought', 'worse')} by more than "
-           f"{100 * pf['threshold']:.3g} % (Mann-Whitney U, one-sided)", "",
-           "| commit | runs | median | change | verdict | p |", "|---|---|---|---|---|---|"]
-    for row in sorted(pf["commits"], key=lambda r: r["position"]):
-        change = "" if row["change"] is None else f"{100 * row['change']:+.1f} %"
-        med = "" if row["median"] is None else f"{row['median']:.4g} {unit}"
-        p = "" if row["p_value"] is None else f"{row['p_value']:.2g}"
-        verdict = {"good": old, "bad": new}.get(row["verdict"], row["verdict"])
-        out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {med} | {change} | {verdict} "
-                   f"| {p} |")
-    return out
 
 
 def culprit_facts(d: dict[str, Any]) -> dict[str, Any]:

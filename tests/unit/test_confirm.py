@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bisector.app import reports as report
+from bisector.app.result_text import confirmation_summary
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import State
 from bisector.core.noisy import Posterior
@@ -190,7 +190,7 @@ def test_a_flaky_culprit_is_confirmed_by_its_posterior_and_shown_with_it(store: 
     assert c["judged_by"] == "posterior" and len(c["culprit"]) == len(c["parent"]) == 3
     assert c["probability_after"] > c["probability_before"] >= 0.99
     assert rec.message is None
-    text = report.confirmation_summary(c, "good", "bad")
+    text = confirmation_summary(c, "good", "bad")
     assert f"{c['probability_before']:.4f} before them" in text
 
 

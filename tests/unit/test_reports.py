@@ -148,7 +148,7 @@ def test_report_escapes_what_git_and_oracles_wrote() -> None:
 
 
 def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() -> None:
-    from bisector.app.reports import confirmation_summary
+    from bisector.app.result_text import confirmation_summary
 
     runs = [{"run": i, "verdict": v, "reason": "exit"} for i, v in enumerate(["bad", "good"])]
     c = {"status": "confirmed", "culprit": runs, "parent": runs[1:], "judged_by": "posterior",
