@@ -22,6 +22,7 @@ as it could edit anything else its user owns: the Docker executor is the isolati
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -53,7 +54,11 @@ def share(source: Path, dest: Path) -> None:
     dependencies, compiled once for the skeleton every environment is copied from, are not
     compiled again in each environment (pytest: half a second a probe)."""
     src = mirror(source)
-    if src.is_dir():
+    if not src.is_dir():
+        return
+    # Links refused (another file system, a hardened fs.protected_hardlinks): only a speed-up
+    # is lost, the run compiles what it imports, as it would anyway.
+    with contextlib.suppress(OSError):
         shutil.copytree(src, mirror(dest), copy_function=os.link, dirs_exist_ok=True)
 
 

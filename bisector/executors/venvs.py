@@ -70,12 +70,13 @@ def new_venv(python: str, dest: Path, system_site: bool,
             (tmp / "venv" / MADE_AT).write_text(str(tmp / "venv"))  # what its scripts name
             (tmp / "venv" / READY).write_text("ok\n")
             skel.parent.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(skel, ignore_errors=True)  # half made by a killed process
-            try:
-                (tmp / "venv").rename(skel)
-            except OSError:  # another process made it first
-                if not (skel / READY).exists():
-                    raise
+            if not (skel / READY).exists():  # else another probe made it meanwhile: use that
+                shutil.rmtree(skel, ignore_errors=True)  # half made by a killed process
+                try:
+                    (tmp / "venv").rename(skel)
+                except OSError:  # another process made it first
+                    if not (skel / READY).exists():
+                        raise
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     else:
