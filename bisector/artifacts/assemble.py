@@ -50,8 +50,12 @@ import git
 # with ``wheel`` beside setuptools, which older setuptools projects list).
 BACKENDS = {"setuptools.build_meta": "setuptools", "hatchling.build": "hatchling",
             "flit_core.buildapi": "flit-core", "pdm.backend": "pdm-backend"}
+PROJECT_SINCE = {"setuptools": "61", "flit-core": "3.2"}  # first to read [project]
 FLAT_OK = ("hatchling", "flit-core")  # backends that pick a flat-layout package by name
 DATA_OK = ("hatchling", "flit-core")  # backends that ship every file of the package folder
+# setup.cfg sections of other tools (linters, test runners), which no backend reads.
+OTHER_TOOLS = ("tool:", "flake8", "pycodestyle", "pep8", "pydocstyle", "mypy", "isort",
+               "coverage:", "pylint", "bumpversion", "codespell", "doc8")
 GENERATOR = "bisector (assembled from the tree)"
 
 
@@ -83,12 +87,22 @@ def _text(tree: git.Tree, path: str) -> str | None:
 
 def _declines_config(tree: git.Tree, backend: str, tool: dict[str, Any]) -> str:
     """Why the build settings may change the wheel, or ``""``."""
-    for path in ("setup.py", "MANIFEST.in"):
+    # Files a backend reads besides pyproject.toml: setuptools' setup.py and MANIFEST.in,
+    # hatchling's hatch.toml (its [build] table, hooks) and hatch_build.py, pdm-backend's
+    # pdm_build.py (loaded whenever it exists; its hooks may add or edit files).
+    for path in ("setup.py", "MANIFEST.in", "hatch.toml", "hatch_build.py", "pdm_build.py"):
         if _blob(tree, path) is not None:
             return f"the project has {path}"
+    # hatchling leaves out what the root .gitignore matches, tracked or not (a subpackage
+    # called lib/ under GitHub's Python template): a build decides, never a guess.
+    if backend == "hatchling" and any(_has(tree, f) for f in (".gitignore", ".hgignore")):
+        return "hatchling applies the project's .gitignore"
     cfg = _text(tree, "setup.cfg") or ""
-    if re.search(r"^\[(metadata|options[^\]]*)\]", cfg, re.M):
-        return "setup.cfg configures setuptools"
+    # Only other tools' sections: setuptools reads [metadata], [options*], [egg_info]
+    # (tag_build changes the version), [bdist_wheel], [build] and more.
+    for section in re.findall(r"^\[([^\]]+)\]", cfg, re.M):
+        if not section.startswith(OTHER_TOOLS):
+            return f"setup.cfg section [{section}] (setuptools may read it)"
     st = tool.get("setuptools")
     if st is not None and st != {"packages": {"find": {"where": ["src"]}}}:
         return "[tool.setuptools] settings"
@@ -116,11 +130,25 @@ def _project(pyproject: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 
     allowed = {backend, "wheel"} if backend == "setuptools" else {backend}
     try:
-        names = {canonicalize_name(Requirement(r).name) for r in system.get("requires", [])}
+        reqs = [Requirement(r) for r in system.get("requires", [])]
     except (InvalidRequirement, TypeError):
         return None, "unreadable build requirements"
+    names = {canonicalize_name(r.name) for r in reqs}
     if not names <= allowed:
         return None, f"build plugins ({', '.join(sorted(names - allowed))})"
+    # A backend pinned or capped below the first version that reads [project] (setuptools
+    # 61, flit-core 3.2) would build another wheel, or none: a build says.
+    from packaging.version import Version
+
+    first = Version(PROJECT_SINCE.get(backend, "0"))
+    for r in reqs:
+        if canonicalize_name(r.name) != backend:
+            continue
+        candidates = [first, *(Version(sp.version.rstrip(".*")) for sp in r.specifier
+                               if sp.version.rstrip(".*")[:1].isdigit())]
+        if r.url or not any(v >= first and r.specifier.contains(v, prereleases=True)
+                            for v in candidates):
+            return None, "a build backend pinned or capped below what reads [project]"
     project = pyproject.get("project")
     if not isinstance(project, dict) or project.get("dynamic"):
         return None, "no static [project] table"
@@ -170,6 +198,8 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes]]
             continue
         if item.mode not in (0o100644, 0o100755):
             return [], f"{item.path} is not a regular file"
+        if any(c in rel for c in ',"\n\r') or not rel.isprintable():
+            return [], f"{item.path!r}: a name RECORD cannot hold as it is"
         if not rel.endswith(".py") and backend not in DATA_OK:
             return [], f"data file {item.path} (whether {backend} ships it depends on its " \
                 "version and settings)"
@@ -183,13 +213,18 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes]]
 
 # What a backend accepts, and all that may reach a metadata line: a value outside these (a
 # newline in a summary, say, that would add a header of its own) is declined, never written.
-NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")  # a project, extra or script
-OBJECT = re.compile(r"^[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?( *\[[\w ,.-]*\])?$")  # mod:attr [x]
+NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?\Z")  # a project, extra or script
+OBJECT = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?( *\[[\w ,.-]*\])?\Z")  # mod:attr [x]
 
 
 def _requires(project: dict[str, Any]) -> list[str]:
     from packaging.requirements import Requirement  # lazy
 
+    every = [Requirement(r) for r in project.get("dependencies") or []]
+    for reqs in (project.get("optional-dependencies") or {}).values():
+        every += [Requirement(r) for r in reqs]
+    if any(r.url for r in every):  # hatchling refuses them unless told to allow them
+        raise ValueError("a direct reference (name @ URL)")
     lines = [f"Requires-Dist: {Requirement(r)}" for r in project.get("dependencies") or []]
     for extra, reqs in sorted((project.get("optional-dependencies") or {}).items()):
         if not NAME.match(extra):
@@ -260,6 +295,9 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
         version = str(Version(project["version"]))
     except InvalidVersion:
         return Assembled(declined="an invalid version")
+    if not NAME.match(project["name"]):
+        return Assembled(declined=f"metadata a backend may write otherwise (project name "
+                         f"{project['name']!r})")
     package = _norm(project["name"])
     if backend == "flit-core":  # flit takes the name as it is, ``-`` read as ``_``
         module = (tool.get("flit") or {}).get("module") or {}

@@ -237,6 +237,11 @@ def unpack(wheel: Path, site: Path) -> bool:
                 parts = n.split("/")
                 if n.startswith("/") or "\\" in n or any(p in (".", "..") for p in parts):
                     return False
+                # Never over a file the environment has (an oracle dependency of the same
+                # name, hard-linked from the skeleton and uv's cache: writing into it would
+                # change them): uv replaces such a package properly.
+                if not n.endswith("/") and (site / n).exists():
+                    return False
             z.extractall(site)
     except (OSError, KeyError, zipfile.BadZipFile):
         return False

@@ -22,7 +22,6 @@ as it could edit anything else its user owns: the Docker executor is the isolati
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -47,26 +46,28 @@ def forget(*paths: Path) -> None:
             shutil.rmtree(mirror(spelled), ignore_errors=True)
 
 
-def share(source: Path, dest: Path) -> None:
-    """The kept bytecode of the files under ``source`` serves their hard links under
-    ``dest`` too: a ``.pyc`` records its source's size and modification time, which a hard
-    link shares, and Python names the code after the file it loads it for. So an oracle's
-    dependencies, compiled once for the skeleton every environment is copied from, are not
-    compiled again in each environment (pytest: half a second a probe)."""
-    src = mirror(source)
-    if not src.is_dir():
-        return
-    # Links refused (another file system, a hardened fs.protected_hardlinks): only a speed-up
-    # is lost, the run compiles what it imports, as it would anyway.
-    with contextlib.suppress(OSError):
-        shutil.copytree(src, mirror(dest), copy_function=os.link, dirs_exist_ok=True)
+def share(skel_lib: Path, here: Path, lives_at: Path) -> None:
+    """The kept bytecode of the skeleton's files serves the environment at ``here`` (to be
+    renamed to ``lives_at``) for each file that is still the skeleton's own (the same inode:
+    not replaced by the probed wheel): a ``.pyc`` records its source's size and modification
+    time, which a hard link shares, and Python names the code after the file it loads it for.
+    So an oracle's dependencies, compiled once for the skeleton every environment is copied
+    from, are not compiled again in each environment (pytest: half a second a probe)."""
+    _link_same(mirror(skel_lib), skel_lib, here, mirror(lives_at))
 
 
 def harvest(env_lib: Path, skel_lib: Path) -> None:
     """Keep for the skeleton the bytecode a run compiled in an environment for files the two
     share (the same inode: a dependency linked from the skeleton), so that the next copy finds
     it (:func:`share`). Only what the oracle imported is ever compiled, and only once."""
-    src, dst = mirror(env_lib), mirror(skel_lib)
+    _link_same(mirror(env_lib), env_lib, skel_lib, mirror(skel_lib))
+
+
+def _link_same(src: Path, src_lib: Path, other_lib: Path, dst: Path) -> None:
+    """Each ``.pyc`` under ``src`` (the bytecode of ``src_lib``) linked under ``dst`` (that of
+    ``other_lib``) where its source is the same file in both, and ``dst`` lacks it. Never an
+    error: links refused (another file system, a hardened fs.protected_hardlinks) only lose
+    a speed-up, the run compiles what it imports, as it would anyway."""
     for folder, _dirs, files in os.walk(src):
         rel = os.path.relpath(folder, src)
         for name in files:
@@ -74,10 +75,10 @@ def harvest(env_lib: Path, skel_lib: Path) -> None:
                 continue
             module = name.split(".", 1)[0] + ".py"  # mod.cpython-311.pyc -> mod.py
             try:
-                if os.stat(skel_lib / rel / module).st_ino != \
-                        os.stat(env_lib / rel / module).st_ino:
+                if os.stat(src_lib / rel / module).st_ino != \
+                        os.stat(other_lib / rel / module).st_ino:
                     continue
                 (dst / rel).mkdir(parents=True, exist_ok=True)
                 os.link(os.path.join(folder, name), dst / rel / name)
-            except OSError:  # not the skeleton's file, or made meanwhile: nothing to keep
+            except OSError:  # not the same file, or made meanwhile: nothing to link
                 continue

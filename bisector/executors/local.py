@@ -31,7 +31,7 @@ from bisector.base import oracle_env
 from bisector.base.events import step
 from bisector.base.paths import cache_dir, uv_cache_dir
 from bisector.executors.base import RunResult, env_name, infra_skip, running
-from bisector.executors.bytecode import forget, harvest
+from bisector.executors.bytecode import forget, harvest, share
 from bisector.executors.envfiles import changed_files, link_tree, write_manifest
 from bisector.executors.facts import (
     FACTS_FILE,
@@ -128,7 +128,7 @@ class LocalExecutor:
                         _logged([uv, "pip", "install", "-q", "--python",
                                  str(where / "bin" / "python"), "--", *deps], log, env)
 
-            interpreter = new_venv(self.python, venv, system_site, skeleton, deps, final)
+            interpreter = new_venv(self.python, venv, system_site, skeleton, deps)
             site = Path(_purelib(py, venv))
             reqs = [*([str(inst.wheel)] if inst.wheel else []), *inst.extra]
             if inst.wheel is not None and reqs == [str(inst.wheel)] and \
@@ -137,8 +137,11 @@ class LocalExecutor:
             if reqs:
                 step(f"installing {_names(reqs)}")
                 with _UV_LOCK:  # never while a discard cleans uv's cache
-                    _logged([uv, "pip", "install", "-q", "--python", py, "--", *reqs], log,
-                            env)
+                    # With the oracle's dependencies (already there, from the skeleton): one
+                    # resolution of both, as before, so the probed wheel's requirements never
+                    # break them (a downgraded pluggy would fail pytest: every probe "bad").
+                    _logged([uv, "pip", "install", "-q", "--python", py, "--", *reqs, *deps],
+                            log, env)
             if inst.installed is not None:
                 for pkg in inst.installed.packages:
                     link_tree(Path(inst.installed.site) / pkg, site / pkg)
@@ -157,6 +160,9 @@ class LocalExecutor:
                 install_facts_hook(site)
             (venv / FACTS_FILE).write_text(json.dumps(facts, sort_keys=True))
             retarget(venv, str(venv), final)  # its scripts name where it will be
+            if deps:  # the skeleton's bytecode of the files still its own (bytecode.share)
+                share(skeleton_dir(self.python, system_site, deps) / "lib", venv / "lib",
+                      final / "lib")
             write_manifest(venv)
             (venv / READY).write_text("ok\n")
             final.parent.mkdir(parents=True, exist_ok=True)

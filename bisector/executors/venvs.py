@@ -15,17 +15,19 @@ any environment; the next probe makes it again.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from bisector.artifacts.cache import scratch_dir
 from bisector.base.paths import cache_dir
-from bisector.executors.bytecode import forget, share
+from bisector.executors.bytecode import forget
 from bisector.executors.facts import collect_facts
 
 READY = ".bisector-ready"  # the same marker as a finished environment's (executors/local.py)
@@ -48,47 +50,58 @@ def skeleton_dir(python: str, system_site: bool, deps: tuple[str, ...] = ()) -> 
 
 
 def new_venv(python: str, dest: Path, system_site: bool,
-             make: Callable[[Path], None], deps: tuple[str, ...] = (),
-             lives_at: Path | None = None) -> dict[str, Any]:
+             make: Callable[[Path], None], deps: tuple[str, ...] = ()) -> dict[str, Any]:
     """A virtualenv of ``python`` at ``dest`` (which must not exist) holding the oracle's
     dependencies ``deps``: a copy of the skeleton, which ``make(path)`` (uv: the virtualenv,
     then ``deps`` installed into it) makes first when there is none. Returns the interpreter's
     facts (Python, platform), asked once when the skeleton was made: the facts of an
-    environment that holds neither the probed package nor torch. ``lives_at``: where ``dest``
-    will be renamed to, whose bytecode of the dependencies is the skeleton's, shared."""
+    environment that holds neither the probed package nor torch."""
     skel = skeleton_dir(python, system_site, deps)
-    if not (skel / READY).exists():
-        tmp = scratch_dir("skeleton-")
-        try:
-            make(tmp / "venv")
-            for name in WINDOWS_AND_RARE:  # never used on this host: not copied a hundred times
-                (tmp / "venv" / "bin" / name).unlink(missing_ok=True)
-            facts = collect_facts(str(tmp / "venv" / "bin" / "python"), None, "")
-            for k in ("env", "obtained"):  # the run's and the environment's, not these
-                facts.pop(k, None)
-            (tmp / "venv" / INTERPRETER).write_text(json.dumps(facts, sort_keys=True))
-            (tmp / "venv" / MADE_AT).write_text(str(tmp / "venv"))  # what its scripts name
-            (tmp / "venv" / READY).write_text("ok\n")
-            skel.parent.mkdir(parents=True, exist_ok=True)
-            if not (skel / READY).exists():  # else another probe made it meanwhile: use that
-                shutil.rmtree(skel, ignore_errors=True)  # half made by a killed process
-                try:
-                    (tmp / "venv").rename(skel)
-                except OSError:  # another process made it first
-                    if not (skel / READY).exists():
-                        raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        os.utime(skel / READY)  # used: ``bisect gc`` removes least recently used first
-    _copy(skel, dest)
+    with _locked(skel, fcntl.LOCK_EX):  # one maker; nobody copies a half-made one
+        if not (skel / READY).exists():
+            _make(skel, make)
+        else:
+            os.utime(skel / READY)  # used: ``bisect gc`` removes least recently used first
+    with _locked(skel, fcntl.LOCK_SH):  # copies at once; never while it is removed
+        _copy(skel, dest)
     for name in (READY, MADE_AT):
         (dest / name).unlink()
-    if deps:
-        share(skel / "lib", (lives_at or dest) / "lib")
     known: dict[str, Any] = json.loads((dest / INTERPRETER).read_text())
     (dest / INTERPRETER).unlink()
     return known
+
+
+@contextlib.contextmanager
+def _locked(skel: Path, how: int) -> Iterator[None]:
+    """A lock on one skeleton, between the threads and processes of this cache: it is made
+    by one, copied by many, removed by one (:func:`forget_skeletons`)."""
+    lock = cache_dir() / "in-use" / "skeletons" / f"{skel.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as f:
+        fcntl.flock(f, how)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _make(skel: Path, make: Callable[[Path], None]) -> None:
+    tmp = scratch_dir("skeleton-")
+    try:
+        make(tmp / "venv")
+        for name in WINDOWS_AND_RARE:  # never used on this host: not copied a hundred times
+            (tmp / "venv" / "bin" / name).unlink(missing_ok=True)
+        facts = collect_facts(str(tmp / "venv" / "bin" / "python"), None, "")
+        for k in ("env", "obtained"):  # the run's and the environment's, not these
+            facts.pop(k, None)
+        (tmp / "venv" / INTERPRETER).write_text(json.dumps(facts, sort_keys=True))
+        (tmp / "venv" / MADE_AT).write_text(str(tmp / "venv"))  # what its scripts name
+        (tmp / "venv" / READY).write_text("ok\n")
+        skel.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(skel, ignore_errors=True)  # half made by a killed process
+        (tmp / "venv").rename(skel)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _copy(skel: Path, dest: Path) -> None:
@@ -128,13 +141,30 @@ def retarget(venv: Path, made_at: str, final: Path) -> None:
             text = script.read_bytes()
             if old in text:
                 tmp = script.with_name(script.name + ".bisector-new")
-                tmp.write_bytes(text.replace(old, new))
+                tmp.write_bytes(_short_shebang(text.replace(old, new)))
                 shutil.copymode(script, tmp)
                 tmp.replace(script)
+
+
+SHEBANG_MAX = 127  # what older kernels read of a #! line (Linux before 5.1)
+TRAMPOLINE = b"#!/bin/sh\n'''exec' '%s' \"$0\" \"$@\"\n' '''"
+
+
+def _short_shebang(text: bytes) -> bytes:
+    """A ``#!/path/python`` line too long for the kernel made uv's and pip's ``/bin/sh``
+    trampoline (the final folder's path can be longer than the one uv wrote it for): sh
+    runs line two, which Python reads as a string."""
+    first, nl, rest = text.partition(b"\n")
+    interp = first[2:].strip()
+    if not first.startswith(b"#!") or len(first) <= SHEBANG_MAX or not interp or \
+            any(c in interp for c in b" '\t"):
+        return text
+    return TRAMPOLINE % interp + nl + rest
 
 
 def forget_skeletons() -> None:
     """Remove every skeleton: an environment that shared files with one was changed."""
     for skel in (cache_dir() / "envs").glob("skeleton-*"):
-        shutil.rmtree(skel, ignore_errors=True)
-        forget(skel)
+        with _locked(skel, fcntl.LOCK_EX):
+            shutil.rmtree(skel, ignore_errors=True)
+            forget(skel)

@@ -65,8 +65,14 @@ def wait_for(proc: subprocess.Popen[Any], timeout_s: float) -> int:
         # another process's by now, so the pidfd is not trusted; until reaped it is ours.
         if proc.poll() is not None:
             return proc.returncode
-        if not select.select([fd], [], [], timeout_s)[0]:
-            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        # poll, not select: any descriptor number, and a day at a time, so a timeout of
+        # years (an oracle may ask for one) is not an overflow
+        ready = select.poll()
+        ready.register(fd, select.POLLIN)
+        deadline = time.monotonic() + timeout_s
+        while not ready.poll(max(0.0, min(deadline - time.monotonic(), 86400.0)) * 1000):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
     finally:
         os.close(fd)
     return proc.wait()

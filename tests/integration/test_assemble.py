@@ -175,6 +175,17 @@ NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
      "entry point"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
         '">=3.9"', '">=3.9\\nEvil: 1"')}), "metadata a backend may write otherwise"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '"Neat-Pkg"', '"Neat-Pkg\\n"')}), "metadata a backend may write otherwise"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '"attrs"', '"attrs @ https://example.com/attrs.whl"')}), "direct reference"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '["setuptools>=61"]', '["setuptools<61"]')}), "pinned or capped"),
+    (lambda f: f.update({"setup.cfg": "[egg_info]\ntag_build = .dev\n"}), "[egg_info]"),
+    (lambda f: f.update({"pdm_build.py": "def pdm_build_initialize(c):\n    pass\n"}),
+     "pdm_build.py"),
+    (lambda f: f.update({"hatch.toml": "[build]\npackages = ['src/other']\n"}), "hatch.toml"),
+    (lambda f: f.update({"src/neat_pkg/a,b.py": ""}), "RECORD cannot hold"),
 ])
 def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
         tmp_path: Path, change: object, why: str) -> None:
@@ -183,6 +194,19 @@ def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
     repo, sha = _repo(tmp_path / "p", files)
     made = assemble(repo, sha)
     assert made.filename is None and why in made.declined, made.declined
+
+
+def test_other_tools_setup_cfg_sections_do_not_count_and_gitignore_does_for_hatchling(
+        tmp_path: Path) -> None:
+    files = _project("setuptools", "src")
+    files["setup.cfg"] = "[flake8]\nmax-line-length = 100\n\n[tool:pytest]\naddopts = -q\n"
+    files[".gitignore"] = "lib/\n"
+    repo, sha = _repo(tmp_path / "st", files)
+    assert assemble(repo, sha).filename is not None  # setuptools reads neither
+    hatch = _project("hatchling", "src")
+    hatch[".gitignore"] = "lib/\n"
+    repo, sha = _repo(tmp_path / "hatch", hatch)
+    assert "hatchling applies the project's .gitignore" in assemble(repo, sha).declined
 
 
 def test_flat_layouts_only_where_the_backend_picks_the_package_by_name(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bisector.artifacts.pure import same_but_version, static_version
@@ -47,3 +49,28 @@ def test_a_version_is_static_only_when_written_out() -> None:
     assert static_version(BASE.replace('version = "1.0"', 'dynamic = ["version"]')) is None
     assert static_version("not = [toml") is None
     assert static_version(None) is None
+
+
+def test_a_wheel_is_never_unpacked_over_a_file_the_environment_has(tmp_path: Path) -> None:
+    """An oracle dependency of the same name sits in the environment as a hard link of the
+    skeleton's (and uv's cache's) file: unpacking over it would write into those. uv installs
+    such a wheel instead, replacing the files."""
+    import os
+    import zipfile
+
+    from bisector.artifacts.pure import unpack
+
+    wheel = tmp_path / "pluggy-9.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("pluggy/__init__.py", "PROBED = True\n")
+        z.writestr("pluggy-9.0.dist-info/METADATA", "Name: pluggy\nVersion: 9.0\n")
+        z.writestr("pluggy-9.0.dist-info/WHEEL", "Root-Is-Purelib: true\nTag: py3-none-any\n")
+    skeleton, site = tmp_path / "skeleton.py", tmp_path / "site"
+    skeleton.write_text("SKELETON = True\n")
+    (site / "pluggy").mkdir(parents=True)
+    os.link(skeleton, site / "pluggy" / "__init__.py")
+    assert unpack(wheel, site) is False
+    assert skeleton.read_text() == "SKELETON = True\n"
+    (site / "pluggy" / "__init__.py").unlink()
+    assert unpack(wheel, site) is True  # nothing in the way: unpacked
+    assert (site / "pluggy" / "__init__.py").read_text() == "PROBED = True\n"

@@ -4,6 +4,7 @@ name PATH gives it as well as by its path."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,36 @@ def test_bytecode_of_shared_files_is_kept_once_and_shared(
     kept = mirror(skel) / "dep" / "__init__.cpython-311.pyc"
     assert kept.read_bytes() == b"pyc of dep/__init__.cpython-311.pyc"
     assert not (mirror(skel) / "proj").exists()
-    share(skel, nxt)
-    assert (mirror(nxt) / "dep" / "__init__.cpython-311.pyc").stat().st_ino == \
-        kept.stat().st_ino
+    # The next copy: its dep file still the skeleton's gets the kept bytecode; a file the
+    # probed wheel replaced (another inode, maybe the same size and second) never does.
+    (nxt / "dep").mkdir(parents=True)
+    os.link(skel / "dep" / "__init__.py", nxt / "dep" / "__init__.py")
+    (skel / "dep" / "core.py").write_text("Z = 1\n")
+    (nxt / "dep" / "core.py").write_text("Z = 2\n")
+    (mirror(skel) / "dep" / "core.cpython-311.pyc").write_bytes(b"pyc of the skeleton's core")
+    share(skel, nxt, tmp_path / "final" / "lib")
+    given = mirror(tmp_path / "final" / "lib") / "dep"
+    assert (given / "__init__.cpython-311.pyc").stat().st_ino == kept.stat().st_ino
+    assert not (given / "core.cpython-311.pyc").exists()
+
+
+def test_a_script_whose_new_path_is_too_long_for_a_shebang_gets_the_sh_trampoline(
+        tmp_path: Path) -> None:
+    from bisector.executors.venvs import retarget
+
+    made, final = "/m", tmp_path / ("x" * 130)
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    short = tmp_path / "venv" / "bin" / "short"
+    short.write_text("#!/m/bin/python\nprint('hi')\n")
+    (final / "bin").mkdir(parents=True)
+    os.symlink(os.path.realpath(sys.executable), final / "bin" / "python")
+    retarget(tmp_path / "venv", made, final)
+    text = short.read_text()
+    assert text.startswith("#!/bin/sh\n'''exec' '" + str(final) + "/bin/python' ")
+    import shutil
+    import subprocess
+
+    shutil.copy(short, final / "bin" / "short")
+    (final / "bin" / "short").chmod(0o755)
+    ran = subprocess.run([str(final / "bin" / "short")], capture_output=True, text=True)
+    assert ran.stdout == "hi\n", ran.stderr
