@@ -147,7 +147,7 @@ def _cell(s: Score) -> str:
 def bench_changepoints() -> None:
     count = int(os.environ.get("BENCH_CP_SERIES", "6"))
     t0 = time.perf_counter()
-    print(f"9. change points over nightlies: {count} simulated series per row (30-120 builds), "
+    print(f"11. change points over nightlies: {count} simulated series per row (30-120 builds), "
           f"threshold {THRESHOLD:.0%}, alpha {defaults.WATCH_STEP_ALPHA}")
     print("   per method: detected / false alarms per 100 builds / mean delay in builds")
     head = "".join(f" | {name:<22}" for name in METHODS)
