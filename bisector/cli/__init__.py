@@ -354,44 +354,21 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     """Generate the bundled torchlet history (240 commits, a planted regression, broken builds,
     release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end; with
     --nightlies, by dates over its nightly wheels."""
-    import shutil
-    from contextlib import nullcontext
-    from dataclasses import replace
-
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, issue
-    from bisector.app.demo import nightlies as demo_nightlies
-    from bisector.app.demo.torchlet import generate
-    from bisector.base.paths import data_dir
-    from bisector.run.config import Request
+    from bisector.app.demo.setup import demo as ready
 
-    path = directory or data_dir() / "demo" / "torchlet"
-    if path.exists():
-        shutil.rmtree(path)
-    hist = generate(path, nightly_every=defaults.DEMO_NIGHTLY_EVERY if nightlies else None)
-    err.print(f"demo history: {len(hist.main)} commits on main in {path}; the planted regression "
-              f"is {hist.culprit[:12]} (the bisection does not know that)")
-    served = (demo_nightlies.served(hist, path.parent / "index") if nightlies
-              else nullcontext(None))
-    with served as index:
-        # The demo's builds take seconds: with several probes at once, build as many at once.
-        req = Request(repo=path, good="v0.1.0", bad="v0.2.0", oracle="torchlet_norm",
-                      jobs=jobs, build_jobs=jobs or 1)
-        if index is not None:
-            days = [demo_nightlies.day(stamp) for _, _, stamp in hist.nightlies]
-            err.print(f"serving {len(days)} nightly wheels at {index}; bisecting by dates "
-                      f"{days[1]}..{days[-1]}")
-            req = replace(req, good=days[1], bad=days[-1], nightly_index=index)
-        store, bisection_id = bisections.create(c.store, req)
+    with ready(directory, jobs, nightlies, err.print) as d:
+        store, bisection_id = bisections.create(c.store, d.request)
         data = _run_and_report(c, store, bisection_id, json_out, resume=False)
     found = (data["culprit"] or {}).get("sha")
     pair = issue.between(data)
     if nightlies and pair is not None:
         err.print(f"regressed between nightly {pair[0]['version']} and nightly "
                   f"{pair[1]['version']}")
-    err.print("[green]found the planted regression[/]" if found == hist.culprit
+    err.print("[green]found the planted regression[/]" if found == d.hist.culprit
               else "[red]did not find the planted regression[/]")
-    if found != hist.culprit:
+    if found != d.hist.culprit:
         sys.exit(1)
 
 

@@ -206,27 +206,31 @@ def endpoints(repo: git.Repo, log: BisectLog, marks: list[Resolved], good: str |
     if bad is None:
         bad = log.bad
     if bad is None:
-        bads = [r.sha for r in marks if r.mark.verdict is Verdict.BAD]
-        if not bads:
-            raise UsageError(f"{log.name} marks no commit {log.terms[1]}: give --bad")
-        bad = _outermost(repo, bads, newest=True)
-        if bad is None:
-            raise UsageError(f"{log.name} marks {log.terms[1]} commits on different lines of "
-                             f"history: give --bad")
+        bad = _outermost_marked(repo, log, marks, Verdict.BAD)
     if good is None and len(log.goods) > 1:
         raise UsageError(f"{log.name} starts from {len(log.goods)} {log.terms[0]} commits; "
                          f"bisector takes one: give --good")
     if good is None and log.goods:
         good = log.goods[0]
     if good is None:
-        goods = [r.sha for r in marks if r.mark.verdict is Verdict.GOOD]
-        if not goods:
-            raise UsageError(f"{log.name} marks no commit {log.terms[0]}: give --good")
-        good = _outermost(repo, goods, newest=False)
-        if good is None:
-            raise UsageError(f"{log.name} marks {log.terms[0]} commits on different lines of "
-                             f"history: give --good")
+        good = _outermost_marked(repo, log, marks, Verdict.GOOD)
     return good, bad
+
+
+def _outermost_marked(repo: git.Repo, log: BisectLog, marks: list[Resolved],
+                      verdict: Verdict) -> str:
+    """The oldest commit marked good (newest marked bad) when all lie on one line; else a
+    one-line error asking for the endpoint."""
+    bad = verdict is Verdict.BAD
+    term, flag = (log.terms[1], "--bad") if bad else (log.terms[0], "--good")
+    shas = [r.sha for r in marks if r.mark.verdict is verdict]
+    if not shas:
+        raise UsageError(f"{log.name} marks no commit {term}: give {flag}")
+    found = _outermost(repo, shas, newest=bad)
+    if found is None:
+        raise UsageError(f"{log.name} marks {term} commits on different lines of history: "
+                         f"give {flag}")
+    return found
 
 
 @dataclass(frozen=True)
