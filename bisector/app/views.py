@@ -31,17 +31,21 @@ def show(store: Store, bisection_id: int) -> dict[str, Any]:
     return d
 
 
-def issue_report(store: Store, bisection_id: int) -> str:
-    """The paste-ready GitHub issue text (no local paths, no secrets)."""
-    return redact.text(issue_markdown(show(store, bisection_id),
+def issue_report(store: Store, bisection_id: int, d: dict[str, Any] | None = None) -> str:
+    """The paste-ready GitHub issue text (no local paths, no secrets); ``d``: :func:`show`'s
+    data when the caller has it already."""
+    return redact.text(issue_markdown(show(store, bisection_id) if d is None else d,
                                       stored_config(store, bisection_id).request))
 
 
-def html_report(store: Store, bisection_id: int) -> str:
+def html_report(store: Store, bisection_id: int, d: dict[str, Any] | None = None,
+                issue: str | None = None) -> str:
     """One self-contained HTML file: timeline, probes with their output, facts; for a
-    bisection the nightly watch started at a performance step, the series with its steps."""
-    d = show(store, bisection_id)
-    return redact.text(render_report(d, issue=issue_report(store, bisection_id),
+    bisection the nightly watch started at a performance step, the series with its steps.
+    ``d`` and ``issue``: :func:`show`'s data and the issue text when the caller has them."""
+    d = show(store, bisection_id) if d is None else d
+    issue = issue_report(store, bisection_id, d) if issue is None else issue
+    return redact.text(render_report(d, issue=issue,
                                      series=series_picture(store, bisection_id)))
 
 
@@ -96,6 +100,9 @@ def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
     """Write both reports at the end of a bisection, so they exist without anyone asking."""
     md, html = report_paths(store, bisection_id)
     md.parent.mkdir(parents=True, exist_ok=True)
-    md.write_text(issue_report(store, bisection_id), encoding="utf-8")
-    html.write_text(html_report(store, bisection_id), encoding="utf-8")
+    # The data and the issue text once for both (each is a dozen store reads and git look-ups).
+    d = show(store, bisection_id)
+    issue = issue_report(store, bisection_id, d)
+    md.write_text(issue, encoding="utf-8")
+    html.write_text(html_report(store, bisection_id, d, issue), encoding="utf-8")
     return md, html

@@ -128,7 +128,7 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         d = views.show(store, i)
         for p in d["probes"]:  # link only the logs that are there to serve: no link to a 404
             p["served_logs"] = [s for s in STREAMS if _log_source(p, s) is not None]
-        return HTMLResponse(html_report.render_page(d, views.issue_report(store, i),
+        return HTMLResponse(html_report.render_page(d, views.issue_report(store, i, d),
                                                     views.series_picture(store, i)))
 
     def issue_md(request: Request) -> Response:
