@@ -23,9 +23,18 @@ What it takes (all must hold, else it declines):
   just it); a flat layout (``<package>/`` at the top) only for hatchling and flit, which
   choose the package by the project's name (setuptools and pdm-backend discover every
   top-level package, and setuptools refuses several);
-- inside it only regular ``.py`` files, an ``__init__.py`` in every folder (so no backend's
-  idea of namespace packages matters), and, for setuptools, no data file: whether setuptools
-  ships ``py.typed`` or a ``.json`` depends on its version and on ``MANIFEST.in``.
+- inside it only regular files (their executable bit kept as the backend keeps it: all but
+  setuptools, whose ``build_py`` copies modules without their mode), no ``__pycache__``,
+  ``.tox`` and the like or ``.pyc`` (flit and hatchling leave them out), none that hatchling
+  would leave out for the root ``.gitignore`` (asked of git's own matcher); for setuptools and
+  pdm-backend only ``.py`` files and an ``__init__.py`` in every folder (whether they ship
+  ``py.typed`` or a ``.json``, or a folder without ``__init__.py``, depends on their version and
+  settings), where flit and hatchling ship the whole folder;
+- metadata every backend writes alike: a version, extra names and ``requires-python``
+  already in their normalized spelling (hatchling writes the version as given, flit the
+  ``requires-python``, the others normalize them), no extra that names the project itself
+  (hatchling expands it), and the backend not pinned to one release (``flit_core==3.2.0``
+  cannot even read most of today's ``pyproject.toml`` files).
 
 The metadata (``METADATA``, ``entry_points.txt``) carry what an installer and an oracle use:
 name, version, summary, ``Requires-Python``, ``Requires-Dist`` and extras, entry points.
@@ -37,7 +46,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import os
 import re
+import subprocess
+import tempfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -57,6 +69,8 @@ DATA_OK = ("hatchling", "flit-core")  # backends that ship every file of the pac
 OTHER_TOOLS = ("tool:", "flake8", "pycodestyle", "pep8", "pydocstyle", "mypy", "isort",
                "coverage:", "pylint", "bumpversion", "codespell", "doc8")
 GENERATOR = "bisector (assembled from the tree)"
+# Folders hatchling never ships (and flit never ships __pycache__): a tree holding one is built.
+LEFT_OUT = {"__pycache__", "__pypackages__", ".git", ".hg", ".hatch", ".tox", ".nox"}
 
 
 @dataclass(frozen=True)
@@ -94,9 +108,10 @@ def _declines_config(tree: git.Tree, backend: str, tool: dict[str, Any]) -> str:
         if _blob(tree, path) is not None:
             return f"the project has {path}"
     # hatchling leaves out what the root .gitignore matches, tracked or not (a subpackage
-    # called lib/ under GitHub's Python template): a build decides, never a guess.
-    if backend == "hatchling" and any(_has(tree, f) for f in (".gitignore", ".hgignore")):
-        return "hatchling applies the project's .gitignore"
+    # called lib/ under GitHub's Python template): checked by git's own matcher once the
+    # package's files are known (:func:`_hatch_ignored`); an .hgignore is not read here.
+    if backend == "hatchling" and _has(tree, ".hgignore"):
+        return "hatchling applies the project's .hgignore"
     cfg = _text(tree, "setup.cfg") or ""
     # Only other tools' sections: setuptools reads [metadata], [options*], [egg_info]
     # (tag_build changes the version), [bdist_wheel], [build] and more.
@@ -149,6 +164,8 @@ def _project(pyproject: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         if r.url or not any(v >= first and r.specifier.contains(v, prereleases=True)
                             for v in candidates):
             return None, "a build backend pinned or capped below what reads [project]"
+        if any(sp.operator in ("==", "===", "~=") for sp in r.specifier):
+            return None, f"a build backend pinned to one release ({r})"
     project = pyproject.get("project")
     if not isinstance(project, dict) or project.get("dynamic"):
         return None, "no static [project] table"
@@ -185,9 +202,9 @@ def _obj(tree: git.Tree, path: str) -> Any:
         return None
 
 
-def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes]], str]:
-    """(path within the package, bytes) of every file, or a reason to decline."""
-    files: list[tuple[str, bytes]] = []
+def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes, int]], str]:
+    """(path within the package, bytes, git mode) of every file, or a reason to decline."""
+    files: list[tuple[str, bytes, int]] = []
     folders = {""}
     for item in pkg.traverse():
         if not isinstance(item, git.Tree | git.Blob):
@@ -200,11 +217,15 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes]]
             return [], f"{item.path} is not a regular file"
         if any(c in rel for c in ',"\n\r') or not rel.isprintable():
             return [], f"{item.path!r}: a name RECORD cannot hold as it is"
+        if set(rel.split("/")) & LEFT_OUT or rel.endswith((".pyc", ".pyo", ".pyd")):
+            return [], f"{item.path}: a file backends leave out"
         if not rel.endswith(".py") and backend not in DATA_OK:
             return [], f"data file {item.path} (whether {backend} ships it depends on its " \
                 "version and settings)"
-        files.append((rel, item.data_stream.read()))
-    have = {rel for rel, _ in files}
+        files.append((rel, item.data_stream.read(), item.mode))
+    if backend in DATA_OK:  # they ship the whole folder, namespace folders included
+        return files, ""
+    have = {rel for rel, _, _ in files}
     for folder in folders:
         if (f"{folder}/__init__.py" if folder else "__init__.py") not in have:
             return [], f"{pkg.path}/{folder} has no __init__.py".replace("//", "/").rstrip("/")
@@ -225,10 +246,15 @@ def _requires(project: dict[str, Any]) -> list[str]:
         every += [Requirement(r) for r in reqs]
     if any(r.url for r in every):  # hatchling refuses them unless told to allow them
         raise ValueError("a direct reference (name @ URL)")
+    from packaging.utils import canonicalize_name  # lazy
+
+    if project["_backend"] == "hatchling" and any(
+            canonicalize_name(r.name) == canonicalize_name(project["name"]) for r in every):
+        raise ValueError("an extra naming the project itself (hatchling expands it)")
     lines = [f"Requires-Dist: {Requirement(r)}" for r in project.get("dependencies") or []]
     for extra, reqs in sorted((project.get("optional-dependencies") or {}).items()):
-        if not NAME.match(extra):
-            raise ValueError(f"extra {extra!r}")
+        if not NAME.match(extra) or canonicalize_name(extra) != extra:
+            raise ValueError(f"extra {extra!r}, not spelled as normalized")
         lines.append(f"Provides-Extra: {extra}")
         for r in reqs:
             req = Requirement(r)
@@ -249,8 +275,11 @@ def _metadata(project: dict[str, Any], version: str) -> str:
         if "\n" in summary or "\r" in summary:
             raise ValueError("a description of more than one line")
         lines.append(f"Summary: {summary}")
-    if isinstance(project.get("requires-python"), str):
-        lines.append(f"Requires-Python: {SpecifierSet(project['requires-python'])}")
+    given = project.get("requires-python")
+    if isinstance(given, str):
+        if str(SpecifierSet(given)) != given:
+            raise ValueError(f"requires-python {given!r}, not spelled as normalized")
+        lines.append(f"Requires-Python: {given}")
     return "\n".join([*lines, *_requires(project)]) + "\n"
 
 
@@ -266,6 +295,27 @@ def _entry_points(project: dict[str, Any]) -> str:
                 raise ValueError(f"entry point {group}/{k}")
     return "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n"
                    for g, eps in groups.items() if eps)
+
+
+def _hatch_ignored(gitignore: bytes, paths: list[str]) -> list[str]:
+    """Which of ``paths`` (from the project's root) the root ``.gitignore`` matches, by git's
+    own matcher in an empty repository (nothing of the user's or the clone's ignore files
+    counts): hatchling leaves those out of its wheel, tracked or not. A matcher that fails
+    counts as a match: the tree is built."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    with tempfile.TemporaryDirectory(prefix="bisector-ignore-") as d:
+        try:
+            subprocess.run(["git", "init", "-q", d], check=True, capture_output=True, env=env)
+            Path(d, ".gitignore").write_bytes(gitignore)
+            r = subprocess.run(["git", "-C", d, "-c", "core.excludesFile=/dev/null",
+                                "check-ignore", "--no-index", "--stdin", "-z"],
+                               input=b"".join(p.encode() + b"\0" for p in paths),
+                               capture_output=True, env=env, check=False)
+        except (OSError, subprocess.CalledProcessError):
+            return paths[:1] or ["the package"]
+    if r.returncode not in (0, 1):  # 1: nothing matched
+        return paths[:1] or ["the package"]
+    return [p for p in r.stdout.decode(errors="replace").split("\0") if p]
 
 
 def _record_line(path: str, data: bytes) -> str:
@@ -295,6 +345,9 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
         version = str(Version(project["version"]))
     except InvalidVersion:
         return Assembled(declined="an invalid version")
+    if version != project["version"] and backend == "hatchling":
+        return Assembled(declined=f"version {project['version']!r}, which hatchling writes as "
+                         f"given and the others as {version!r}")
     if not NAME.match(project["name"]):
         return Assembled(declined=f"metadata a backend may write otherwise (project name "
                          f"{project['name']!r})")
@@ -309,6 +362,12 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     if why:
         return Assembled(declined=why)
     files, why = _package_files(tree / f"{prefix}{package}", backend)
+    gitignore = _blob(tree, ".gitignore") if backend == "hatchling" else None
+    if not why and gitignore is not None:
+        left_out = _hatch_ignored(gitignore.data_stream.read(),
+                                  [f"{prefix}{package}/{rel}" for rel, _, _ in files])
+        why = f"hatchling leaves out {left_out[0]} (the .gitignore matches it)" \
+            if left_out else ""
     if why:
         return Assembled(declined=why)
     try:
@@ -316,7 +375,9 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     except (ValueError, TypeError, AttributeError) as e:  # packaging's Invalid*: ValueErrors
         return Assembled(declined=f"metadata a backend may write otherwise ({e})")
     info = f"{package}-{version}.dist-info"
-    entries = [(f"{package}/{rel}", data) for rel, data in sorted(files)]
+    executable = {f"{package}/{rel}" for rel, _, mode in files
+                  if mode == 0o100755 and backend != "setuptools"}
+    entries = [(f"{package}/{rel}", data) for rel, data, _ in sorted(files)]
     entries.append((f"{info}/METADATA", metadata.encode()))
     if eps:
         entries.append((f"{info}/entry_points.txt", eps.encode()))
@@ -328,8 +389,10 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for path, data in entries:
             # A fixed time: the same tree gives the same bytes, so the same sha256.
-            z.writestr(zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0)), data,
-                       zipfile.ZIP_DEFLATED)
+            info_ = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
+            # The file's mode as the backends write it: an installer keeps the executable bit.
+            info_.external_attr = (0o100755 if path in executable else 0o100644) << 16
+            z.writestr(info_, data, zipfile.ZIP_DEFLATED)
     return Assembled(f"{package}-{version}-py3-none-any.whl", buf.getvalue())
 
 

@@ -54,7 +54,12 @@ PACKAGE = {
     "core.py": "def f():\n    return 1\n\n\ndef main():\n    print(f())\n",
     "sub/__init__.py": "",
     "sub/deep.py": "X = 1\n",
+    "tool.py": "#!/usr/bin/env python3\nprint(1)\n",  # executable: see _repo
 }
+
+
+# As GitHub's Python template has it, in part (hatchling applies it; lib/ matches nothing here).
+GITIGNORE = "__pycache__/\n*.py[cod]\nbuild/\ndist/\nlib/\n*.egg-info/\n.venv\n"
 
 
 def _repo(path: Path, files: dict[str, str]) -> tuple[git.Repo, str]:
@@ -62,8 +67,10 @@ def _repo(path: Path, files: dict[str, str]) -> tuple[git.Repo, str]:
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
+        if text.startswith("#!"):
+            (path / name).chmod(0o755)
     run_git(path, "init", "-q", "-b", "main")
-    run_git(path, "add", "-A")
+    run_git(path, "add", "-A", "-f")  # every file written is tracked, ignored or not
     run_git(path, "-c", "user.name=Dev", "-c", "user.email=dev@example.com",
             "commit", "-q", "-m", "one")
     repo = git.Repo(path)
@@ -75,20 +82,23 @@ def _project(backend: str, layout: str, extra: str = "", data: bool = False) -> 
     text = PROJECT.format(requires=requires, backend=module, extra=extra)
     if backend == "flit":  # flit looks for the module by the name as written
         text = text.replace("Neat-Pkg", "neat-pkg")
-    files = {"pyproject.toml": text,
+    files = {"pyproject.toml": text, ".gitignore": GITIGNORE,
              "README.md": "# neat\n", "tests/test_f.py": "def test():\n    pass\n"}
     root = "src/neat_pkg/" if layout == "src" else "neat_pkg/"
     files.update({root + k: v for k, v in PACKAGE.items()})
-    if data:
+    if data:  # and a folder without __init__.py: flit and hatchling ship the whole package
         files[root + "table.json"] = "{}\n"
+        files[root + "assets/page.html"] = "<p>x</p>\n"
     return files
 
 
-def _wheel(data: bytes) -> tuple[dict[str, bytes], dict[str, str]]:
-    """(installed files but the dist-info's, dist-info files by base name)."""
+def _wheel(data: bytes) -> tuple[dict[str, tuple[bytes, bool]], dict[str, str]]:
+    """(installed files but the dist-info's, with their executable bit, which an installer
+    keeps; dist-info files by base name)."""
     with zipfile.ZipFile(io.BytesIO(data)) as z:
-        files = {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
-    info = {n.rsplit("/", 1)[1]: v.decode() for n, v in files.items()
+        files = {i.filename: (z.read(i), bool(i.external_attr >> 16 & 0o100))
+                 for i in z.infolist() if not i.filename.endswith("/")}
+    info = {n.rsplit("/", 1)[1]: v.decode() for n, (v, _) in files.items()
             if n.split("/")[0].endswith(".dist-info")}
     return {n: v for n, v in files.items() if not n.split("/")[0].endswith(".dist-info")}, info
 
@@ -131,7 +141,7 @@ def test_an_assembled_wheel_is_what_the_backend_builds(
     assert built.ok and built.wheel is not None, built.log_tail
     ours, our_info = _wheel(made.data)
     theirs, their_info = _wheel(built.wheel.read_bytes())
-    assert ours == theirs  # the same files, byte for byte
+    assert ours == theirs  # the same files, byte for byte, executable where theirs are
     mine = email.parser.Parser().parsestr(our_info["METADATA"])
     real = email.parser.Parser().parsestr(their_info["METADATA"])
     for field in ("Version", "Requires-Python", "Summary"):
@@ -186,6 +196,16 @@ NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
      "pdm_build.py"),
     (lambda f: f.update({"hatch.toml": "[build]\npackages = ['src/other']\n"}), "hatch.toml"),
     (lambda f: f.update({"src/neat_pkg/a,b.py": ""}), "RECORD cannot hold"),
+    (lambda f: f.update({"src/neat_pkg/__pycache__/core.cpython-311.pyc": "x"}),
+     "a file backends leave out"),
+    # Found on public projects (flit_core==3.2.0 cannot read most of today's pyproject.toml
+    # files; the spellings below are written as given by one backend, normalized by others).
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '["setuptools>=61"]', '["setuptools==69.0.0"]')}), "pinned to one release"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '">=3.9"', '">= 3.9"')}), "requires-python '>= 3.9', not spelled as normalized"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        "test = [", "Test_Extra = [")}), "extra 'Test_Extra', not spelled as normalized"),
 ])
 def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
         tmp_path: Path, change: object, why: str) -> None:
@@ -197,16 +217,43 @@ def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
 
 
 def test_other_tools_setup_cfg_sections_do_not_count_and_gitignore_does_for_hatchling(
-        tmp_path: Path) -> None:
+        home: Path, tmp_path: Path) -> None:
     files = _project("setuptools", "src")
     files["setup.cfg"] = "[flake8]\nmax-line-length = 100\n\n[tool:pytest]\naddopts = -q\n"
-    files[".gitignore"] = "lib/\n"
+    files["src/neat_pkg/lib/__init__.py"] = ""  # tracked, though the .gitignore matches it
     repo, sha = _repo(tmp_path / "st", files)
     assert assemble(repo, sha).filename is not None  # setuptools reads neither
+    # hatchling leaves out what the root .gitignore matches, as its real build does
+    # (setuptools, flit and pdm-backend ship lib/).
     hatch = _project("hatchling", "src")
-    hatch[".gitignore"] = "lib/\n"
+    hatch["src/neat_pkg/lib/__init__.py"] = ""
     repo, sha = _repo(tmp_path / "hatch", hatch)
-    assert "hatchling applies the project's .gitignore" in assemble(repo, sha).declined
+    assert assemble(repo, sha).declined == \
+        "hatchling leaves out src/neat_pkg/lib/__init__.py (the .gitignore matches it)"
+    built = build_wheel(repo, sha, GENERIC, python=sys.executable)
+    assert built.ok and built.wheel is not None, built.log_tail
+    assert "neat_pkg/lib/__init__.py" not in zipfile.ZipFile(built.wheel).namelist()
+    hatch.pop("src/neat_pkg/lib/__init__.py")
+    hatch[".hgignore"] = "syntax: glob\n*.log\n"
+    repo, sha = _repo(tmp_path / "hg", hatch)
+    assert "hatchling applies the project's .hgignore" in assemble(repo, sha).declined
+
+
+def test_what_hatchling_alone_writes_otherwise_is_built(tmp_path: Path) -> None:
+    """hatchling writes the version as given and expands an extra naming the project itself
+    (seen on wntrblm/nox and hynek/structlog trees); flit normalizes the one and keeps the
+    other, as the assembler writes them."""
+    def made(backend: str, old: str, new: str) -> str:
+        files = _project(backend, "src")
+        files["pyproject.toml"] = files["pyproject.toml"].replace(old, new)
+        repo, sha = _repo(tmp_path / f"{backend}-{len(list(tmp_path.iterdir()))}", files)
+        return assemble(repo, sha).declined
+    padded = ('version = "1.2.0rc1"', 'version = "2024.08.07"')
+    assert "hatchling writes as given" in made("hatchling", *padded)
+    assert made("flit", *padded) == ""
+    self_extra = ('test = [', 'dev = ["neat-pkg[test]"]\ntest = [')
+    assert "naming the project itself" in made("hatchling", *self_extra)
+    assert made("flit", *self_extra) == ""
 
 
 def test_flat_layouts_only_where_the_backend_picks_the_package_by_name(tmp_path: Path) -> None:
