@@ -364,8 +364,12 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     files, why = _package_files(tree / f"{prefix}{package}", backend)
     gitignore = _blob(tree, ".gitignore") if backend == "hatchling" else None
     if not why and gitignore is not None:
-        left_out = _hatch_ignored(gitignore.data_stream.read(),
-                                  [f"{prefix}{package}/{rel}" for rel, _, _ in files])
+        text = gitignore.data_stream.read()
+        # A negation is where git (a file under an excluded folder stays excluded) and
+        # hatchling's pathspec (the last matching pattern wins) may part: built.
+        if any(line.lstrip().startswith(b"!") for line in text.splitlines()):
+            return Assembled(declined="a .gitignore with negations (hatchling applies it)")
+        left_out = _hatch_ignored(text, [f"{prefix}{package}/{rel}" for rel, _, _ in files])
         why = f"hatchling leaves out {left_out[0]} (the .gitignore matches it)" \
             if left_out else ""
     if why:

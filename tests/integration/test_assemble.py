@@ -234,6 +234,9 @@ def test_other_tools_setup_cfg_sections_do_not_count_and_gitignore_does_for_hatc
     assert built.ok and built.wheel is not None, built.log_tail
     assert "neat_pkg/lib/__init__.py" not in zipfile.ZipFile(built.wheel).namelist()
     hatch.pop("src/neat_pkg/lib/__init__.py")
+    hatch[".gitignore"] += "!build/keep.txt\n"
+    repo, sha = _repo(tmp_path / "negated", hatch)
+    assert "a .gitignore with negations" in assemble(repo, sha).declined
     hatch[".hgignore"] = "syntax: glob\n*.log\n"
     repo, sha = _repo(tmp_path / "hg", hatch)
     assert "hatchling applies the project's .hgignore" in assemble(repo, sha).declined
