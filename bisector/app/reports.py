@@ -360,8 +360,13 @@ def log_data(d: dict[str, Any]) -> list[dict[str, Any]]:
 def log_text(d: dict[str, Any]) -> str:
     """The ``git bisect log`` format, so it can be replayed with ``git bisect replay``."""
     old, new = d["terms"]["old"], d["terms"]["new"]
-    out = [f"git bisect start '--term-old={old}' '--term-new={new}'"
-           if old != "good" else "git bisect start"]
+    # The walk too: replayed without --first-parent, git would pick other commits to test
+    # after these marks and stop short of the culprit. git has no --ancestry-path walk.
+    start = "git bisect start" + (" '--first-parent'" if d["walk"] == "first-parent" else "")
+    out = [f"{start} '--term-old={old}' '--term-new={new}'" if old != "good" else start]
+    if d["walk"] != "first-parent":
+        out.insert(0, f"# walked by bisector with --{d['walk']}, which git bisect has no "
+                      f"option for: a replay may test other commits")
     names = {"good": old, "bad": new, "skip": "skip"}
     marks = _replayable_marks(d)
     for p in d["probes"]:

@@ -59,6 +59,8 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     assert hist.culprit in md and "Reproduce with" in md and "Build log of" in md
     assert d["reproduce"].endswith("--oracle torchlet_norm --no-prebuilt")  # by name
     log = invoke("--db", str(db), "log", str(d["id"])).stdout
+    # The walk as git spells it: without it, git replays to other commits on a merged history.
+    assert log.splitlines()[0] == "git bisect start '--first-parent'"
     assert f"git bisect skip {hist.main[45]}" in log
     assert f"# first bad commit: [{hist.culprit}]" in log
     # git itself, replaying our log in a clone, names the same first bad commit.
@@ -122,6 +124,10 @@ def test_good_endpoint_already_bad_stops_with_message(home: Path, hist: Syntheti
     r = start(home / "b.db", hist.path, hist.main[60], hist.main[80])
     assert r.returncode == 7
     assert "already bad" in r.stderr and hist.main[60][:12] in r.stderr
+    # What the oracle said there, so a failure of the oracle itself is not taken for an
+    # older change (both endpoints failing one import once read "pick an older --good").
+    assert "(exit 1; " in r.stderr and "norm([3, 4]) = 25.0): if that is the failure" in r.stderr
+    assert "fix the oracle (bisect check --commit" in r.stderr
 
 
 def test_bad_endpoint_that_is_good_stops(home: Path, hist: SyntheticHistory) -> None:
@@ -132,7 +138,8 @@ def test_bad_endpoint_that_is_good_stops(home: Path, hist: SyntheticHistory) -> 
 def test_oracle_timeout_kills_the_process_group_and_skips(home: Path,
                                                           hist: SyntheticHistory) -> None:
     r = start(home / "b.db", hist.path, hist.main[2], hist.main[4], str(ORACLES / "hang.py"))
-    assert r.returncode == 7 and "could not be tested" in r.stderr
+    # The reason on the error's one line, not only in `bisect show`.
+    assert r.returncode == 7 and "could not be tested: timed out after 2s" in r.stderr, r.stderr
     d = json.loads(run_cli("--db", str(home / "b.db"), "show", "1", "--json").stdout)
     p = d["probes"][0]
     assert p["verdict"] == "skip" and "timed out after 2s" in p["reason"]

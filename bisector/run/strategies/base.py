@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from bisector.base import escape
 from bisector.base.kinds import State
 from bisector.core import noisy
 from bisector.core.prior import Prior
@@ -129,20 +130,48 @@ def stop_message(view: View, step: Stop) -> str:
     merge_base = view.candidates[0] != b.good_sha
     good_desc = "the merge-base of your refs" if merge_base else f"{old} {b.good_ref}"
     if step.problem is Problem.GOOD_IS_BAD:
-        return (f"{good_desc} ({sha}) is already {new}: the change is older; "
-                f"pick an older --good")
+        # What it said, so a failure of the oracle itself (an import missing at both ends)
+        # is not taken for an older change.
+        said = _last_line(view, step.position)
+        return (f"{good_desc} ({sha}) is already {new}{f' ({said})' if said else ''}: if "
+                f"that is the failure you hunt, the change is older: pick an older --good; "
+                f"if not, fix the oracle (bisect check --commit {sha})")
     if step.problem is Problem.BAD_IS_GOOD:
         return (f"{new} {b.bad_ref} ({sha}) is {old} with this oracle: check that the "
                 f"oracle reproduces there (bisect check), or use --find-fix / --regress")
-    if step.problem is Problem.GOOD_UNTESTABLE:
-        return (f"the {old} endpoint {sha} could not be tested (see `bisect show "
-                f"{b.id}`): fix the cause or pick another --good")
-    if step.problem is Problem.BAD_UNTESTABLE:
-        return (f"the {new} endpoint {sha} could not be tested (see `bisect show "
-                f"{b.id}`): fix the cause or pick another --bad")
+    if step.problem in (Problem.GOOD_UNTESTABLE, Problem.BAD_UNTESTABLE):
+        side, flag = (old, "--good") if step.problem is Problem.GOOD_UNTESTABLE else \
+            (new, "--bad")
+        why = _reason(view, step.position)
+        return (f"the {side} endpoint {sha} could not be tested{f': {why}' if why else ''} "
+                f"(see `bisect show {b.id}`): fix the cause or pick another {flag}")
     return (f"commit {sha} is {new} but a newer commit is {old}: the oracle is flaky or "
             f"the behaviour comes and goes; make the oracle deterministic (run `bisect "
             f"check` on both commits a few times) or narrow the range")
+
+
+SAID_CHARS = 200  # of a run's reason or last output line, in a one-line message
+
+
+def _reason(view: View, position: int) -> str:
+    """Why the newest probe at ``position`` was skipped, on one line."""
+    at = [p for p in run_store.probes(view.store, view.record.id) if p.position == position]
+    return _short(at[-1].run.reason) if at else ""
+
+
+def _last_line(view: View, position: int) -> str:
+    """The newest run's exit and last line of output at ``position``, on one line."""
+    runs = run_store.outputs(view.store, view.key, view.candidates[position])
+    if not runs:
+        return ""
+    lines = [x.strip() for x in runs[0].output_tail.splitlines() if x.strip()]
+    code = _reason(view, position)
+    return _short("; ".join(x for x in (code, lines[-1] if lines else "") if x))
+
+
+def _short(text: str) -> str:
+    one = escape.line(" ".join(text.split()))
+    return one if len(one) <= SAID_CHARS else one[:SAID_CHARS - 3] + "..."
 
 
 def is_confirmation(facts: dict[str, Any]) -> bool:
