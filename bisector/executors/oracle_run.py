@@ -22,6 +22,7 @@ from bisector.base import oracle_env
 from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
 from bisector.executors.bytecode import bytecode_dir, forget
+from bisector.executors.command_path import foreign_program
 from bisector.executors.facts import clean_env
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import cap_output, reaped, reaper_env, run_logged, tail
@@ -101,6 +102,12 @@ def run_oracle(
     out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
     work = cwd or run_dir / "work"
     work.mkdir(exist_ok=True)
+    argv = program(oracle, python, script)
+    if is_command(oracle):  # another environment's pytest, or none: a skip saying why
+        found = shutil.which(python) or python
+        why = foreign_program(argv[0], env.get("PATH", ""), Path(found).parent.parent, work)
+        if why:
+            return infra_skip(why)
     mark = f"{owner_id()}|{run_dir.name}"
     # Temporary files of the run (tempfile's, inductor's default cache under it, Triton's
     # unless the oracle names its own) live in bisector's cache and go with the run: no
@@ -115,7 +122,7 @@ def run_oracle(
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(bytecode_dir())
     try:
-        res = run_logged(reaped(program(oracle, python, script), mark), cwd=work,
+        res = run_logged(reaped(argv, mark), cwd=work,
                          env=reaper_env(env),
                          stdout_path=out, stderr_path=err, timeout_s=oracle.meta.timeout)
     finally:

@@ -5,7 +5,9 @@ builds, real uv environments, real exported trees."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -124,3 +126,36 @@ def test_command_and_signature_mistakes_are_one_line(home: Path, hist: Synthetic
     assert r.exit_code == 2, r.stderr
     assert needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not db.exists()
+
+
+def test_another_environments_program_or_none_is_a_skip_naming_the_fix(
+        home: Path, hist: SyntheticHistory, tmp_path: Path) -> None:
+    """A program found after the probed environment's bin on PATH, whose #! names another
+    Python (a developer's venv's pytest), would test that environment's packages at every
+    probe: refused. One found nowhere says so, not "abnormal exit 255"."""
+    tool = tmp_path / "bin" / "fake-pytest"
+    tool.parent.mkdir()
+    path = {"PATH": f"{tool.parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def check(*command: str) -> tuple[int, dict[str, str]]:
+        r = run_cli("check", "--commit", hist.culprit, "--repo", str(hist.path), "--profile",
+                    "torchlet", "--json", "--", *command, env=path)
+        return r.returncode, json.loads(r.stdout)
+
+    tool.write_text(f"#!{sys.executable}\nraise SystemExit(0)\n")
+    tool.chmod(0o755)
+    code, data = check("fake-pytest", "-q")
+    assert (code, data["verdict"]) == (125, "skip")
+    assert data["reason"].startswith(
+        f"fake-pytest is {tool}, a script of another Python ({sys.executable}): it would test "
+        f"that environment's packages, not the probed commit; add --dependency"), data["reason"]
+    # Through env, PATH finds the probed environment's python first: it runs there.
+    tool.write_text("#!/usr/bin/env python3\nimport sys, torchlet\n"
+                    "sys.exit(0 if 'site-packages' in torchlet.__file__ else 3)\n")
+    assert check("fake-pytest")[1]["verdict"] == "good"
+    code, data = check("no-such-tool-here", "x")
+    assert (code, data["verdict"]) == (125, "skip")
+    assert data["reason"] == (
+        "cannot run no-such-tool-here: no such program in the probed environment or on PATH "
+        "(if a Python package provides it, add --dependency with that package, e.g. "
+        "--dependency no-such-tool-here)")
