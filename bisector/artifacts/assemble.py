@@ -167,8 +167,12 @@ def _project(pyproject: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
         if any(sp.operator in ("==", "===", "~=") for sp in r.specifier):
             return None, f"a build backend pinned to one release ({r})"
     project = pyproject.get("project")
-    if not isinstance(project, dict) or project.get("dynamic"):
-        return None, "no static [project] table"
+    if not isinstance(project, dict):
+        return None, "no [project] table"
+    if project.get("dynamic"):
+        dynamic = project["dynamic"]
+        named = ", ".join(map(str, dynamic)) if isinstance(dynamic, list) else str(dynamic)
+        return None, f"dynamic [project] fields ({named}): the backend computes them"
     if not isinstance(project.get("name"), str) or not isinstance(project.get("version"), str):
         return None, "no static name and version"
     return {**project, "_backend": backend}, ""

@@ -40,6 +40,9 @@ class Events(Protocol):
         should take at the probe cost measured on this repository (None: nothing measured)."""
     def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,
                    reused: bool) -> None: ...
+    def terms(self, old: str, new: str) -> None:
+        """The words this bisection's verdicts are said in (``broken``/``fixed`` for
+        ``--find-fix``), told before its first probe."""
 
 
 class QuietEvents:
@@ -69,6 +72,9 @@ class QuietEvents:
 
     def probe_done(self, position: int, sha: str, verdict: Verdict, reason: str, seconds: float,
                    reused: bool) -> None:
+        pass
+
+    def terms(self, old: str, new: str) -> None:
         pass
 
 

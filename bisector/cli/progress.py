@@ -160,6 +160,10 @@ class RichEvents:
         self._live = False
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
+        self._words = {Verdict.GOOD: "good", Verdict.BAD: "bad", Verdict.SKIP: "skip"}
+
+    def terms(self, old: str, new: str) -> None:
+        self._words.update({Verdict.GOOD: old, Verdict.BAD: new})
 
     def _add(self, description: str, **fields: Any) -> TaskID:
         """A new row (the display starts with the first one); the caller holds the lock."""
@@ -293,7 +297,8 @@ class RichEvents:
         colour = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow"}[verdict]
         how = "reused verdict" if reused else f"{seconds:.1f}s"
         self.console.print(
-            f"  [{colour}]{verdict.value}[/] [cyan]{sha[:12]}[/] ({how}; {escape(reason)})"
+            f"  [{colour}]{self._words[verdict]}[/] [cyan]{sha[:12]}[/] ({how}; "
+            f"{escape(reason)})"
         )
 
     def ask(self, probe: ManualProbe) -> int:

@@ -141,6 +141,7 @@ class Runner:
         self.events.note("the store is back: carrying on")
 
     def _run(self) -> Finished:
+        self.events.terms(*self.rules.terms)
         if self.remote is not None:
             self.remote.settle(self)
         ran = 0

@@ -164,7 +164,8 @@ NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
     (lambda f: f.update({"MANIFEST.in": "include *.txt\n"}), "MANIFEST.in"),
     (lambda f: f.update({"setup.cfg": "[options]\nzip_safe = False\n"}), "setup.cfg"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
-        'version = "1.2.0rc1"', 'dynamic = ["version"]')}), "no static"),
+        'version = "1.2.0rc1"', 'dynamic = ["version"]')}),
+     "dynamic [project] fields (version): the backend computes them"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
         '["setuptools>=61"]', '["setuptools>=61", "setuptools-scm"]')}), "build plugins"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"] + NOT_SRC}), "[tool.setuptools]"),

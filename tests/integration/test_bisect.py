@@ -106,6 +106,9 @@ def test_find_fix(home: Path, tmp_path: Path) -> None:
     d = json.loads(r.stdout)
     assert d["culprit"]["sha"] == h.fix
     assert d["terms"] == {"old": "broken", "new": "fixed"}
+    # The live lines in the same words as the report (they once said good/bad).
+    lines = [x.split()[0] for x in r.stderr.splitlines() if x.startswith("  ")]
+    assert set(lines) == {"broken", "fixed"}, r.stderr
     md = invoke("--db", str(home / "b.db"), "show", str(d["id"])).stdout
     assert "First fixed commit" in md
 
