@@ -106,6 +106,17 @@ def _open(path: str) -> git.Repo | None:
         return None
 
 
+def _unwalked(store: Store, b: BisectionRecord, repo: git.Repo | None,
+              cfg: RunConfig) -> list[str]:
+    """An --ancestry-path culprit merged from a side the walk never held (see
+    :func:`history.unwalked_side`); first-parent answers a merge by design."""
+    if cfg.first_parent or repo is None or not b.culprit_sha:
+        return []
+    walked = set(bisections.candidates(store, b.id))
+    note = history.unwalked_side(repo, b.culprit_sha, walked)
+    return [note] if note else []
+
+
 def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
     info: dict[str, Any] = {"sha": sha}
     if repo is None:
@@ -153,7 +164,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "candidates": b.n_candidates,
         "environment": b.environment,
         "env_fingerprint": b.env_fingerprint,
-        "notes": b.notes,
+        "notes": [*b.notes, *_unwalked(store, b, repo, cfg)],
         "message": b.message,
         "result": b.result,
         "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,

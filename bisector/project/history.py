@@ -257,6 +257,28 @@ def _cherry_picked(repo: git.Repo, upstream: str, head: str) -> list[str]:
     return [line[2:] for line in out.splitlines() if line.startswith("- ")]
 
 
+def unwalked_side(repo: git.Repo, culprit: str, walked: set[str]) -> str | None:
+    """A note when the culprit is a merge with a parent outside the walk (``--ancestry-path``
+    keeps only descendants of good, so a merge from a side that never had good is the first
+    bad commit of the walk while the change was made on that side, never tested), with the
+    bisection that would look there; None otherwise."""
+    try:
+        parents = [p.hexsha for p in repo.commit(culprit).parents]
+    except (ValueError, git.BadName, git.GitCommandError):
+        return None
+    outside = [p for p in parents if p not in walked]
+    if len(parents) < 2 or not outside:
+        return None
+    side, inside = outside[0], [p for p in parents if p in walked]
+    bases = _safe_merge_bases(repo, side, inside[0]) if inside else []
+    look = f"bisect start --good {bases[0][:12]} --bad {side[:12]}" if bases else \
+        f"a bisection ending at --bad {side[:12]}"
+    return (f"the culprit {culprit[:12]} is a merge whose parent {side[:12]} is not in the "
+            f"walk (not a descendant of --good): the change may have been made on that side, "
+            f"which this bisection never tested (its confirmation ran the parent in the "
+            f"walk); to look there: {look}")
+
+
 def printable(text: str) -> str:
     """One line from a repository with control characters (terminal escapes, bells, newlines)
     made visible: a commit subject can never drive the user's terminal."""

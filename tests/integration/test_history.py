@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import git
@@ -10,7 +11,8 @@ import pytest
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.base.errors import RepoError
 from bisector.project import history
-from tests.support import make_unrelated_repo
+from tests.support import git as run_git
+from tests.support import make_unrelated_repo, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +93,53 @@ def test_generator_is_deterministic(tmp_path: Path) -> None:
     b = generate(tmp_path / "b", commits=30, culprit=20, broken=(), release_at=None,
                  side_branch_at=None)
     assert a.main == b.main and a.culprit == a.main[20]
+
+
+def test_an_ancestry_path_culprit_merged_from_an_unwalked_side_says_so(
+        home: Path, tmp_path: Path) -> None:
+    """--good on a release branch, the change made on main before main merged that branch:
+    the ancestry path holds only the merge and what follows, so the merge is its first bad
+    commit. The answer says its other parent was never walked and how to look there (found
+    bisecting click 8.1.8..8.2.0)."""
+    repo = tmp_path / "p"
+    repo.mkdir()
+    (repo / "src" / "pkg").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"'
+        '\n\n[project]\nname = "pkg"\nversion = "1.0"\n')
+
+    def commit(value: str, message: str) -> str:
+        (repo / "src" / "pkg" / "__init__.py").write_text(f"VALUE = {value!r}\n")
+        (repo / f"{message.replace(' ', '-')}.txt").write_text(message)  # never empty
+        run_git(repo, "add", "-A")
+        run_git(repo, "commit", "-q", "-m", message)
+        return run_git(repo, "rev-parse", "HEAD")
+
+    run_git(repo, "init", "-q", "-b", "main")
+    fork = commit("old", "fork point")
+    run_git(repo, "checkout", "-q", "-b", "stable")
+    good = commit("old", "stable fix")
+    run_git(repo, "checkout", "-q", "main")
+    commit("old", "main work")
+    change = commit("new", "the change, on main")
+    run_git(repo, "merge", "-q", "--no-ff", "-m", "merge stable into main", "stable")
+    merge = run_git(repo, "rev-parse", "HEAD")
+    bad = commit("new", "after the merge")
+    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(repo), "--good", good,
+                "--bad", bad, "--ancestry-path", "--no-confirm", "--json", "--", "python", "-c",
+                "import pkg, sys; sys.exit(0 if pkg.VALUE == 'old' else 1)")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == merge
+    said = [n for n in d["notes"] if "is a merge whose parent" in n]
+    assert said == [f"the culprit {merge[:12]} is a merge whose parent {change[:12]} is not in "
+                    f"the walk (not a descendant of --good): the change may have been made on "
+                    f"that side, which this bisection never tested (its confirmation ran the "
+                    f"parent in the walk); to look there: bisect start --good {fork[:12]} "
+                    f"--bad {change[:12]}"], d["notes"]
+    # Walked first-parent, the same range answers the merge as a landed change: no note.
+    r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(repo), "--good", good,
+                "--bad", bad, "--no-confirm", "--json", "--", "python", "-c",
+                "import pkg, sys; sys.exit(0 if pkg.VALUE == 'old' else 1)")
+    assert r.returncode == 0, r.stderr
+    assert not [n for n in json.loads(r.stdout)["notes"] if "is a merge whose parent" in n]
