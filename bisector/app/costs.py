@@ -50,17 +50,37 @@ def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured,
     return costs, sources
 
 
-def project_costs(profile: Profile, compiled: bool) -> tuple[dict[str, float], str]:
+# An assembled wheel (artifacts/assemble.py): read from the tree and zipped, no backend run.
+ASSEMBLED_BUILD_S = 0.2
+
+
+def project_costs(profile: Profile, compiled: bool,
+                  assembles: bool = False) -> tuple[dict[str, float], str]:
     """The defaults a never-measured repository is priced with, by its profile, and what kind
     of project that is: PyTorch's hour-long build only for PyTorch. A generic project is
-    priced as pure Python unless its tree has compiled sources."""
+    priced as pure Python unless its tree has compiled sources, and its builds as assembled
+    wheels when its trees assemble (``assembles``: both endpoints' do)."""
     costs = dict(profile.costs)
     if profile is not GENERIC:
         return costs, f"{profile.name} projects"
     if compiled:
         costs["build"] = COMPILED_BUILD_S
         return costs, "a project with compiled sources"
+    if assembles:
+        costs["build"] = ASSEMBLED_BUILD_S
+        return costs, "a pure-Python project whose wheels assemble from the tree (both ends')"
     return costs, "a pure-Python project"
+
+
+def trees_assemble(repo: git.Repo, shas: list[str]) -> bool:
+    """Whether every one of ``shas`` has a wheel assembled from its tree, no backend run
+    (what a run's first build of each will be)."""
+    from bisector.artifacts.assemble import assemble  # lazy: packaging, for plan alone
+
+    try:
+        return all(assemble(repo, sha).filename is not None for sha in shas)
+    except (ValueError, git.GitCommandError):
+        return False
 
 
 def has_compiled_sources(repo: git.Repo, sha: str) -> bool:

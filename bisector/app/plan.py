@@ -30,6 +30,7 @@ from bisector.app.costs import (
     parse_costs,
     price,
     project_costs,
+    trees_assemble,
 )
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.artifacts.ranking import COST
@@ -335,7 +336,9 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         measured[step] = (m, f"{step} probes of this repository (all but the oracle run)")
     profile = get_profile(cfg.profile)
     compiled = profile is GENERIC and has_compiled_sources(parts.repos(), p.span.bad_sha)
-    project, kind = project_costs(profile, compiled)
+    assembles = profile.assemble_pure and not compiled and "build" not in measured and \
+        trees_assemble(parts.repos(), [cands[0], cands[-1]])
+    project, kind = project_costs(profile, compiled, assembles)
     table, sources = price(costs, measured, project, kind)
     prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
                  "filename": pb.wheel.filename, "source": pb.wheel.source,

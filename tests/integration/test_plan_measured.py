@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from bisector.app.demo.small_project import generate_small
 from bisector.app.demo.torchlet import generate
 from bisector.app.plan import DEFAULT_COSTS
 from tests.support import ROOT, git, run_cli
@@ -119,3 +120,26 @@ def test_a_cold_plan_of_a_small_python_project_is_priced_in_minutes(home: Path,
     assert compiled["cost_sources"]["build"] == {"from": "default",
                                                  "for": "a project with compiled sources"}
     assert cold["costs"]["build"] < compiled["costs"]["build"] < DEFAULT_COSTS["build"]
+
+
+def test_a_cold_plan_prices_assembled_wheels_when_the_trees_assemble(home: Path,
+                                                                     tmp_path: Path) -> None:
+    """The first wheel of a project whose trees assemble costs no build (a cold plan of a
+    5.6 s click bisection projected ten 30 s builds); one that would really build is priced
+    as one."""
+    oracle = tmp_path / "check.py"
+    oracle.write_text("import smallpkg\nraise SystemExit(smallpkg.f() != 1)\n")
+    hist = generate_small(tmp_path / "small")
+    cold = plan(home / "b.db", hist.path, hist.main[0], hist.main[-1], str(oracle))
+    assert cold["cost_sources"]["build"] == {
+        "from": "default",
+        "for": "a pure-Python project whose wheels assemble from the tree (both ends')"}
+    assert cold["costs"]["build"] < 1
+    # The same history with a setup.py at the bad end: built for real, priced as such.
+    (hist.path / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    git(hist.path, "add", "setup.py")
+    git(hist.path, "commit", "-q", "-m", "a setup.py")
+    bad = git(hist.path, "rev-parse", "HEAD")
+    built = plan(home / "b.db", hist.path, hist.main[0], bad, str(oracle))
+    assert built["cost_sources"]["build"] == {"from": "default", "for": "a pure-Python project"}
+    assert built["costs"]["build"] > 1
