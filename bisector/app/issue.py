@@ -164,11 +164,16 @@ def versions(facts: dict[str, Any], environment: dict[str, Any],
         f"OS: {facts.get('platform', ex.get('system', na))} "
         f"({facts.get('machine', ex.get('machine', na))})",
         f"Python version: {facts.get('python', ex.get('python', na))}",
-        f"Is CUDA available: {'True' if facts.get('gpu') else 'False'}",
-        f"GPU models and configuration: {facts.get('gpu', na)}"
-        + (f" (compute capability {facts['gpu_capability']})"
-           if facts.get("gpu_capability") else ""),
-        f"cuDNN version: {facts.get('cudnn', na)}",
+    ]
+    if torch or facts.get("torch") or facts.get("gpu"):  # a pure-Python project has none
+        lines += [
+            f"Is CUDA available: {'True' if facts.get('gpu') else 'False'}",
+            f"GPU models and configuration: {facts.get('gpu', na)}"
+            + (f" (compute capability {facts['gpu_capability']})"
+               if facts.get("gpu_capability") else ""),
+            f"cuDNN version: {facts.get('cudnn', na)}",
+        ]
+    lines += [
         f"bisector executor: {ex.get('executor', na)}"
         + (f", image {ex['image']}" if ex.get("image") else ""),
         "",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -103,3 +104,21 @@ def collect_facts(python: str, import_name: str | None, obtained: str) -> dict[s
         facts = {"facts_error": (r.stderr or r.stdout)[-500:]}
     facts["obtained"] = obtained
     return facts
+
+
+def installed_package(site: Path, wheel_name: str) -> dict[str, str]:
+    """The probed distribution's name and version as its environment holds them (its
+    ``.dist-info``, an overlay's version line included), read without importing it: the facts
+    of an environment whose interpreter alone is asked (a pure-Python project's), where a
+    report once read "version: N/A"."""
+    dist = wheel_name.split("-", 1)[0]
+    for info in sorted(site.glob(f"{dist}-*.dist-info")):
+        try:
+            head = (info / "METADATA").read_text(errors="replace")[:4096]
+        except OSError:
+            continue
+        name = re.search(r"^Name: *(.+)$", head, re.M)
+        version = re.search(r"^Version: *(.+)$", head, re.M)
+        if name and version:
+            return {"package": name.group(1).strip(), "package_version": version.group(1).strip()}
+    return {}

@@ -39,6 +39,7 @@ from bisector.executors.facts import (
     clean_env,
     collect_facts,
     install_facts_hook,
+    installed_package,
     learn_facts,
 )
 from bisector.executors.oracle_run import run_in_place
@@ -156,6 +157,8 @@ class LocalExecutor:
                 {PENDING: True} if told else {**interpreter, "facts_from": "interpreter"})}
             if inst.overlay is not None:
                 facts.update(overlay_facts(apply_overlay(inst.overlay, site)))
+            if not told and inst.wheel is not None:
+                facts.update(installed_package(site, inst.wheel.name))
             if told:
                 install_facts_hook(site)
             (venv / FACTS_FILE).write_text(json.dumps(facts, sort_keys=True))

@@ -25,6 +25,7 @@ from bisector.base.events import QuietEvents
 from bisector.core.search import Verdict
 from bisector.project.profiles import GENERIC
 from bisector.run.config import CheckRequest
+from tests.support import git as run_git
 from tests.support import run_cli
 
 pytestmark = pytest.mark.integration
@@ -63,6 +64,14 @@ def test_a_version_bump_only_history_bisects_with_one_build(home: Path,
             assert p["facts"]["obtained"].startswith(f"overlay of {p['sha'][:12]} on source")
             assert p["facts"]["overlay"]["version_file"].endswith(
                 f"carries {p['sha'][:12]}'s version")
+    # Each probe's facts name the version its environment holds (read from its dist-info,
+    # nothing imported), and the issue report says it, with no CUDA lines for this project.
+    culprit = next(p for p in probes if p["sha"] == hist.culprit)
+    want = run_git(hist.path, "show", f"{hist.culprit}:pyproject.toml").split('version = "')[1]
+    assert culprit["facts"]["package_version"] == want.split('"')[0]
+    issue = run_cli("show", str(d["id"]), "--format", "issue").stdout
+    assert f"proj version: {culprit['facts']['package_version']}" in issue, issue
+    assert "cuDNN" not in issue and "Is CUDA available" not in issue
 
 
 def test_a_dependency_change_forces_a_build(home: Path, tmp_path: Path) -> None:
