@@ -43,6 +43,7 @@ Fields only a package index shows (classifiers, URLs, the long description) are 
 
 from __future__ import annotations
 
+import ast
 import base64
 import hashlib
 import io
@@ -58,11 +59,14 @@ from typing import Any
 
 import git
 
-# Backend module -> the distribution that provides it (the only build requirement allowed,
-# with ``wheel`` beside setuptools, which older setuptools projects list).
-BACKENDS = {"setuptools.build_meta": "setuptools", "hatchling.build": "hatchling",
-            "flit_core.buildapi": "flit-core", "pdm.backend": "pdm-backend"}
-PROJECT_SINCE = {"setuptools": "61", "flit-core": "3.2"}  # first to read [project]
+from bisector.artifacts.assemble_meta import (
+    NAME,
+    entry_points_text,
+    metadata_text,
+    project_table,
+    table_problem,
+)
+
 FLAT_OK = ("hatchling", "flit-core")  # backends that pick a flat-layout package by name
 DATA_OK = ("hatchling", "flit-core")  # backends that ship every file of the package folder
 # setup.cfg sections of other tools (linters, test runners), which no backend reads.
@@ -70,7 +74,8 @@ OTHER_TOOLS = ("tool:", "flake8", "pycodestyle", "pep8", "pydocstyle", "mypy", "
                "coverage:", "pylint", "bumpversion", "codespell", "doc8")
 GENERATOR = "bisector (assembled from the tree)"
 # Folders hatchling never ships (and flit never ships __pycache__): a tree holding one is built.
-LEFT_OUT = {"__pycache__", "__pypackages__", ".git", ".hg", ".hatch", ".tox", ".nox"}
+LEFT_OUT = {"__pycache__", "__pypackages__", ".git", ".hg", ".hatch", ".tox", ".nox",
+            ".venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".pixi", ".DS_Store"}
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,20 @@ def _blob(tree: git.Tree, path: str) -> git.Blob | None:
     except KeyError:
         return None
     return obj if isinstance(obj, git.Blob) else None
+
+
+# Files a backend reads: one that is a symlink is read by the backend where it points, and
+# here it would be the link's own text (a symlinked setup.cfg's tag_build went unseen).
+READ_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "MANIFEST.in", ".gitignore",
+              ".hgignore", "hatch.toml", "hatch_build.py", "pdm_build.py")
+
+
+def _symlinked(tree: git.Tree) -> str:
+    for path in READ_FILES:
+        b = _blob(tree, path)
+        if b is not None and b.mode == 0o120000:
+            return f"{path} is a symlink"
+    return ""
 
 
 def _text(tree: git.Tree, path: str) -> str | None:
@@ -131,51 +150,6 @@ def _declines_config(tree: git.Tree, backend: str, tool: dict[str, Any]) -> str:
     if st is not None and backend != "setuptools":
         return "[tool.setuptools] settings for another backend"
     return ""
-
-
-def _project(pyproject: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    system = pyproject.get("build-system")
-    if not isinstance(system, dict):
-        return None, "no [build-system] table"
-    backend = BACKENDS.get(str(system.get("build-backend", "")))
-    if backend is None or "backend-path" in system:
-        return None, "not a backend known to build pure wheels the same way"
-    from packaging.requirements import InvalidRequirement, Requirement  # lazy
-    from packaging.utils import canonicalize_name
-
-    allowed = {backend, "wheel"} if backend == "setuptools" else {backend}
-    try:
-        reqs = [Requirement(r) for r in system.get("requires", [])]
-    except (InvalidRequirement, TypeError):
-        return None, "unreadable build requirements"
-    names = {canonicalize_name(r.name) for r in reqs}
-    if not names <= allowed:
-        return None, f"build plugins ({', '.join(sorted(names - allowed))})"
-    # A backend pinned or capped below the first version that reads [project] (setuptools
-    # 61, flit-core 3.2) would build another wheel, or none: a build says.
-    from packaging.version import Version
-
-    first = Version(PROJECT_SINCE.get(backend, "0"))
-    for r in reqs:
-        if canonicalize_name(r.name) != backend:
-            continue
-        candidates = [first, *(Version(sp.version.rstrip(".*")) for sp in r.specifier
-                               if sp.version.rstrip(".*")[:1].isdigit())]
-        if r.url or not any(v >= first and r.specifier.contains(v, prereleases=True)
-                            for v in candidates):
-            return None, "a build backend pinned or capped below what reads [project]"
-        if any(sp.operator in ("==", "===", "~=") for sp in r.specifier):
-            return None, f"a build backend pinned to one release ({r})"
-    project = pyproject.get("project")
-    if not isinstance(project, dict):
-        return None, "no [project] table"
-    if project.get("dynamic"):
-        dynamic = project["dynamic"]
-        named = ", ".join(map(str, dynamic)) if isinstance(dynamic, list) else str(dynamic)
-        return None, f"dynamic [project] fields ({named}): the backend computes them"
-    if not isinstance(project.get("name"), str) or not isinstance(project.get("version"), str):
-        return None, "no static name and version"
-    return {**project, "_backend": backend}, ""
 
 
 def _package_root(tree: git.Tree, backend: str, package: str) -> tuple[str, str]:
@@ -227,78 +201,42 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes, 
             return [], f"data file {item.path} (whether {backend} ships it depends on its " \
                 "version and settings)"
         files.append((rel, item.data_stream.read(), item.mode))
+    have = {rel: data for rel, data, _ in files}
+    if "__init__.py" not in have:  # no backend builds a package without one
+        return [], f"{pkg.path} has no __init__.py"
+    if backend == "flit-core":  # flit reads these with ast (a docstring, __version__)
+        for name in ("__init__.py", "version.py", "_version.py", "__version__.py"):
+            try:
+                if name in have:
+                    ast.parse(have[name])
+            except (SyntaxError, ValueError):
+                return [], f"{pkg.path}/{name} does not parse (flit's build would fail)"
     if backend in DATA_OK:  # they ship the whole folder, namespace folders included
         return files, ""
-    have = {rel for rel, _, _ in files}
     for folder in folders:
         if (f"{folder}/__init__.py" if folder else "__init__.py") not in have:
             return [], f"{pkg.path}/{folder} has no __init__.py".replace("//", "/").rstrip("/")
     return files, ""
 
 
-# What a backend accepts, and all that may reach a metadata line: a value outside these (a
-# newline in a summary, say, that would add a header of its own) is declined, never written.
-NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?\Z")  # a project, extra or script
-OBJECT = re.compile(r"[A-Za-z_][\w.]*(:[A-Za-z_][\w.]*)?( *\[[\w ,.-]*\])?\Z")  # mod:attr [x]
-
-
-def _requires(project: dict[str, Any]) -> list[str]:
-    from packaging.requirements import Requirement  # lazy
-
-    every = [Requirement(r) for r in project.get("dependencies") or []]
-    for reqs in (project.get("optional-dependencies") or {}).values():
-        every += [Requirement(r) for r in reqs]
-    if any(r.url for r in every):  # hatchling refuses them unless told to allow them
-        raise ValueError("a direct reference (name @ URL)")
-    from packaging.utils import canonicalize_name  # lazy
-
-    if project["_backend"] == "hatchling" and any(
-            canonicalize_name(r.name) == canonicalize_name(project["name"]) for r in every):
-        raise ValueError("an extra naming the project itself (hatchling expands it)")
-    lines = [f"Requires-Dist: {Requirement(r)}" for r in project.get("dependencies") or []]
-    for extra, reqs in sorted((project.get("optional-dependencies") or {}).items()):
-        if not NAME.match(extra) or canonicalize_name(extra) != extra:
-            raise ValueError(f"extra {extra!r}, not spelled as normalized")
-        lines.append(f"Provides-Extra: {extra}")
-        for r in reqs:
-            req = Requirement(r)
-            marker = f"({req.marker}) and " if req.marker else ""
-            req.marker = None
-            lines.append(f'Requires-Dist: {req}; {marker}extra == "{extra}"')
-    return lines
-
-
-def _metadata(project: dict[str, Any], version: str) -> str:
-    from packaging.specifiers import SpecifierSet  # lazy
-
-    if not NAME.match(project["name"]):
-        raise ValueError(f"project name {project['name']!r}")
-    lines = ["Metadata-Version: 2.1", f"Name: {project['name']}", f"Version: {version}"]
-    summary = project.get("description")
-    if isinstance(summary, str):
-        if "\n" in summary or "\r" in summary:
-            raise ValueError("a description of more than one line")
-        lines.append(f"Summary: {summary}")
-    given = project.get("requires-python")
-    if isinstance(given, str):
-        if str(SpecifierSet(given)) != given:
-            raise ValueError(f"requires-python {given!r}, not spelled as normalized")
-        lines.append(f"Requires-Python: {given}")
-    return "\n".join([*lines, *_requires(project)]) + "\n"
-
-
-def _entry_points(project: dict[str, Any]) -> str:
-    named = project.get("entry-points") or {}
-    if {"console_scripts", "gui_scripts"} & set(named):
-        raise ValueError("scripts under [project.entry-points], which PEP 621 forbids")
-    groups = {"console_scripts": project.get("scripts") or {},
-              "gui_scripts": project.get("gui-scripts") or {}, **named}
-    for group, eps in groups.items():
-        for k, v in eps.items():
-            if not (NAME.match(group) and NAME.match(k) and OBJECT.match(str(v))):
-                raise ValueError(f"entry point {group}/{k}")
-    return "".join(f"[{g}]\n" + "".join(f"{k} = {v}\n" for k, v in sorted(eps.items())) + "\n"
-                   for g, eps in groups.items() if eps)
+def _unlike_git(gitignore: bytes) -> str:
+    """Where git's reading of a ``.gitignore`` and hatchling's (pathspec) may part, or ``""``:
+    a negation (git keeps a file under an excluded folder excluded, pathspec lets the last
+    pattern win), a tab or a backslash (git keeps a trailing tab and reads escapes, pathspec
+    strips and may refuse them), a pattern ending ``**/``, text that is not UTF-8 (hatchling
+    cannot read it and the build fails)."""
+    try:
+        text = gitignore.decode()
+    except UnicodeDecodeError:
+        return "that is not UTF-8"
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.lstrip().startswith("!"):
+            return "with negations"
+        if "\t" in line or "\\" in line or line.rstrip().endswith("**/"):
+            return f"pattern {line!r} git and hatchling may read apart"
+    return ""
 
 
 def _hatch_ignored(gitignore: bytes, paths: list[str]) -> list[str]:
@@ -337,12 +275,16 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
         pyproject = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return Assembled(declined="unreadable pyproject.toml")
-    project, why = _project(pyproject)
+    project, why = project_table(pyproject)
     tool = pyproject.get("tool")
     tool = tool if isinstance(tool, dict) else {}
     if project is None:
         return Assembled(declined=why)
     backend = project["_backend"]
+    why = table_problem(project, lambda path: (b := _blob(tree, path)) is not None and
+                        b.mode in (0o100644, 0o100755))
+    if why:
+        return Assembled(declined=why)
     from packaging.version import InvalidVersion, Version  # lazy
 
     try:
@@ -361,7 +303,7 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
         named = module.get("name") if isinstance(module, dict) else None
         if (named or project["name"].replace("-", "_")) != package:
             return Assembled(declined="flit looks for a module named otherwise")
-    why = _declines_config(tree, backend, tool)
+    why = _symlinked(tree) or _declines_config(tree, backend, tool)
     prefix, why = _package_root(tree, backend, package) if not why else ("", why)
     if why:
         return Assembled(declined=why)
@@ -369,17 +311,15 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     gitignore = _blob(tree, ".gitignore") if backend == "hatchling" else None
     if not why and gitignore is not None:
         text = gitignore.data_stream.read()
-        # A negation is where git (a file under an excluded folder stays excluded) and
-        # hatchling's pathspec (the last matching pattern wins) may part: built.
-        if any(line.lstrip().startswith(b"!") for line in text.splitlines()):
-            return Assembled(declined="a .gitignore with negations (hatchling applies it)")
+        if odd := _unlike_git(text):
+            return Assembled(declined=f"a .gitignore {odd} (hatchling applies it)")
         left_out = _hatch_ignored(text, [f"{prefix}{package}/{rel}" for rel, _, _ in files])
         why = f"hatchling leaves out {left_out[0]} (the .gitignore matches it)" \
             if left_out else ""
     if why:
         return Assembled(declined=why)
     try:
-        metadata, eps = _metadata(project, version), _entry_points(project)
+        metadata, eps = metadata_text(project, version), entry_points_text(project)
     except (ValueError, TypeError, AttributeError) as e:  # packaging's Invalid*: ValueErrors
         return Assembled(declined=f"metadata a backend may write otherwise ({e})")
     info = f"{package}-{version}.dist-info"

@@ -63,7 +63,7 @@ GITIGNORE = "__pycache__/\n*.py[cod]\nbuild/\ndist/\nlib/\n*.egg-info/\n.venv\n"
 
 
 def _repo(path: Path, files: dict[str, str]) -> tuple[git.Repo, str]:
-    path.mkdir(parents=True)
+    path.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_text(text)
@@ -207,6 +207,24 @@ NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
         '">=3.9"', '">= 3.9"')}), "requires-python '>= 3.9', not spelled as normalized"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
         "test = [", "Test_Extra = [")}), "extra 'Test_Extra', not spelled as normalized"),
+    # Found with trees derived from public projects: shapes a backend leaves out, writes
+    # otherwise or refuses to build (a build that fails is a fact a wheel would hide).
+    (lambda f: f.update({"src/neat_pkg/.DS_Store": "x"}), "a file backends leave out"),
+    (lambda f: f.pop("src/neat_pkg/__init__.py"), "src/neat_pkg has no __init__.py"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '"A small project"', '""')}), "an empty description"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'requires-python', 'colour = "blue"\nrequires-python')}),
+     "unknown [project] key 'colour'"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'requires-python', 'readme = "README.rst"\nrequires-python')}),
+     "readme 'README.rst' is not a file of the commit"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'requires-python', 'authors = "Dev"\nrequires-python')}),
+     "authors not written as a list of tables"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'requires-python', 'license = "Not-A-Licence"\nrequires-python')}),
+     "not an SPDX expression"),
 ])
 def test_a_tree_whose_wheel_may_depend_on_the_backend_is_built(
         tmp_path: Path, change: object, why: str) -> None:
@@ -258,6 +276,26 @@ def test_what_hatchling_alone_writes_otherwise_is_built(tmp_path: Path) -> None:
     self_extra = ('test = [', 'dev = ["neat-pkg[test]"]\ntest = [')
     assert "naming the project itself" in made("hatchling", *self_extra)
     assert made("flit", *self_extra) == ""
+
+
+def test_what_a_backend_reads_elsewhere_or_otherwise_is_built(tmp_path: Path) -> None:
+    """A symlinked setup.cfg or .gitignore (the backend reads where it points), a .gitignore
+    git and hatchling's matcher may read apart, and an __init__.py flit cannot parse."""
+    for n, (backend, extra, why) in enumerate((
+            ("setuptools", {"cfg/real.cfg": "[egg_info]\ntag_build = .post7\n"},
+             "setup.cfg is a symlink"),
+            ("hatchling", {".gitignore": "core.py\ttab\n"}, "a .gitignore pattern"),
+            ("hatchling", {".gitignore": "src/**/\n"}, "a .gitignore pattern"),
+            ("flit", {"src/neat_pkg/__init__.py": "def broken(:\n"},
+             "src/neat_pkg/__init__.py does not parse"))):
+        files = {**_project(backend, "src"), **extra}
+        path = tmp_path / str(n)
+        if backend == "setuptools":
+            path.mkdir()
+            (path / "setup.cfg").symlink_to("cfg/real.cfg")
+        repo, sha = _repo(path, files)
+        made = assemble(repo, sha)
+        assert why in made.declined, (backend, made.declined)
 
 
 def test_flat_layouts_only_where_the_backend_picks_the_package_by_name(tmp_path: Path) -> None:
