@@ -85,7 +85,7 @@ class Runner:
         recorder = (SampleRecorder if oracle.meta.sampled else StoreRecorder)(
             store, record.id, self.key, self.lease.me)
         self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
-        self._seq = 0
+        self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
         self.confirm, self.reconfirm = confirm, reconfirm
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.remote = remote

@@ -152,6 +152,13 @@ def next_seq(s: Session, bisection_id: int) -> int:
     return 1 if n is None else int(n) + 1
 
 
+def last_seq(store: Store, bisection_id: int) -> int:
+    """The number of the bisection's newest probe (0: none yet): a resumed run counts on
+    from it, as the store and `bisect show` number them."""
+    with store.session() as s:
+        return next_seq(s, bisection_id) - 1
+
+
 @dataclass(frozen=True)
 class Adopted:
     position: int

@@ -176,6 +176,9 @@ def test_kill_9_then_resume_finishes_with_the_same_answer(home: Path, hist: Synt
     assert 3 <= len(before) < len(ref["probes"])
     r = run_cli("--db", str(db), "resume", "1", "--json")
     assert r.returncode == 0, r.stderr
+    # Its probes are numbered on from the stored ones, as `bisect show` numbers them.
+    numbers = [int(x.split()[1]) for x in r.stderr.splitlines() if x.startswith("probe ")]
+    assert numbers and numbers[0] > len(before), r.stderr
     d = json.loads(r.stdout)
     assert d["culprit"]["sha"] == hist.culprit == ref["culprit"]["sha"]
     # Same probes as an uninterrupted run: nothing measured was lost or re-run twice (with
