@@ -152,7 +152,8 @@ def versions(facts: dict[str, Any], environment: dict[str, Any],
              bool(facts.get("torch")) or facts.get("package") in (None, "torch"))
     name = "PyTorch" if torch else (project or {}).get("name") or facts.get("package") \
         or "Package"
-    version = facts.get("torch", na) if torch else facts.get("package_version") or na
+    version = facts.get("torch", na) if torch else \
+        facts.get("package_version") or facts.get("distribution_version") or na
     git_version = (facts.get("torch_git_version") if torch else facts.get("git_version")) or na
     lines = [f"{name} version: {version}", f"{name} git version: {git_version}"]
     if not torch and facts.get("torch"):
@@ -185,6 +186,8 @@ def versions(facts: dict[str, Any], environment: dict[str, Any],
         lines.append(f"[pip3] triton=={facts['triton']}")
     if facts.get("package") and facts["package"] != "torch":
         lines.append(f"[pip3] {facts['package']}=={facts.get('package_version', '')}")
+    elif facts.get("distribution"):  # a pure-Python project's, read from its dist-info
+        lines.append(f"[pip3] {facts['distribution']}=={facts.get('distribution_version')}")
     for k, v in sorted((facts.get("env") or {}).items()):
         lines.append(f"{k}={v}")
     return "\n".join(lines)

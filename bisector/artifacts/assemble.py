@@ -209,7 +209,7 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes, 
             try:
                 if name in have:
                     ast.parse(have[name])
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return [], f"{pkg.path}/{name} does not parse (flit's build would fail)"
     if backend in DATA_OK:  # they ship the whole folder, namespace folders included
         return files, ""
@@ -234,6 +234,8 @@ def _unlike_git(gitignore: bytes) -> str:
             continue
         if line.lstrip().startswith("!"):
             return "with negations"
+        if line != line.lstrip():  # git keeps leading blanks, older pathspec strips them
+            return f"pattern {line!r} git and hatchling may read apart"
         if "\t" in line or "\\" in line or line.rstrip().endswith("**/"):
             return f"pattern {line!r} git and hatchling may read apart"
     return ""
@@ -266,8 +268,19 @@ def _record_line(path: str, data: bytes) -> str:
 
 
 def assemble(repo: git.Repo, sha: str) -> Assembled:
-    """The wheel of ``sha`` when its tree is one whose wheel is known without building."""
+    """The wheel of ``sha`` when its tree is one whose wheel is known without building; never
+    an error: a tree this cannot read (an ``__init__.py`` too deep for ``ast``, a version
+    ``packaging`` refuses) is declined, and the real build says what it makes of it."""
     tree = repo.commit(sha).tree
+    try:
+        return _assemble(tree)
+    except (git.GitCommandError, ValueError) as e:  # packaging's Invalid*: ValueErrors
+        return Assembled(declined=f"the tree could not be read ({type(e).__name__})")
+    except (RecursionError, MemoryError, TypeError, AttributeError, KeyError) as e:
+        return Assembled(declined=f"the tree could not be read ({type(e).__name__})")
+
+
+def _assemble(tree: git.Tree) -> Assembled:
     text = _text(tree, "pyproject.toml")
     if text is None:
         return Assembled(declined="no pyproject.toml")

@@ -140,6 +140,30 @@ PROJECT_KEYS = frozenset({
 READMES = (".md", ".rst", ".txt")  # what hatchling knows the content type of
 
 
+def _strs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _str_map(v: Any) -> bool:
+    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+
+# The types of PEP 621's fields (setuptools validates them; a string where a list belongs
+# would be read letter by letter here).
+SHAPES: dict[str, Callable[[Any], bool]] = {
+    "description": lambda v: isinstance(v, str),
+    "requires-python": lambda v: isinstance(v, str),
+    "readme": lambda v: isinstance(v, str) or _str_map(v),
+    "license": lambda v: isinstance(v, str) or _str_map(v),
+    "authors": lambda v: isinstance(v, list) and all(_str_map(x) for x in v),
+    "maintainers": lambda v: isinstance(v, list) and all(_str_map(x) for x in v),
+    "keywords": _strs, "classifiers": _strs, "dependencies": _strs,
+    "optional-dependencies": lambda v: isinstance(v, dict) and all(_strs(x) for x in v.values()),
+    "urls": _str_map, "scripts": _str_map, "gui-scripts": _str_map,
+    "entry-points": lambda v: isinstance(v, dict) and all(_str_map(x) for x in v.values()),
+}
+
+
 def table_problem(project: dict[str, Any], is_file: Callable[[str], bool]) -> str:
     """Why a backend might refuse to build this ``[project]`` table, or ``""``: a build that
     fails is a fact about the commit (a skip), which a wheel assembled anyway would hide.
@@ -147,6 +171,12 @@ def table_problem(project: dict[str, Any], is_file: Callable[[str], bool]) -> st
     unknown = sorted(set(project) - PROJECT_KEYS - {"_backend"})
     if unknown:
         return f"unknown [project] key {unknown[0]!r} (setuptools refuses it)"
+    for key, shape in SHAPES.items():
+        if key in project and not shape(project[key]):
+            return f"[project] {key} of a type the backends refuse"
+    if isinstance(project.get("license"), str) and any(
+            c.startswith("License ::") for c in project.get("classifiers") or []):
+        return "an SPDX license with License :: classifiers (setuptools 77 refuses both)"
     if "license-files" in project:
         return "license-files (flit refuses patterns that match nothing)"
     readme = project.get("readme")
@@ -159,11 +189,6 @@ def table_problem(project: dict[str, Any], is_file: Callable[[str], bool]) -> st
             return f"readme {named!r} is not a file of the commit (the build would fail)"
         if isinstance(readme, str) and not named.lower().endswith(READMES):
             return f"readme {named!r} of a kind hatchling cannot name"
-    for people in ("authors", "maintainers"):
-        value = project.get(people)
-        if value is not None and not (isinstance(value, list) and
-                                      all(isinstance(x, dict) for x in value)):
-            return f"{people} not written as a list of tables (hatchling and flit refuse it)"
     license_ = project.get("license")
     if isinstance(license_, str):
         try:

@@ -111,14 +111,17 @@ def installed_package(site: Path, wheel_name: str) -> dict[str, str]:
     ``.dist-info``, an overlay's version line included), read without importing it: the facts
     of an environment whose interpreter alone is asked (a pure-Python project's), where a
     report once read "version: N/A"."""
-    dist = wheel_name.split("-", 1)[0]
-    for info in sorted(site.glob(f"{dist}-*.dist-info")):
+    dist = wheel_name.split("-", 1)[0].lower()
+    for info in sorted(site.glob("*.dist-info")):
+        if info.name.split("-", 1)[0].lower() != dist:
+            continue
         try:
             head = (info / "METADATA").read_text(errors="replace")[:4096]
         except OSError:
             continue
         name = re.search(r"^Name: *(.+)$", head, re.M)
         version = re.search(r"^Version: *(.+)$", head, re.M)
-        if name and version:
-            return {"package": name.group(1).strip(), "package_version": version.group(1).strip()}
+        if name and version:  # not "package": that names what the oracle imports
+            return {"distribution": name.group(1).strip(),
+                    "distribution_version": version.group(1).strip()}
     return {}

@@ -257,20 +257,26 @@ def _cherry_picked(repo: git.Repo, upstream: str, head: str) -> list[str]:
     return [line[2:] for line in out.splitlines() if line.startswith("- ")]
 
 
+def merge_parents(repo: git.Repo, sha: str) -> list[str]:
+    """The parents of ``sha`` when it is a merge, else ``[]``."""
+    parents = [p.hexsha for p in repo.commit(sha).parents]
+    return parents if len(parents) > 1 else []
+
+
 def unwalked_side(repo: git.Repo, culprit: str, walked: set[str]) -> str | None:
     """A note when the culprit is a merge with a parent outside the walk (``--ancestry-path``
     keeps only descendants of good, so a merge from a side that never had good is the first
     bad commit of the walk while the change was made on that side, never tested), with the
     bisection that would look there; None otherwise."""
     try:
-        parents = [p.hexsha for p in repo.commit(culprit).parents]
-    except (ValueError, git.BadName, git.GitCommandError):
+        parents = merge_parents(repo, culprit)
+        outside = [p for p in parents if p not in walked]
+        if not outside:
+            return None
+        side, inside = outside[0], [p for p in parents if p in walked]
+        bases = _safe_merge_bases(repo, side, inside[0]) if inside else []
+    except (ValueError, git.BadName, git.GitCommandError):  # a clone made shallow since
         return None
-    outside = [p for p in parents if p not in walked]
-    if len(parents) < 2 or not outside:
-        return None
-    side, inside = outside[0], [p for p in parents if p in walked]
-    bases = _safe_merge_bases(repo, side, inside[0]) if inside else []
     look = f"bisect start --good {bases[0][:12]} --bad {side[:12]}" if bases else \
         f"a bisection ending at --bad {side[:12]}"
     return (f"the culprit {culprit[:12]} is a merge whose parent {side[:12]} is not in the "

@@ -221,7 +221,15 @@ NOT_SRC = "[tool.setuptools.packages.find]\nwhere = ['lib']\n"
      "readme 'README.rst' is not a file of the commit"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
         'requires-python', 'authors = "Dev"\nrequires-python')}),
-     "authors not written as a list of tables"),
+     "[project] authors of a type the backends refuse"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '"attrs"]', '"attrs"]\nkeywords = "x"')}), "[project] keywords of a type"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        'requires-python', 'license = "MIT"\nclassifiers = ["License :: OSI Approved"]\n'
+        'requires-python')}), "an SPDX license with License :: classifiers"),
+    (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
+        '["setuptools>=61"]', '["setuptools===61.0x"]')}),
+     "the tree could not be read (InvalidVersion)"),
     (lambda f: f.update({"pyproject.toml": f["pyproject.toml"].replace(
         'requires-python', 'license = "Not-A-Licence"\nrequires-python')}),
      "not an SPDX expression"),
@@ -287,7 +295,10 @@ def test_what_a_backend_reads_elsewhere_or_otherwise_is_built(tmp_path: Path) ->
             ("hatchling", {".gitignore": "core.py\ttab\n"}, "a .gitignore pattern"),
             ("hatchling", {".gitignore": "src/**/\n"}, "a .gitignore pattern"),
             ("flit", {"src/neat_pkg/__init__.py": "def broken(:\n"},
-             "src/neat_pkg/__init__.py does not parse"))):
+             "src/neat_pkg/__init__.py does not parse"),
+            ("flit", {"src/neat_pkg/__init__.py": "x = " + "-" * 200_000 + "1\n"},
+             "src/neat_pkg/__init__.py does not parse"),
+            ("hatchling", {".gitignore": "  build/\n"}, "a .gitignore pattern"))):
         files = {**_project(backend, "src"), **extra}
         path = tmp_path / str(n)
         if backend == "setuptools":

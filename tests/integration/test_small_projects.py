@@ -68,9 +68,12 @@ def test_a_version_bump_only_history_bisects_with_one_build(home: Path,
     # nothing imported), and the issue report says it, with no CUDA lines for this project.
     culprit = next(p for p in probes if p["sha"] == hist.culprit)
     want = run_git(hist.path, "show", f"{hist.culprit}:pyproject.toml").split('version = "')[1]
-    assert culprit["facts"]["package_version"] == want.split('"')[0]
+    assert culprit["facts"]["distribution_version"] == want.split('"')[0]
+    # Named apart from "package" (what the oracle imports): a wheel that lost its module is
+    # still bad, not a skip for "the environment cannot import" it.
+    assert "package" not in culprit["facts"]
     issue = run_cli("show", str(d["id"]), "--format", "issue").stdout
-    assert f"proj version: {culprit['facts']['package_version']}" in issue, issue
+    assert f"proj version: {culprit['facts']['distribution_version']}" in issue, issue
     assert "cuDNN" not in issue and "Is CUDA available" not in issue
 
 

@@ -262,3 +262,12 @@ def test_two_takers_of_a_dead_lease_cannot_both_win(store: Store) -> None:
     for t in threads:
         t.join()
     assert sorted(wins) == [False, False, False, True]
+
+
+def test_what_a_stop_quotes_is_redacted_before_it_is_cut() -> None:
+    """A token that the 200-character cut would split matches no pattern: redacted first."""
+    from bisector.run.strategies.base import _short
+
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    said = _short("x" * 178 + " " + token)
+    assert "ghp_" not in said and said.startswith("x" * 178)

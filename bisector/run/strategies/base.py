@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bisector.base import escape
+from bisector.base import escape, redact
 from bisector.base.kinds import State
 from bisector.core import noisy
 from bisector.core.prior import Prior
@@ -170,7 +170,8 @@ def _last_line(view: View, position: int) -> str:
 
 
 def _short(text: str) -> str:
-    one = escape.line(" ".join(text.split()))
+    # Redacted whole, before the cut: a token cut in two would match no pattern.
+    one = escape.line(" ".join(redact.text(text).split()))
     return one if len(one) <= SAID_CHARS else one[:SAID_CHARS - 3] + "..."
 
 
