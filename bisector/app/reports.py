@@ -112,13 +112,8 @@ def _unwalked(store: Store, b: BisectionRecord, repo: git.Repo | None,
     :func:`history.unwalked_side`); first-parent answers a merge by design."""
     if cfg.first_parent or repo is None or not b.culprit_sha:
         return []
-    try:  # the candidates are read only for a merge (a web page asks for this often)
-        if not history.merge_parents(repo, b.culprit_sha):
-            return []
-    except (ValueError, git.BadName, git.GitCommandError):
-        return []
-    walked = set(bisections.candidates(store, b.id))
-    note = history.unwalked_side(repo, b.culprit_sha, walked)
+    note = history.unwalked_side(repo, b.culprit_sha,
+                                 lambda: set(bisections.candidates(store, b.id)))
     return [note] if note else []
 
 

@@ -99,18 +99,24 @@ def _blob(tree: git.Tree, path: str) -> git.Blob | None:
     return obj if isinstance(obj, git.Blob) else None
 
 
-# Files a backend reads: one that is a symlink is read by the backend where it points, and
-# here it would be the link's own text (a symlinked setup.cfg's tag_build went unseen).
-READ_FILES = ("pyproject.toml", "setup.cfg", "setup.py", "MANIFEST.in", ".gitignore",
-              ".hgignore", "hatch.toml", "hatch_build.py", "pdm_build.py")
+REGULAR = (0o100644, 0o100755)  # git's modes of a regular file (not a link, not a submodule)
+# Files a backend reads besides pyproject.toml whose presence alone is declined: setuptools'
+# setup.py and MANIFEST.in, hatchling's hatch.toml (its [build] table, hooks) and
+# hatch_build.py, pdm-backend's pdm_build.py (loaded whenever it exists; its hooks may add or
+# edit files).
+DECLINED_FILES = ("setup.py", "MANIFEST.in", "hatch.toml", "hatch_build.py", "pdm_build.py")
+# The files read here: one that is a symlink is read by the backend where it points, and here
+# it would be the link's own text (a symlinked setup.cfg's tag_build went unseen).
+READ_FILES = ("pyproject.toml", "setup.cfg", ".gitignore", ".hgignore")
+
+
+def _is_file(tree: git.Tree, path: str) -> bool:
+    return (b := _blob(tree, path)) is not None and b.mode in REGULAR
 
 
 def _symlinked(tree: git.Tree) -> str:
-    for path in READ_FILES:
-        b = _blob(tree, path)
-        if b is not None and b.mode == 0o120000:
-            return f"{path} is a symlink"
-    return ""
+    return next((f"{path} is a symlink" for path in READ_FILES
+                 if _blob(tree, path) is not None and not _is_file(tree, path)), "")
 
 
 def _text(tree: git.Tree, path: str) -> str | None:
@@ -120,10 +126,7 @@ def _text(tree: git.Tree, path: str) -> str | None:
 
 def _declines_config(tree: git.Tree, backend: str, tool: dict[str, Any]) -> str:
     """Why the build settings may change the wheel, or ``""``."""
-    # Files a backend reads besides pyproject.toml: setuptools' setup.py and MANIFEST.in,
-    # hatchling's hatch.toml (its [build] table, hooks) and hatch_build.py, pdm-backend's
-    # pdm_build.py (loaded whenever it exists; its hooks may add or edit files).
-    for path in ("setup.py", "MANIFEST.in", "hatch.toml", "hatch_build.py", "pdm_build.py"):
+    for path in DECLINED_FILES:
         if _blob(tree, path) is not None:
             return f"the project has {path}"
     # hatchling leaves out what the root .gitignore matches, tracked or not (a subpackage
@@ -191,7 +194,7 @@ def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes, 
         if isinstance(item, git.Tree):
             folders.add(rel)
             continue
-        if item.mode not in (0o100644, 0o100755):
+        if item.mode not in REGULAR:
             return [], f"{item.path} is not a regular file"
         if any(c in rel for c in ',"\n\r') or not rel.isprintable():
             return [], f"{item.path!r}: a name RECORD cannot hold as it is"
@@ -234,9 +237,9 @@ def _unlike_git(gitignore: bytes) -> str:
             continue
         if line.lstrip().startswith("!"):
             return "with negations"
-        if line != line.lstrip():  # git keeps leading blanks, older pathspec strips them
-            return f"pattern {line!r} git and hatchling may read apart"
-        if "\t" in line or "\\" in line or line.rstrip().endswith("**/"):
+        # git keeps leading blanks and a trailing tab, older pathspec strips them
+        if line != line.lstrip() or "\t" in line or "\\" in line or \
+                line.rstrip().endswith("**/"):
             return f"pattern {line!r} git and hatchling may read apart"
     return ""
 
@@ -247,6 +250,7 @@ def _hatch_ignored(gitignore: bytes, paths: list[str]) -> list[str]:
     counts): hatchling leaves those out of its wheel, tracked or not. A matcher that fails
     counts as a match: the tree is built."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    failed = paths[:1] or ["the package"]
     with tempfile.TemporaryDirectory(prefix="bisector-ignore-") as d:
         try:
             subprocess.run(["git", "init", "-q", d], check=True, capture_output=True, env=env)
@@ -256,9 +260,9 @@ def _hatch_ignored(gitignore: bytes, paths: list[str]) -> list[str]:
                                input=b"".join(p.encode() + b"\0" for p in paths),
                                capture_output=True, env=env, check=False)
         except (OSError, subprocess.CalledProcessError):
-            return paths[:1] or ["the package"]
+            return failed
     if r.returncode not in (0, 1):  # 1: nothing matched
-        return paths[:1] or ["the package"]
+        return failed
     return [p for p in r.stdout.decode(errors="replace").split("\0") if p]
 
 
@@ -274,9 +278,8 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
     tree = repo.commit(sha).tree
     try:
         return _assemble(tree)
-    except (git.GitCommandError, ValueError) as e:  # packaging's Invalid*: ValueErrors
-        return Assembled(declined=f"the tree could not be read ({type(e).__name__})")
-    except (RecursionError, MemoryError, TypeError, AttributeError, KeyError) as e:
+    except (git.GitCommandError, ValueError, RecursionError, MemoryError, TypeError,
+            AttributeError, KeyError) as e:  # packaging's Invalid*: ValueErrors
         return Assembled(declined=f"the tree could not be read ({type(e).__name__})")
 
 
@@ -294,8 +297,7 @@ def _assemble(tree: git.Tree) -> Assembled:
     if project is None:
         return Assembled(declined=why)
     backend = project["_backend"]
-    why = table_problem(project, lambda path: (b := _blob(tree, path)) is not None and
-                        b.mode in (0o100644, 0o100755))
+    why = table_problem(project, lambda path: _is_file(tree, path))
     if why:
         return Assembled(declined=why)
     from packaging.version import InvalidVersion, Version  # lazy

@@ -11,6 +11,7 @@ The user's working tree is never touched: everything here reads the object datab
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -263,17 +264,20 @@ def merge_parents(repo: git.Repo, sha: str) -> list[str]:
     return parents if len(parents) > 1 else []
 
 
-def unwalked_side(repo: git.Repo, culprit: str, walked: set[str]) -> str | None:
+def unwalked_side(repo: git.Repo, culprit: str,
+                  walked: Callable[[], set[str]]) -> str | None:
     """A note when the culprit is a merge with a parent outside the walk (``--ancestry-path``
     keeps only descendants of good, so a merge from a side that never had good is the first
     bad commit of the walk while the change was made on that side, never tested), with the
-    bisection that would look there; None otherwise."""
+    bisection that would look there; None otherwise. ``walked`` (the candidates) is asked
+    only for a merge: a report page asks this often."""
     try:
         parents = merge_parents(repo, culprit)
-        outside = [p for p in parents if p not in walked]
+        walked_ = walked() if parents else set()
+        outside = [p for p in parents if p not in walked_]
         if not outside:
             return None
-        side, inside = outside[0], [p for p in parents if p in walked]
+        side, inside = outside[0], [p for p in parents if p in walked_]
         bases = _safe_merge_bases(repo, side, inside[0]) if inside else []
     except (ValueError, git.BadName, git.GitCommandError):  # a clone made shallow since
         return None

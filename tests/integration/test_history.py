@@ -140,7 +140,7 @@ def test_an_ancestry_path_culprit_merged_from_an_unwalked_side_says_so(
     # A clone made shallow since (the store outlives clones): no note, and no error.
     shallow = tmp_path / "shallow"
     run_git(tmp_path, "clone", "-q", "--depth", "2", f"file://{repo}", str(shallow))
-    assert history.unwalked_side(git.Repo(shallow), merge, {good, merge, bad}) is None
+    assert history.unwalked_side(git.Repo(shallow), merge, lambda: {good, merge, bad}) is None
     # Walked first-parent, the same range answers the merge as a landed change: no note.
     r = run_cli("--db", str(home / "b.db"), "start", "--repo", str(repo), "--good", good,
                 "--bad", bad, "--no-confirm", "--json", "--", "python", "-c",
