@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
+from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -116,12 +116,10 @@ def installed_package(site: Path, wheel_name: str) -> dict[str, str]:
         if info.name.split("-", 1)[0].lower() != dist:
             continue
         try:
-            head = (info / "METADATA").read_text(errors="replace")[:4096]
+            meta = HeaderParser().parsestr((info / "METADATA").read_text(errors="replace"))
         except OSError:
             continue
-        name = re.search(r"^Name: *(.+)$", head, re.M)
-        version = re.search(r"^Version: *(.+)$", head, re.M)
-        if name and version:  # not "package": that names what the oracle imports
-            return {"distribution": name.group(1).strip(),
-                    "distribution_version": version.group(1).strip()}
+        if meta["Name"] and meta["Version"]:  # not "package": that names what it imports
+            return {"distribution": str(meta["Name"]).strip(),
+                    "distribution_version": str(meta["Version"]).strip()}
     return {}
