@@ -77,6 +77,32 @@ def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int,
     return took, d["culprit"]["sha"], how
 
 
+# The store's, the history's and the CLI's libraries: what any bisector command imports.
+LIBRARIES = "import sqlalchemy.orm, git, click"
+
+
+def _timed(cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> float:
+    """Wall time of one run of ``cmd``, whatever its exit status (a bad commit's oracle fails)."""
+    t0 = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, check=False)
+    return time.perf_counter() - t0
+
+
+def _floors(clone: Path, probes: int, runs: int, base: float,
+            show: Callable[[str, str], None]) -> None:
+    """The two floors of the module docstring, as ratios against ``base``."""
+    env = {**os.environ, "PYTHONPATH": "src", "PYTHONDONTWRITEBYTECODE": "1"}
+    libs = [_timed([sys.executable, "-c", LIBRARIES]) for _ in range(runs)]
+    bare = [sum(_timed([sys.executable, "-c", ORACLE], clone, env) for _ in range(probes))
+            for _ in range(runs)]
+    lib, ora = statistics.median(libs), statistics.median(bare)
+    show("floor: SQLAlchemy's ORM, GitPython, click imported, nothing done",
+         f"{lib:.2f}s = {lib / base:.1f}x the baseline")
+    show(f"floor: that + the oracle run bare at each of bisector's {probes} probes",
+         f"{lib + ora:.2f}s = {(lib + ora) / base:.1f}x the baseline "
+         f"(5x leaves {max(0.0, 5 * base - lib - ora):.2f}s for everything else)")
+
+
 def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     runs = int(os.environ.get("BENCH_SMALL_RUNS", "3"))
     print(f"9. a 40-commit pure-Python project (version bumped by every commit), command "
@@ -85,10 +111,11 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     clone = tmp / "small-git"
     subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
     runs_so_far = 0
+    probes = 0
 
     def compare(git_oracle: tuple[str, ...], ours_oracle: tuple[str, ...], git_label: str,
                 ours_label: str, python: str | None = sys.executable) -> None:
-        nonlocal runs_so_far
+        nonlocal runs_so_far, probes
         ours: list[float] = []
         theirs: list[float] = []
         how, right = "", True
@@ -110,6 +137,9 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
         show(git_label, f"{base:.2f}s")
         show(f"{ours_label} ({how})",
              f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
+        if not probes:  # the first comparison: its baseline is the floors' too
+            probes = sum(int(part.split()[0]) for part in how.split(", "))
+            _floors(clone, probes, runs, base, show)
 
     compare(("-c", ORACLE), ("--", "python", "-c", ORACLE),
             "baseline: git bisect run, PYTHONPATH=src", "bisect start, nothing cached")
