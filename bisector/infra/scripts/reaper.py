@@ -11,17 +11,25 @@ reaper that was itself killed with SIGKILL can still be found and swept
 (:func:`bisector.infra.proc.sweep_probes`).
 
 Standalone on purpose (standard library only): it is started by path, before anything else.
+Every probe pays its start, so it imports only what it calls: ``_signal`` (what ``signal`` wraps
+in enums; the enums cost an import of ``enum``), no ``contextlib``, no ``__future__``. That
+halves its cost (a run under it 20 -> 11 ms here).
 """
 
-from __future__ import annotations
-
-import contextlib
 import ctypes
 import os
 import select
-import signal
 import sys
 import time
+
+TYPE_CHECKING = False  # mypy reads it as typing's (importing typing costs more than _signal)
+if TYPE_CHECKING:
+    import signal
+else:
+    try:
+        import _signal as signal  # CPython's own; ``signal`` is it plus enums
+    except ImportError:  # another implementation
+        import signal
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -38,6 +46,13 @@ def _prctl(option: int, value: int) -> bool:
         return bool(libc.prctl(option, value, 0, 0, 0) == 0)
     except (OSError, AttributeError):
         return False
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:  # gone meanwhile
+        return
 
 
 def _children(pid: int) -> list[int]:
@@ -71,8 +86,7 @@ def kill_descendants(deadline_s: float = 5.0) -> None:
     while True:
         kids = _descendants(me)
         for p in kids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, signal.SIGKILL)
+            _kill(p, signal.SIGKILL)
         try:
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
@@ -137,8 +151,10 @@ def main(argv: list[str]) -> int:
         elif done == 0:
             # Until a signal comes (a child ended, or a stop); a second at most, as a net.
             select.select([wake], [], [], 1.0)
-            with contextlib.suppress(BlockingIOError):
+            try:
                 os.read(wake, 512)
+            except BlockingIOError:  # woken by a signal whose byte another read took
+                continue
     kill_descendants()
     if os.WIFSIGNALED(status):
         dead_by = os.WTERMSIG(status)
