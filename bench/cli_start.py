@@ -23,13 +23,20 @@ from pathlib import Path
 GOAL = 3.0
 
 
-def _bisect() -> list[str]:
+ROOT = Path(__file__).resolve().parent.parent  # bisector's checkout
+
+
+def _bisect() -> tuple[list[str], dict[str, str]]:
     """The installed console script, as a shell runs it; else the same entry point by hand
-    (its completion variable is _BISECT_COMPLETE only under the name ``bisect``)."""
+    (its completion variable is _BISECT_COMPLETE only under the name ``bisect``), bisector
+    taken from this checkout (a GPU box with the tree carried, nothing installed). The second
+    item: what the environment needs for it."""
     script = Path(sys.executable).parent / "bisect"
     if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-c", "from bisector.cli import main; main(prog_name='bisect')"]
+        return [str(script)], {}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return ([sys.executable, "-c", "from bisector.cli import main; main(prog_name='bisect')"],
+            {"PYTHONPATH": path})
 
 
 def bench_cli(line: Callable[[str, str], None]) -> None:
@@ -40,7 +47,8 @@ def bench_cli(line: Callable[[str, str], None]) -> None:
         env = {k: v for k, v in os.environ.items()
                if k not in ("BISECTOR_DB", "BISECTOR_CONFIG", "BISECTOR_CACHE_DIR")}
         env["BISECTOR_HOME"] = home  # an empty store: no database file, no bisector.toml
-        bisect = _bisect()
+        bisect, needs = _bisect()
+        env.update(needs)
         cases = {
             "python -c 'import click' (baseline)": ([sys.executable, "-c", "import click"], {}),
             "bisect --help": ([*bisect, "--help"], {}),

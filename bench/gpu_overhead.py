@@ -1,7 +1,7 @@
 """``make bench``: a GPU probe against its oracle, from the recorded H100 proof.
 
-No GPU here, so the figures are read from ``oracles/proof/2026-11-25-probe-overhead/`` and
-``...-kept-bytecode/`` (made by
+No GPU here, so the figures are read from ``oracles/proof/2026-11-25-probe-overhead/``,
+``...-kept-bytecode/`` and ``2026-11-27-probe-overhead-head/`` (made by
 ``tests/gpu/probe_overhead_proof.sh`` on the lent box): the same compile-heavy oracle run
 directly with the python of an environment bisector made (the baseline, same box, same call),
 and each probe of the overlay proof history before and after the change, from ``show --json``.
@@ -20,6 +20,8 @@ PROOF = PROOFS / "2026-11-25-probe-overhead"
 # The same proof after the run's bytecode moved to one kept folder (executors/bytecode.py) and
 # the reaper stopped polling: another H100, its own baseline from the same call.
 KEPT = PROOFS / "2026-11-25-probe-overhead-kept-bytecode"
+# Again at the code of 2026-11-27, every executor change since included: a third H100.
+HEAD = PROOFS / "2026-11-27-probe-overhead-head"
 
 
 def _probes(proof: Path, name: str) -> list[dict[str, Any]]:
@@ -29,10 +31,11 @@ def _probes(proof: Path, name: str) -> list[dict[str, Any]]:
 
 def bench_gpu_overhead(line: Any) -> None:
     print("10. a GPU probe vs its oracle run directly (H100 proofs, recorded: "
-          f"{PROOF.relative_to(PROOF.parents[2])}, {KEPT.name})")
+          f"{PROOF.relative_to(PROOF.parents[2])}, {KEPT.name}, {HEAD.name})")
     for proof, runs in ((PROOF, (("before (23f6b2d)", "show_old.json"),
                                  ("after", "show_new.json"))),
-                        (KEPT, (("kept bytecode folder", "show_new.json"),))):
+                        (KEPT, (("kept bytecode folder", "show_new.json"),)),
+                        (HEAD, (("2026-11-27 code", "show_new.json"),))):
         if not (proof / "baseline.json").exists():
             print(f"  (the files of {proof.name} are missing: run "
                   "tests/gpu/probe_overhead_proof.sh)")

@@ -77,6 +77,9 @@ def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int,
     return took, d["culprit"]["sha"], how
 
 
+GPU_BOX = (Path(__file__).resolve().parent.parent / "oracles" / "proof"
+           / "2026-11-27-small-project-gpu-box" / "box3_head.txt")
+
 # The store's, the history's and the CLI's libraries: what any bisector command imports.
 LIBRARIES = "import sqlalchemy.orm, git, click"
 
@@ -101,6 +104,18 @@ def _floors(clone: Path, probes: int, runs: int, base: float,
     show(f"floor: that + the oracle run bare at each of bisector's {probes} probes",
          f"{lib + ora:.2f}s = {(lib + ora) / base:.1f}x the baseline "
          f"(5x leaves {max(0.0, 5 * base - lib - ora):.2f}s for everything else)")
+
+
+def _recorded_on_gpu_box(show: Callable[[str, str], None]) -> None:
+    """The ratio lines of this section as a lent H100 box printed them."""
+    if not GPU_BOX.is_file():
+        show("recorded on a lent GPU box", f"{GPU_BOX.name} missing")
+        return
+    print(f"  recorded on a lent H100 box ({GPU_BOX.parent.name}/{GPU_BOX.name}):")
+    for raw in GPU_BOX.read_text().splitlines():
+        text = raw.strip()
+        if text.startswith(("baseline", "floor", "bisect start")) and "failed" not in text:
+            print(f"    {text}")
 
 
 def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
@@ -147,6 +162,7 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     compare(PYTEST, ("--dependency", "pytest", "--", "pytest", *PYTEST[2:]),
             "baseline: git bisect run python -m pytest",
             "bisect start --dependency pytest -- pytest")
+    _recorded_on_gpu_box(show)
     # As a person types it, and as issue 21 measured its baseline: python3 as PATH has it.
     found = shutil.which("python3")
     if found is None:
