@@ -416,17 +416,33 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
         _json_error(args, message, type(e).__name__, e.exit_code)
         sys.exit(e.exit_code)
     except BisectorError as e:
-        set_quiet(False)  # -q silences progress, never an error
-        if debug:
-            err.print_exception()
-        err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
-        _json_error(args, e.message, type(e).__name__, e.exit_code)
-        sys.exit(e.exit_code)
+        _fail(args, e, debug)
     except KeyboardInterrupt:
         set_quiet(False)  # -q silences progress, never an error
         err.print("error: interrupted")
         _json_error(args, "interrupted", "KeyboardInterrupt", 130)
         sys.exit(130)
+    except Exception as e:
+        # A damaged SQLite page met by a query (a large store is not read whole when opened):
+        # one line as well. Anything else is a bug, with its traceback.
+        if "sqlalchemy" not in sys.modules and "sqlite3" not in sys.modules:
+            raise
+        from bisector.store.db import damaged  # lazy: only on this path
+
+        line = damaged(e)
+        if line is None:
+            raise
+        _fail(args, line, debug)
+
+
+def _fail(args: list[str], e: BisectorError, debug: bool) -> NoReturn:
+    """One line (and exit code) for an error a user can act on; the traceback with --debug."""
+    set_quiet(False)  # -q silences progress, never an error
+    if debug:
+        err.print_exception()
+    err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
+    _json_error(args, e.message, type(e).__name__, e.exit_code)
+    sys.exit(e.exit_code)
 
 
 if __name__ == "__main__":

@@ -205,6 +205,10 @@ def open_store(db: str, *, create: bool = True) -> Store:
 
 
 def _check_sqlite_file(path: Path) -> None:
+    """Refuse a file that is not a SQLite database or is damaged, before anything writes to
+    it: the header, then the schema read back, then (for a store of at most
+    ``SQLITE_FULL_CHECK_BYTES``) SQLite's quick_check of every page. A larger store is not
+    read whole at every command; damage a later query meets is :func:`damaged`'s one line."""
     if not path.exists() or path.stat().st_size == 0:
         return
     with path.open("rb") as f:
@@ -214,21 +218,40 @@ def _check_sqlite_file(path: Path) -> None:
             f"{path} is not a SQLite database (corrupt or another kind of file): "
             f"move it aside or point --db elsewhere"
         )
+    full = path.stat().st_size <= defaults.SQLITE_FULL_CHECK_BYTES
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             con.execute("PRAGMA schema_version").fetchone()
-            ok = con.execute("PRAGMA quick_check").fetchone()
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            ok = con.execute("PRAGMA quick_check").fetchone() if full else ("ok",)
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
-        raise StoreError(
-            f"{path} is a damaged SQLite database ({e}): move it aside or point --db elsewhere"
-        ) from None
+        raise StoreError(_damaged_line(str(path), e)) from None
     if ok is None or ok[0] != "ok":
         raise StoreError(
             f"{path} failed SQLite's integrity check: move it aside or point --db elsewhere"
         )
+
+
+def _damaged_line(where: str, e: BaseException) -> str:
+    return f"{where} is a damaged SQLite database ({e}): move it aside or point --db elsewhere"
+
+
+# What SQLite says of a file whose pages are not what it wrote.
+_DAMAGE = ("malformed", "file is not a database", "database corrupt")
+
+
+def damaged(e: BaseException) -> StoreError | None:
+    """The one line for SQLite damage met by a query (a large store is not checked page by
+    page when opened), or None for anything else."""
+    orig = getattr(e, "orig", e)
+    if not isinstance(orig, sqlite3.DatabaseError):
+        return None
+    if not any(words in str(orig).lower() for words in _DAMAGE):
+        return None
+    return StoreError(_damaged_line("the SQLite store", orig))
 
 
 def migrate(engine: Engine, *, new_in_one_step: bool = True) -> None:

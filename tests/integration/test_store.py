@@ -12,9 +12,11 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 
+from bisector.base import defaults
 from bisector.base.errors import StoreError
 from bisector.store.db import SCHEMA_HEAD, alembic_config, migrate, open_store, url_from
 from bisector.store.models import Base
+from tests.support import invoke, one_line_error
 
 
 def _drift(store_url: str, one_step: bool) -> list[object]:
@@ -96,6 +98,36 @@ def test_damaged_sqlite_is_refused(tmp_path: Path) -> None:
     f.write_bytes(bytes(raw))
     with pytest.raises(StoreError, match=r"damaged|integrity"):
         open_store(str(f))
+
+
+def test_a_large_store_is_not_read_whole_at_open_and_damage_met_later_is_one_line(
+        tmp_path: Path) -> None:
+    f = tmp_path / "b.db"
+    open_store(str(f)).engine.dispose()
+    con = sqlite3.connect(f)
+    con.execute("INSERT INTO oracle (sha256, name, content, meta, created_at) "
+                "VALUES (?, 'o', 'x', '{}', '2026-01-01')", ("0" * 64,))
+    tail = "x" * 8000  # a year of probes' output tails makes a store this size and more
+    rows = ((f"{i:040x}", "0" * 64, "f" * 64, "good", 0, "exit 0", False, 1.0, "2026-01-01",
+             "2026-01-01", tail, "{}")
+            for i in range(defaults.SQLITE_FULL_CHECK_BYTES // 8000 + 500))
+    con.executemany("INSERT INTO run (commit_sha, oracle_sha256, env_fingerprint, outcome, "
+                    "exit_code, reason, reusable, duration_s, started_at, finished_at, "
+                    "output_tail, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.commit()
+    root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = 'bisection'").fetchone()
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    con.close()  # the last close checkpoints the WAL into the file
+    assert f.stat().st_size > defaults.SQLITE_FULL_CHECK_BYTES
+    with f.open("r+b") as raw:  # the bisection table's root page smashed, the schema whole
+        raw.seek((root[0] - 1) * size)
+        raw.write(b"\xff" * size)
+    open_store(str(f)).engine.dispose()  # header and schema read back: not every page
+    before = f.read_bytes()
+    r = invoke("--db", str(f), "list")
+    one_line_error(r, "the SQLite store is a damaged SQLite database", code=StoreError.exit_code)
+    assert "move it aside" in r.stderr
+    assert f.read_bytes() == before
 
 
 def test_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
