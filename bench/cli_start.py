@@ -4,7 +4,10 @@
 process as a shell starts it, against ``python -c "import click"`` measured in the same run:
 the goal is at most 3x, i.e. bisector adds no more than twice click's own start to a command
 that does nothing heavy. Each figure is the median of BENCH_CLI_RUNS runs (default 15),
-interleaved so that a busy moment of the machine falls on all four alike.
+interleaved so that a busy moment of the machine falls on all four alike. Then ``bisect list``
+on a store of BENCH_STORE_MB MB (default 200) against one of the same schema and no rows: what
+a command pays for the size of the store it opens (nothing, since SQLite's page-by-page check
+is kept for stores of up to 32 MiB; 1.34x for 223 MB before).
 
 Runnable alone: ``python -m bench.run cli``.
 """
@@ -78,3 +81,49 @@ def bench_cli(line: Callable[[str, str], None]) -> None:
              f"({'met' if ratio <= GOAL else 'NOT met'})")
     line("files the three commands left in the empty BISECTOR_HOME",
          ", ".join(made) or "none")
+    _store_size(line, runs)
+
+
+BIG_MB = int(os.environ.get("BENCH_STORE_MB", "200"))
+
+
+def _store(path: Path, mb: int) -> None:
+    """A store of bisector's schema holding ``mb`` MB of runs (8 KB output tails each, as a
+    year of probes leaves them)."""
+    import sqlite3
+
+    from bisector.store.db import open_store
+
+    open_store(str(path)).engine.dispose()
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO oracle (sha256, name, content, meta, created_at) "
+                "VALUES (?, 'o', 'x', '{}', '2026-01-01')", ("0" * 64,))
+    rows = ((f"{i:040x}", "0" * 64, "f" * 64, "good", 0, "exit 0", False, 1.0, "2026-01-01",
+             "2026-01-01", "x" * 8000, "{}") for i in range(mb * 125))
+    con.executemany("INSERT INTO run (commit_sha, oracle_sha256, env_fingerprint, outcome, "
+                    "exit_code, reason, reusable, duration_s, started_at, finished_at, "
+                    "output_tail, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.commit()
+    con.close()
+
+
+def _store_size(line: Callable[[str, str], None], runs: int) -> None:
+    """``bisect list`` on a large store against a store of the same schema with nothing in it:
+    what a command pays for a store's size (goal: nothing, ratio ~1)."""
+    with tempfile.TemporaryDirectory(prefix="bisector-bench-store-") as tmp:
+        small, big = Path(tmp) / "small.db", Path(tmp) / "big.db"
+        _store(small, 0)
+        _store(big, BIG_MB)
+        bisect, needs = _bisect()
+        env = {**os.environ, **needs}
+        times: dict[Path, list[float]] = {small: [], big: []}
+        for _ in range(runs):
+            for db in times:
+                t0 = time.perf_counter()
+                subprocess.run([*bisect, "--db", str(db), "list"], env=env, check=True,
+                               capture_output=True)
+                times[db].append(time.perf_counter() - t0)
+        base, large = statistics.median(times[small]), statistics.median(times[big])
+        line("bisect list, a store of the schema and no rows", f"{base * 1000:.0f} ms")
+        line(f"bisect list, a {big.stat().st_size / 1e6:.0f} MB store",
+             f"{large * 1000:.0f} ms -> ratio {large / base:.2f}x (goal: ~1, no cost by size)")

@@ -23,7 +23,8 @@
    watch's detector against a fixed X %-against-the-previous-build rule, on simulated series
    (bench/changepoints.py; BENCH_CP_SERIES; alone: make bench-changepoints).
 12. An instant CLI: ``bisect --help``, ``bisect list`` on an empty store and a TAB completion vs
-   ``python -c "import click"`` (bench/cli_start.py; BENCH_CLI_RUNS).
+   ``python -c "import click"``; ``bisect list`` on a BENCH_STORE_MB store vs on an empty one
+   of the same schema (bench/cli_start.py; BENCH_CLI_RUNS).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
 rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli.
