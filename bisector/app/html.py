@@ -26,27 +26,12 @@ from bisector.base.kinds import State
 from bisector.run.pipeline import PHASES
 from bisector.run.prior import note as prior_note
 
-
-class _TemplateCache(jinja2.FileSystemBytecodeCache):
-    """Jinja's cache of compiled templates, in its own per-user folder (``/tmp/_jinja2-cache-
-    UID``, made 0700 and checked to be this user's: never a folder others can write, as a
-    shared ``BISECTOR_CACHE_DIR`` may be). Compiling ``report.html`` costs every ``bisect
-    start`` 25-50 ms; loading it, under 1. A cache that cannot be written is no cache, never
-    a report that fails."""
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:  # a full disk, the folder removed by a /tmp cleaner: compiled again
-            return
-
-
-def _compiled_templates() -> jinja2.BytecodeCache | None:
-    """The cache, or None where jinja finds no folder safe to use."""
-    try:
-        return _TemplateCache()
-    except (RuntimeError, OSError):
-        return None
+_env = jinja2.Environment(
+    loader=jinja2.PackageLoader("bisector.app", "templates"),
+    autoescape=True,  # every template, whatever its name: nothing here is trusted
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
 
 
 def http_url(value: object) -> bool:
@@ -55,21 +40,8 @@ def http_url(value: object) -> bool:
     return isinstance(value, str) and value.startswith(("https://", "http://"))
 
 
-def environment(cache: jinja2.BytecodeCache | None) -> jinja2.Environment:
-    """The templates of every page and report, compiled into ``cache`` when one is given."""
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("bisector.app", "templates"),
-        autoescape=True,  # every template, whatever its name: nothing here is trusted
-        trim_blocks=True,
-        lstrip_blocks=True,
-        bytecode_cache=cache,
-    )
-    env.tests["http_url"] = http_url
-    env.filters["http_url"] = http_url
-    return env
-
-
-_env = environment(_compiled_templates())
+_env.tests["http_url"] = http_url
+_env.filters["http_url"] = http_url
 
 # The timeline's geometry, in SVG user units.
 WIDTH, LEFT, RIGHT, TOP, ROW = 1000, 24, 24, 34, 18

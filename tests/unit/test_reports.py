@@ -147,25 +147,6 @@ def test_report_escapes_what_git_and_oracles_wrote() -> None:
     assert page.count('<circle class="probe') == 1
 
 
-def test_compiled_templates_give_the_same_page_and_an_unwritable_cache_fails_nothing(
-        tmp_path: Path) -> None:
-    d = _data(probes=[_probe(1, 40, "bad")], message=None, suspects=[], oracle_runs=1,
-              walk="first-parent", compare_url=None, environment={}, notes=[], jobs=1, gpus=[],
-              oracle={"name": "o", "sha256": "0" * 64, "source": "x"}, polarity="failure",
-              find_fix=False, on_timeout="skip", env_fingerprint="f" * 64)
-    plain = html_report.environment(None).get_template("report.html")
-    want = plain.render(**html_report._context(d, issue="text"))
-    folder = tmp_path / "compiled"
-    folder.mkdir()
-    for _ in range(2):  # compiled and written, then loaded from the cache
-        env = html_report.environment(html_report._TemplateCache(str(folder)))
-        assert env.get_template("report.html").render(**html_report._context(d, "text")) == want
-    assert [p.name for p in folder.iterdir() if p.name.startswith("__jinja2_")]
-    # Its folder gone (a /tmp cleaner): compiled again, the page the same, no error.
-    gone = html_report.environment(html_report._TemplateCache(str(tmp_path / "gone")))
-    assert gone.get_template("report.html").render(**html_report._context(d, "text")) == want
-
-
 def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() -> None:
     from bisector.app.result_text import confirmation_summary
 
