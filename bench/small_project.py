@@ -153,7 +153,7 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
         show(f"{ours_label} ({how})",
              f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
         if not probes:  # the first comparison: its baseline is the floors' too
-            probes = sum(int(part.split()[0]) for part in how.split(", "))
+            probes = sum(int(part.split()[0]) for part in how.split(", ") if part) or 1
             _floors(clone, probes, runs, base, show)
 
     compare(("-c", ORACLE), ("--", "python", "-c", ORACLE),

@@ -42,13 +42,19 @@ class Ctx:
     def __init__(self, db: str, debug: bool) -> None:
         self.db, self.debug = db, debug
         self._store: Store | None = None
+        self._whole = False  # checked page by page (store/db.py: check_sqlite_file)
 
-    def store(self, create: bool = True) -> Store:
+    def store(self, create: bool = True, reads_only: bool = False) -> Store:
+        """The store, opened on first use; ``reads_only``: the command never writes to it."""
+        # lazy: SQLAlchemy and Alembic, for the commands that open the store
+        from bisector.store.db import check_sqlite_file, open_store
+
         if self._store is None:
-            # lazy: SQLAlchemy and Alembic, for the commands that open the store
-            from bisector.store.db import open_store
-
-            self._store = open_store(self.db, create=create)
+            self._store = open_store(self.db, create=create, reads_only=reads_only)
+            self._whole = not reads_only
+        elif not reads_only and not self._whole and (path := sqlite_path(self.db)):
+            check_sqlite_file(path)  # opened to read, now to write: checked whole first
+            self._whole = True
         return self._store
 
 
@@ -278,7 +284,7 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
         # lazy: `bisect --help` and completion import none of this
         from bisector.app import views
 
-        rows = views.listing(c.store(create=False), limit)
+        rows = views.listing(c.store(create=False, reads_only=True), limit)
     if json_out:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -300,7 +306,7 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
 def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
     """Show a bisection (default: the newest): culprit, PR, every probe, output of failures,
     reproduce command."""
-    store = c.store(create=False)
+    store = c.store(create=False, reads_only=True)
     _print_show(store, _which(store, bisection_id), json_out, fmt)
 
 
@@ -314,7 +320,7 @@ def serve(c: Ctx, host: str, port: int) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.web import server as web
 
-    store = c.store(create=False)
+    store = c.store(create=False, reads_only=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]note:[/] listening on {escape(host)}: anyone who can reach this "
                   f"port can read every bisection, log and oracle in the store (no login)")
@@ -333,7 +339,7 @@ def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import views
 
-    store = c.store(create=False)
+    store = c.store(create=False, reads_only=True)
     bisection_id = _which(store, bisection_id)
     if json_out:
         click.echo(json.dumps(views.log_data(store, bisection_id), indent=2))
@@ -429,10 +435,20 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
             raise
         from bisector.store.db import damaged  # lazy: only on this path
 
-        line = damaged(e)
+        line = damaged(e, _db_given(args))
         if line is None:
             raise
         _fail(args, line, debug)
+
+
+def _db_given(args: list[str]) -> str:
+    """The store a command line names (``--db X`` or ``--db=X``), else the default one."""
+    for i, a in enumerate(args):
+        if a == "--db" and i + 1 < len(args):
+            return args[i + 1]
+        if a.startswith("--db="):
+            return a.removeprefix("--db=")
+    return default_db()
 
 
 def _fail(args: list[str], e: BisectorError, debug: bool) -> NoReturn:

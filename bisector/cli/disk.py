@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class StoreOpener(Protocol):
     """The CLI context (``bisector.cli.Ctx``), seen from here without importing the group."""
 
-    def store(self, create: bool = True) -> Store: ...
+    def store(self, create: bool = True, reads_only: bool = False) -> Store: ...
 
 
 @click.command()
@@ -31,7 +31,7 @@ def du(c: StoreOpener, json_out: bool) -> None:
     from bisector.app.disk import human
 
     try:
-        store: Store | None = c.store(create=False)
+        store: Store | None = c.store(create=False, reads_only=True)
     except StoreError:
         store = None  # no store yet: the files alone still say what is there
     data = disk.du(store)

@@ -31,7 +31,7 @@ STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan"}
 class StoreOpener(Protocol):
     """The CLI context (``bisector.cli.Ctx``), seen from here without importing the group."""
 
-    def store(self, create: bool = True) -> Store: ...
+    def store(self, create: bool = True, reads_only: bool = False) -> Store: ...
 
 
 def _sigterm(_signum: int, _frame: Any) -> NoReturn:
@@ -145,7 +145,7 @@ def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch import table as wt
 
-    data = wt.table_data(c.store(create=False), columns)
+    data = wt.table_data(c.store(create=False, reads_only=True), columns)
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return

@@ -37,7 +37,7 @@ class StoreOpener(Protocol):
 
     db: str
 
-    def store(self, create: bool = True) -> Store: ...
+    def store(self, create: bool = True, reads_only: bool = False) -> Store: ...
 
 
 def check_enqueue(db: str, enqueue: bool | None) -> bool | None:
@@ -115,7 +115,7 @@ def workers_cmd(c: StoreOpener, json_out: bool) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import workers as app_workers
 
-    data = app_workers.workers_data(c.store(create=False))
+    data = app_workers.workers_data(c.store(create=False, reads_only=True))
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return

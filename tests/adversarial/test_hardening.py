@@ -480,6 +480,18 @@ def test_the_reaper_reports_the_oracle_exactly(script: str, expected: int) -> No
     assert r.returncode == expected
 
 
+def test_an_oracle_under_the_reaper_gets_the_signals_a_shell_gives_it() -> None:
+    """Python ignores SIGPIPE and SIGXFSZ for itself; an oracle started by the reaper must not
+    inherit that (``yes | head -1`` in a script would end 1, "Broken pipe", instead of as it
+    does run by hand)."""
+    from bisector.infra.proc import reaped
+
+    r = subprocess.run(reaped(["sh", "-c", "kill -PIPE $$; exit 0"], "test|x"), check=False)
+    assert r.returncode == -signal.SIGPIPE
+    r = subprocess.run(reaped(["sh", "-c", "kill -XFSZ $$; exit 0"], "test|x"), check=False)
+    assert r.returncode == -signal.SIGXFSZ
+
+
 def test_the_reapers_own_failure_is_never_a_verdict() -> None:
     from bisector.core.verdict import Outcome, classify
     from bisector.infra.proc import reaped

@@ -130,7 +130,10 @@ def main(argv: list[str]) -> int:
     pid = os.fork()
     if pid == 0:  # the oracle
         signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        # SIGPIPE and SIGXFSZ too: Python ignores them for itself, and an ignored signal stays
+        # ignored across exec (a pipeline in the oracle would end "Broken pipe", exit 1).
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD,
+                    signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         try:
             os.execvpe(cmd[0], cmd, env)
