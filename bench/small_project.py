@@ -78,7 +78,7 @@ def _bisector(tmp: Path, repo: Path, good: str, bad: str, i: int,
 
 
 GPU_BOX = (Path(__file__).resolve().parent.parent / "oracles" / "proof"
-           / "2026-11-27-small-project-gpu-box" / "box3_head.txt")
+           / "2026-11-27-small-project-gpu-box" / "box4_head.txt")
 
 # The store's, the history's and the CLI's libraries: what any bisector command imports.
 LIBRARIES = "import sqlalchemy.orm, git, click"
