@@ -126,11 +126,11 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     clone = tmp / "small-git"
     subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
     runs_so_far = 0
-    probes = 0
+    floored = False
 
     def compare(git_oracle: tuple[str, ...], ours_oracle: tuple[str, ...], git_label: str,
                 ours_label: str, python: str | None = sys.executable) -> None:
-        nonlocal runs_so_far, probes
+        nonlocal runs_so_far, floored
         ours: list[float] = []
         theirs: list[float] = []
         how, right = "", True
@@ -152,9 +152,11 @@ def bench_small_project(tmp: Path, show: Callable[[str, str], None]) -> None:
         show(git_label, f"{base:.2f}s")
         show(f"{ours_label} ({how})",
              f"{mine:.2f}s -> ratio {mine / base:.1f}x{'' if right else ' WRONG CULPRIT'}")
-        if not probes:  # the first comparison: its baseline is the floors' too
-            probes = sum(int(part.split()[0]) for part in how.split(", ") if part) or 1
-            _floors(clone, probes, runs, base, show)
+        if not floored:  # the first comparison: its baseline is the floors' too
+            floored = True
+            probes = sum(int(part.split()[0]) for part in how.split(", ") if part)
+            if probes:
+                _floors(clone, probes, runs, base, show)
 
     compare(("-c", ORACLE), ("--", "python", "-c", ORACLE),
             "baseline: git bisect run, PYTHONPATH=src", "bisect start, nothing cached")

@@ -39,10 +39,15 @@ class Ctx:
     use. A plain class, not a dataclass: importing `dataclasses` would add to the start of
     every command (make bench, section 12)."""
 
+    # The store of the command running now, as ``cli()`` resolved it (--db, $BISECTOR_DB, the
+    # default): what ``main()`` names when a query meets a damaged page.
+    last_db: str | None = None
+
     def __init__(self, db: str, debug: bool) -> None:
         self.db, self.debug = db, debug
         self._store: Store | None = None
         self._whole = False  # checked page by page (store/db.py: check_sqlite_file)
+        Ctx.last_db = db
 
     def store(self, create: bool = True, reads_only: bool = False) -> Store:
         """The store, opened on first use; ``reads_only``: the command never writes to it."""
@@ -435,20 +440,10 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
             raise
         from bisector.store.db import damaged  # lazy: only on this path
 
-        line = damaged(e, _db_given(args))
+        line = damaged(e, Ctx.last_db or default_db())
         if line is None:
             raise
         _fail(args, line, debug)
-
-
-def _db_given(args: list[str]) -> str:
-    """The store a command line names (``--db X`` or ``--db=X``), else the default one."""
-    for i, a in enumerate(args):
-        if a == "--db" and i + 1 < len(args):
-            return args[i + 1]
-        if a.startswith("--db="):
-            return a.removeprefix("--db=")
-    return default_db()
 
 
 def _fail(args: list[str], e: BisectorError, debug: bool) -> NoReturn:

@@ -176,8 +176,7 @@ def open_store(db: str, *, create: bool = True, reads_only: bool = False) -> Sto
     only reads (list, show, log, serve...), so a large SQLite file is not checked page by
     page first (:func:`check_sqlite_file`); a caller that writes always has it checked."""
     url = url_from(db)
-    if url.startswith("sqlite:///"):
-        path = Path(url.removeprefix("sqlite:///"))
+    if (path := sqlite_path(db)) is not None:
         if path.is_dir():
             raise StoreError(f"--db {path} is a directory: name a file in it, e.g. "
                              f"{path / 'bisector.db'}")
@@ -200,12 +199,12 @@ def open_store(db: str, *, create: bool = True, reads_only: bool = False) -> Sto
         raise StoreError(f"cannot use database URL {url!r} ({e}): fix --db / BISECTOR_DB") from None
     if engine.dialect.name == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
-        file = sqlite_path(db)
-        if reads_only and file and _heads_and_tables(engine)[0] != {SCHEMA_HEAD}:
-            check_sqlite_file(file)  # a migration writes: never to a store not checked whole
+        if reads_only and path and _heads_and_tables(engine)[0] != {SCHEMA_HEAD}:
+            check_sqlite_file(path)  # a migration writes: never to a store not checked whole
     migrate(engine)
-    if engine.dialect.name == "sqlite":
-        # Persistent in the file; set only once the file is known to be ours.
+    if engine.dialect.name == "sqlite" and not reads_only:
+        # Persistent in the file; set only once the file is known to be ours (and checked
+        # whole: it writes the header of a store in another journal mode, a backup's, say).
         with engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA journal_mode=WAL")
     return Store(engine)

@@ -30,9 +30,14 @@ def default_db() -> str:
 
 
 def sqlite_path(db: str) -> Path | None:
-    """The file of a SQLite store (``--db PATH`` or a ``sqlite:///`` URL), None for a server."""
-    url = url_from(db)
-    return Path(url.removeprefix("sqlite:///")) if url.startswith("sqlite:///") else None
+    """The file of a SQLite store (``--db PATH``, a ``sqlite:///`` URL or one naming a driver,
+    ``sqlite+pysqlite:///``), None for a server or an in-memory database. Every file store is
+    checked the same way before it is opened (store/db.py), whatever its URL's spelling."""
+    scheme, sep, rest = url_from(db).partition("://")
+    if not sep or not (scheme == "sqlite" or scheme.startswith("sqlite+")):
+        return None
+    name = rest.removeprefix("/").split("?", 1)[0]  # sqlite:///rel.db, sqlite:////abs.db
+    return Path(name) if rest.startswith("/") and name else None
 
 
 def absent(db: str) -> bool:

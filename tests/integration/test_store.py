@@ -98,6 +98,8 @@ def test_damaged_sqlite_is_refused(tmp_path: Path) -> None:
     f.write_bytes(bytes(raw))
     with pytest.raises(StoreError, match=r"damaged|integrity"):
         open_store(str(f))
+    with pytest.raises(StoreError, match=r"damaged|integrity"):  # the URL naming a driver
+        open_store(f"sqlite+pysqlite:///{f}")
 
 
 def test_a_large_store_is_read_whole_only_before_a_write(tmp_path: Path) -> None:
@@ -127,12 +129,32 @@ def test_a_large_store_is_read_whole_only_before_a_write(tmp_path: Path) -> None
     r = invoke("--db", str(f), "list")
     one_line_error(r, f"{f} is a damaged SQLite database", code=StoreError.exit_code)
     assert "move it aside" in r.stderr
+    r = invoke("show", "last", env={"BISECTOR_DB": str(f)})  # the store as cli() found it
+    one_line_error(r, f"{f} is a damaged SQLite database", code=StoreError.exit_code)
     # To write to it, every page is checked first: a damaged store is refused untouched.
     with pytest.raises(StoreError, match=r"damaged|integrity"):
         open_store(str(f))
     one_line_error(invoke("--db", str(f), "gc", "--max-size", "50G", "--dry-run"),
                    "damaged SQLite database", code=StoreError.exit_code)
     assert f.read_bytes() == before
+
+
+def test_a_command_that_only_reads_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    """A store in another journal mode (a backup made with VACUUM INTO is one) is not switched
+    to WAL by a read: that would write its header without the page-by-page check."""
+    f = tmp_path / "b.db"
+    open_store(str(f)).engine.dispose()
+    con = sqlite3.connect(f)
+    assert con.execute("PRAGMA journal_mode=DELETE").fetchone() == ("delete",)
+    con.close()
+    before = f.read_bytes()
+    for args in (("list",), ("list", "--json")):
+        assert invoke("--db", str(f), *args).exit_code == 0
+    assert f.read_bytes() == before
+    open_store(str(f)).engine.dispose()  # a command that may write: WAL, as always
+    con = sqlite3.connect(f)
+    assert con.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    con.close()
 
 
 def test_foreign_database_is_refused_untouched(tmp_path: Path) -> None:
