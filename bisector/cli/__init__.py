@@ -7,7 +7,6 @@ so ``--json`` output can be piped; with ``--json`` an error is also one JSON obj
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -18,9 +17,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from bisector.base import defaults
-from bisector.base.errors import BisectorError, InterruptedBisection, StoreError, UsageError
+from bisector.base.errors import InterruptedBisection, StoreError, UsageError
 from bisector.base.escape import safe_text
-from bisector.cli import config_file, disk, listing, tools, trust, watch, workers
+from bisector.cli import config_file, disk, failures, listing, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.console import err, escape, is_quiet, out, set_quiet
 from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, range_options
@@ -395,65 +394,12 @@ cli.add_command(workers.workers_cmd)
 cli.add_command(workers.cancel)
 
 
-def _json_error(args: list[str], message: str, kind: str, exit_code: int) -> None:
-    """Under ``--json`` a failure is JSON on stdout too: a script that parses stdout gets an
-    object naming the error, not an empty stream and a line on stderr it never reads."""
-    if "--json" in args or "--format=json" in args or any(
-            a == "--format" and b == "json" for a, b in itertools.pairwise(args)):
-        click.echo(json.dumps({"error": {"message": safe_text(message), "kind": kind,
-                                         "exit_code": exit_code}}))
-
-
 def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
     """The ``bisect`` command: ``args`` default to the process's own (tests pass theirs, and
-    run it in-process through click's CliRunner)."""
-    args = sys.argv[1:] if args is None else args
-    debug = "--debug" in args
-    try:
-        cli.main(args=args, prog_name=prog_name, standalone_mode=False)
-    except click.exceptions.Abort:
-        set_quiet(False)  # -q silences progress, never an error
-        err.print("error: aborted")
-        _json_error(args, "aborted", "Abort", 130)
-        sys.exit(130)
-    except click.ClickException as e:
-        set_quiet(False)  # -q silences progress, never an error
-        # One line, as every other error: what was wrong and where help is (click's own
-        # rendering is four lines with a usage banner).
-        message = " ".join(e.format_message().split())
-        usage = getattr(e, "ctx", None)
-        see = f" (see `{usage.command_path} --help`)" if usage is not None else ""
-        err.print(f"[red]error:[/] {escape(message)}{escape(see)}", soft_wrap=True)
-        _json_error(args, message, type(e).__name__, e.exit_code)
-        sys.exit(e.exit_code)
-    except BisectorError as e:
-        _fail(args, e, debug)
-    except KeyboardInterrupt:
-        set_quiet(False)  # -q silences progress, never an error
-        err.print("error: interrupted")
-        _json_error(args, "interrupted", "KeyboardInterrupt", 130)
-        sys.exit(130)
-    except Exception as e:
-        # A damaged SQLite page met by a query (a large store is not read whole when opened):
-        # one line as well. Anything else is a bug, with its traceback.
-        if "sqlalchemy" not in sys.modules and "sqlite3" not in sys.modules:
-            raise
-        from bisector.store.db import damaged  # lazy: only on this path
-
-        line = damaged(e, Ctx.last_db or default_db())
-        if line is None:
-            raise
-        _fail(args, line, debug)
-
-
-def _fail(args: list[str], e: BisectorError, debug: bool) -> NoReturn:
-    """One line (and exit code) for an error a user can act on; the traceback with --debug."""
-    set_quiet(False)  # -q silences progress, never an error
-    if debug:
-        err.print_exception()
-    err.print(f"[red]error:[/] {escape(e.message)}", soft_wrap=True)
-    _json_error(args, e.message, type(e).__name__, e.exit_code)
-    sys.exit(e.exit_code)
+    run it in-process through click's CliRunner). Every failure a user can act on is one line
+    and an exit code (cli/failures.py)."""
+    failures.run(cli, sys.argv[1:] if args is None else args, prog_name,
+                 lambda: Ctx.last_db or default_db())
 
 
 if __name__ == "__main__":
