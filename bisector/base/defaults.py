@@ -36,10 +36,10 @@ CANCEL_POLL_S = float(os.environ.get("BISECTOR_CANCEL_POLL_S", "1"))
 # coordinator gives up, saying `bisect resume N`; the wait between tries doubles up to the cap.
 STORE_RETRY_S = float(os.environ.get("BISECTOR_STORE_RETRY_S", "60"))
 STORE_RETRY_CAP_S = 5.0
-# A SQLite store this small gets SQLite's whole quick_check when opened (under ~20 ms); a larger
-# one only its header and schema, since quick_check reads every page (0.26 s for 500 MB from the
-# page cache, seconds from disk) and every command opens the store. Damage found later is the
-# same one line (store/db.py: damaged).
+# A command that only reads (list, show, log, serve...) has SQLite's quick_check read every page
+# of a store this small (under ~20 ms); of a larger one, only its header and schema, since
+# quick_check costs 0.26 s per 500 MB from the page cache, seconds from disk. A command that may
+# write always has it checked whole (store/db.py: check_sqlite_file).
 SQLITE_FULL_CHECK_BYTES = 32 * 2**20
 # An oracle's stdout and stderr keep at most this much (head and tail) on disk.
 OUTPUT_CAP = 64 * 2**20

@@ -13,7 +13,7 @@ reaper that was itself killed with SIGKILL can still be found and swept
 Standalone on purpose (standard library only): it is started by path, before anything else.
 Every probe pays its start, so it imports only what it calls: ``_signal`` (what ``signal`` wraps
 in enums; the enums cost an import of ``enum``), no ``contextlib``, no ``__future__``. That
-halves its cost (a run under it 20 -> 11 ms here).
+cuts a run under it from 20 to 15 ms here, 31 to 22-26 ms on an H100 box.
 """
 
 import ctypes
