@@ -22,6 +22,7 @@ from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, failures, listing, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.console import err, escape, is_quiet, out, set_quiet
+from bisector.cli.context import Ctx
 from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, range_options
 from bisector.store.location import absent, default_db, sqlite_path
 
@@ -31,35 +32,6 @@ from bisector.store.location import absent, default_db, sqlite_path
 if TYPE_CHECKING:
     from bisector.run.config import Request
     from bisector.store.db import Store
-
-
-class Ctx:
-    """What every command gets (``@click.pass_obj``): the store's location, opened on first
-    use. A plain class, not a dataclass: importing `dataclasses` would add to the start of
-    every command (make bench, section 12)."""
-
-    # The store of the command running now, as ``cli()`` resolved it (--db, $BISECTOR_DB, the
-    # default): what ``main()`` names when a query meets a damaged page.
-    last_db: str | None = None
-
-    def __init__(self, db: str, debug: bool) -> None:
-        self.db, self.debug = db, debug
-        self._store: Store | None = None
-        self._whole = False  # checked page by page (store/db.py: check_sqlite_file)
-        Ctx.last_db = db
-
-    def store(self, create: bool = True, reads_only: bool = False) -> Store:
-        """The store, opened on first use; ``reads_only``: the command never writes to it."""
-        # lazy: SQLAlchemy and Alembic, for the commands that open the store
-        from bisector.store.db import check_sqlite_file, open_store
-
-        if self._store is None:
-            self._store = open_store(self.db, create=create, reads_only=reads_only)
-            self._whole = not reads_only
-        elif not reads_only and not self._whole and (path := sqlite_path(self.db)):
-            check_sqlite_file(path)  # opened to read, now to write: checked whole first
-            self._whole = True
-        return self._store
 
 
 def _sigterm(_signum: int, _frame: Any) -> NoReturn:

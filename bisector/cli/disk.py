@@ -3,27 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import click
 
 from bisector.base.errors import StoreError, UsageError
 from bisector.cli.console import err, escape, out
+from bisector.cli.context import Ctx
 
 if TYPE_CHECKING:
     from bisector.store.db import Store
 
 
-class StoreOpener(Protocol):
-    """The CLI context (``bisector.cli.Ctx``), seen from here without importing the group."""
-
-    def store(self, create: bool = True, reads_only: bool = False) -> Store: ...
-
-
 @click.command()
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def du(c: StoreOpener, json_out: bool) -> None:
+def du(c: Ctx, json_out: bool) -> None:
     """Disk usage by kind: wheels, overlays, environments, uv's cache, oracle copies, logs,
     ccache, scratch folders, reports, with the oldest and newest last use of each."""
     # lazy: `bisect --help` and completion import none of this
@@ -62,7 +57,7 @@ def du(c: StoreOpener, json_out: bool) -> None:
               "remove nothing.")
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def gc(c: StoreOpener, max_size: str | None, older_than: str | None, dry_run: bool,
+def gc(c: Ctx, max_size: str | None, older_than: str | None, dry_run: bool,
        json_out: bool) -> None:
     """Remove least recently used artifacts that no unfinished bisection needs.
 

@@ -13,25 +13,20 @@ import signal
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from bisector.base.errors import InterruptedBisection, UsageError
 from bisector.cli import complete, config_file
 from bisector.cli.console import err, escape, out
+from bisector.cli.context import Ctx
 
 if TYPE_CHECKING:
     from bisector.app.watch.config import WatchConfig
     from bisector.store.db import Store
 
 STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan"}
-
-
-class StoreOpener(Protocol):
-    """The CLI context (``bisector.cli.Ctx``), seen from here without importing the group."""
-
-    def store(self, create: bool = True, reads_only: bool = False) -> Store: ...
 
 
 def _sigterm(_signum: int, _frame: Any) -> NoReturn:
@@ -67,7 +62,7 @@ def next_time(every: str, after: datetime) -> datetime:
 @click.option("--every", default=None, metavar="CRON", help="Stay in the foreground and tick "
               "on this cron schedule, e.g. \"0 3 * * *\" (use the systemd timer on a server).")
 @click.pass_obj
-def tick(c: StoreOpener, config_path: Path | None, bisect: bool | None, only: tuple[str, ...],
+def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str, ...],
          every: str | None) -> None:
     """One idempotent pass of the nightly watch: run each suite's oracles once against its
     newest torch, record the results, and start one bisection per flip (good -> bad or
@@ -139,7 +134,7 @@ def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...
 @click.option("--columns", default=14, show_default=True, type=click.IntRange(1, 200),
               help="How many torches (newest first) to show per suite.")
 @click.pass_obj
-def watch(c: StoreOpener, json_out: bool, columns: int) -> None:
+def watch(c: Ctx, json_out: bool, columns: int) -> None:
     """The nightly watch's table: per suite, each oracle against each torch (good / bad /
     skip), the flips, and the bisections they started."""
     # lazy: `bisect --help` and completion import none of this

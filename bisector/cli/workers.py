@@ -11,18 +11,19 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import click
 
 from bisector.base.errors import UsageError
 from bisector.cli.config_file import ConfiguredCommand
 from bisector.cli.console import err, escape, out
+from bisector.cli.context import Ctx
 from bisector.cli.options import BISECTION_ID
 from bisector.store.location import url_from
 
 if TYPE_CHECKING:
-    from bisector.store.db import Store
+    pass
 
 QUEUES = ("probe", "build")  # bisector.queue.procrastinate.QUEUES, without importing procrastinate
 
@@ -30,14 +31,6 @@ ENQUEUE = click.option(
     "--enqueue/--no-enqueue", "enqueue", default=None,
     help="Send each round's probes to `bisect worker`s through the store's queue, or run them "
     "in this process (default: enqueue when the store is PostgreSQL and a worker is alive).")
-
-
-class StoreOpener(Protocol):
-    """The CLI context (``bisector.cli.Ctx``), seen from here without importing the group."""
-
-    db: str
-
-    def store(self, create: bool = True, reads_only: bool = False) -> Store: ...
 
 
 def check_enqueue(db: str, enqueue: bool | None) -> bool | None:
@@ -83,7 +76,7 @@ def check_name(name: str | None) -> str | None:
               "--queue build (see the README).")
 @click.option("--name", default=None, help="Shown by `bisect workers` (default: HOST/gpuN).")
 @click.pass_obj
-def worker(c: StoreOpener, gpu: str | None, queues: tuple[str, ...], name: str | None) -> None:
+def worker(c: Ctx, gpu: str | None, queues: tuple[str, ...], name: str | None) -> None:
     """Take probes from the queue of a PostgreSQL store and run them, one at a time, until
     stopped. SIGTERM or Ctrl-C: the probe in hand finishes (or is handed back after 4 min);
     a worker killed outright loses nothing: its probe is handed to another worker."""
@@ -109,7 +102,7 @@ def _age(iso: str) -> str:
 @click.command(name="workers", cls=ConfiguredCommand)
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def workers_cmd(c: StoreOpener, json_out: bool) -> None:
+def workers_cmd(c: Ctx, json_out: bool) -> None:
     """List the workers seen in the last day: GPU, queues, the probe each runs now, and its
     last heartbeat (a worker silent past BISECTOR_WORKER_STALE_S is gone)."""
     # lazy: `bisect --help` and completion import none of this
@@ -145,7 +138,7 @@ def workers_cmd(c: StoreOpener, json_out: bool) -> None:
 @click.argument("bisection_id", type=BISECTION_ID)
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def cancel(c: StoreOpener, bisection_id: int, json_out: bool) -> None:
+def cancel(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Stop a bisection: its probes in flight are killed on their workers and none of them is
     judged; its coordinator stops within a second (a build or a confirmation run too). `bisect
     resume ID` finishes it from what is stored."""

@@ -1,0 +1,42 @@
+"""The object every command gets (``@click.pass_obj``): where the store is, and the store itself
+opened on first use. Its own module so that the command modules (disk, watch, workers) name it
+without importing the group in cli/__init__.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bisector.store.location import sqlite_path
+
+if TYPE_CHECKING:
+    from bisector.store.db import Store
+
+
+class Ctx:
+    """What every command gets (``@click.pass_obj``): the store's location, opened on first
+    use. A plain class, not a dataclass: importing `dataclasses` would add to the start of
+    every command (make bench, section 12)."""
+
+    # The store of the command running now, as ``cli()`` resolved it (--db, $BISECTOR_DB, the
+    # default): what ``main()`` names when a query meets a damaged page.
+    last_db: str | None = None
+
+    def __init__(self, db: str, debug: bool) -> None:
+        self.db, self.debug = db, debug
+        self._store: Store | None = None
+        self._whole = False  # checked page by page (store/db.py: check_sqlite_file)
+        Ctx.last_db = db
+
+    def store(self, create: bool = True, reads_only: bool = False) -> Store:
+        """The store, opened on first use; ``reads_only``: the command never writes to it."""
+        # lazy: SQLAlchemy and Alembic, for the commands that open the store
+        from bisector.store.db import check_sqlite_file, open_store
+
+        if self._store is None:
+            self._store = open_store(self.db, create=create, reads_only=reads_only)
+            self._whole = not reads_only
+        elif not reads_only and not self._whole and (path := sqlite_path(self.db)):
+            check_sqlite_file(path)  # opened to read, now to write: checked whole first
+            self._whole = True
+        return self._store
