@@ -30,8 +30,10 @@ _COMPILE_OUTPUT = re.compile(r"torch[._/]_dynamo|torch[._/]_inductor|torch[._/]_
 # A failure after dynamo traced the graph (AOT/inductor/Triton): the minifier runs after AOT.
 _AFTER_AOT = re.compile(r"_inductor|_functorch|triton|InductorError|BackendCompilerFailed",
                         re.IGNORECASE)
-_USES_COMPILE = re.compile(r"\btorch\.compile\b|\btorch\._dynamo\.optimize\b|"
-                           r"\bcompile\(.*backend=")
+_USES_COMPILE = re.compile(r"\btorch\.compile\b|\btorch\._dynamo\.optimize\b")
+# ``compile(..., backend=...)`` on one line: found line by line, first call then the keyword
+# after it (``compile\(.*backend=`` rescans the line from every ``compile(``: quadratic).
+_COMPILE_CALL = re.compile(r"\bcompile\(")
 LOGS = "+dynamo,recompiles,graph_breaks,output_code"
 # The options of `bisect check` a bisection's request shares (cli/options.py CHECK_OPTIONS).
 _SHARED = ("profile", "python", "regress", "match", "timeout")
@@ -51,7 +53,9 @@ def is_compile_failure(d: dict[str, Any]) -> bool:
     if (d.get("project") or {}).get("package", "torch") != "torch" or not d.get("culprit"):
         return False
     source = str((d.get("oracle") or {}).get("source") or "")
-    return bool(_COMPILE_OUTPUT.search(_failing_text(d)) or _USES_COMPILE.search(source))
+    return bool(_COMPILE_OUTPUT.search(_failing_text(d)) or _USES_COMPILE.search(source)
+                or any((m := _COMPILE_CALL.search(ln)) and "backend=" in ln[m.end():]
+                       for ln in source.splitlines()))
 
 
 def check_line(req: Request, commit: str, env: dict[str, str]) -> str:

@@ -35,7 +35,12 @@ from bisector.oracle.script import foreign_interpreter
 from bisector.run.config import Request, reproduce_command
 from bisector.run.prior import note as prior_note
 
-_SITE = re.compile(r"(?:/[^\s\"':]+)*/(site-packages|dist-packages)/")
+# A path-like word (no spaces, quotes or colons) and the package folders inside one. Found in
+# two linear steps (the word, then its last package folder), never one pattern with nested
+# repetition: ``(?:/[^/...]+)*/site-packages/`` backtracks exponentially on a deep path with no
+# package folder in it, which any oracle may print (issue 32).
+_WORD = re.compile(r"[^\s\"':]+")
+_PACKAGES = ("/site-packages/", "/dist-packages/")
 # Paths that name a person wherever they appear: home folders and Inductor's per-user cache.
 _GENERIC = [(re.compile(r"/(?:home|Users)/[^/\s\"':]+"), "~"),
             (re.compile(r"(?<![\w.-])/root(?=/)"), "~"),
@@ -57,12 +62,25 @@ def scrubber(repo_path: str, recorded: dict[str, str] | None = None) -> Callable
     def scrub(text: str) -> str:
         for prefix, placeholder in prefixes:
             text = text.replace(prefix, placeholder)
-        text = _SITE.sub(r"…/\1/", text)
+        text = _WORD.sub(_site, text)
         for pattern, placeholder in _GENERIC:
             text = pattern.sub(placeholder, text)
         return text
 
     return scrub
+
+
+def _site(m: re.Match[str]) -> str:
+    """A word with its prefix up to the last package folder shortened to ``…/site-packages/``
+    (the prefix is this machine's interpreter or environment, the rest is the package's)."""
+    word = m.group(0)
+    first = word.find("/")
+    if first < 0:
+        return word
+    at, folder = max((word.rfind(f), f) for f in _PACKAGES)
+    if at < first:
+        return word
+    return f"{word[:first]}…{folder}{word[at + len(folder):]}"
 
 
 def _is_path(value: str) -> bool:

@@ -20,6 +20,7 @@ from bisector.app.result_text import (
     suspect_probabilities,
     suspects_heading,
 )
+from bisector.base import defaults
 from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
 from bisector.core.verdict import Polarity
@@ -338,8 +339,10 @@ def culprit_facts(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def tail(text: str, lines: int = 15) -> str:
-    """The last ``lines`` lines of an output: enough for an error and its traceback's end."""
-    return "\n".join(text.rstrip().splitlines()[-lines:])
+    """The last ``lines`` lines of an output: enough for an error and its traceback's end,
+    from its last :data:`~bisector.base.defaults.REPORT_TEXT_CHARS` at most (an output of
+    one endless line stays bounded for every scrubber after this)."""
+    return "\n".join(text[-defaults.REPORT_TEXT_CHARS:].rstrip().splitlines()[-lines:])
 
 
 def _build_summary(b: dict[str, Any]) -> str:

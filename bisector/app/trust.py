@@ -7,6 +7,12 @@ its real path), and any change of the content voids it, so a later ``git pull`` 
 new ``python`` or ``[notify] command`` in under an old yes. The user's own file is always
 trusted and never recorded here.
 
+Trust holds for that content *at that place*: a repository's file that is a symbolic link is
+never trusted (a hostile clone's ``bisector.toml -> ../mine/bisector.toml`` would borrow the
+trust of the file it points to, and its relative values would then resolve in the hostile
+clone), and the bytes that are hashed are the bytes that are parsed (:func:`read`), so the file
+cannot be swapped between the check and the use.
+
 The record is a JSON file in the data folder, written atomically; a damaged record trusts
 nothing (and says so), it never stops a command.
 """
@@ -41,6 +47,23 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+class LinkError(OSError):
+    """A repository's file that is a symbolic link: read it, never trust it."""
+
+
+def read(path: Path) -> bytes:
+    """The file's bytes, read once and never through a link in its last part (``O_NOFOLLOW``):
+    what is hashed for trust is what is parsed. :class:`LinkError` when it is a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if path.is_symlink():
+            raise LinkError(f"{path} is a symbolic link") from None
+        raise e
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 def _read() -> dict[str, str]:
     try:
         data = json.loads(_record().read_text())
@@ -65,23 +88,23 @@ def _key(path: Path) -> str:
     return str(path.expanduser().resolve())
 
 
-def is_trusted(path: Path) -> bool:
-    """The file's content is exactly what the user trusted."""
+def is_trusted(path: Path, content: bytes) -> bool:
+    """``content``, read from ``path`` (by :func:`read`, never through a link), is exactly
+    what the user trusted at that place."""
     want = _read().get(_key(path))
-    if want is None:
-        return False
-    try:
-        return digest(path) == want
-    except OSError:
-        return False
+    return want is not None and hashlib.sha256(content).hexdigest() == want
 
 
 def trust(path: Path) -> Trusted:
+    if path.is_symlink():
+        raise UsageError(f"{path} is a symbolic link, and trust holds for a file at its own "
+                         f"place: trust the file it points to ({path.resolve()}) there, or "
+                         f"replace the link with a copy")
     p = path.expanduser().resolve()
     if not p.is_file():
         raise UsageError(f"{path}: no such file; pass the path of a bisector.toml")
     data = _read()
-    data[str(p)] = digest(p)
+    data[str(p)] = hashlib.sha256(read(p)).hexdigest()
     _write(data)
     return Trusted(p, data[str(p)], "trusted")
 

@@ -43,6 +43,9 @@ STORE_RETRY_CAP_S = 5.0
 SQLITE_FULL_CHECK_BYTES = 32 * 2**20
 # An oracle's stdout and stderr keep at most this much (head and tail) on disk.
 OUTPUT_CAP = 64 * 2**20
+# A report (Markdown, issue, HTML, web page) reads at most this much of any one output: its
+# last lines are what a person reads, and every scrubber then runs on a bounded text.
+REPORT_TEXT_CHARS = 64 * 2**10
 
 # Flaky oracles: the noisy search stops when the most likely culprit is this probable.
 NOISY_CONFIDENCE = 0.99

@@ -89,13 +89,16 @@ def host_build_env() -> dict[str, str]:
     return env
 
 
-def read_toml(path: Path, fix: str) -> dict[str, Any]:
-    """A configuration file's tables; a file that cannot be read or parsed is one line naming
-    it and ``fix`` (what the user can do about it), as every bad input is."""
+def read_toml(path: Path, fix: str, content: bytes | None = None) -> dict[str, Any]:
+    """A configuration file's tables (from ``content`` when the caller already read the
+    file, as trust does: the bytes checked are the bytes parsed); a file that cannot be read
+    or parsed is one line naming it and ``fix`` (what the user can do about it), as every bad
+    input is."""
     # lazy: only a command that finds a configuration file parses TOML
     import tomllib
 
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes() if content is None else content
+        return tomllib.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"{path}: not a readable TOML file ({e}); {fix}") from None

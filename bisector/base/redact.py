@@ -32,7 +32,11 @@ _WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "AUTH", "CREDENTIAL", 
 # Query parameter names that are secrets although they hold none of the words.
 _EXACT_PARAMS = frozenset({"sig", "code", "pass", "jwt", "bearer"})
 
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s<>\"'`]+")
+# A URL in free text is ``scheme://rest``: found from its ``://`` and walked back over the
+# scheme's characters, never by a pattern tried at every word boundary (``\b[A-Za-z][...]*://``
+# rescans ``a.a.a.a...`` from each dot: quadratic on any long dotted word an oracle prints).
+_SCHEME = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
+_URL_END = re.compile(r"[\s<>\"'`]")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s]*@")
 # NAME=VALUE with an upper-case (environment-style) name; the value is quoted or runs to the
 # next space. An opening quote before the name (``'HF_TOKEN=a b'``, as shlex writes it) makes
@@ -101,10 +105,31 @@ def _assignment(s: str) -> str:
     return "".join(out)
 
 
-def _in_text(m: re.Match[str]) -> str:
+def _urls(s: str) -> list[tuple[int, int]]:
+    r"""Where the URLs of ``s`` are, as ``\b[A-Za-z][A-Za-z0-9+.-]*://[^\s<>"'`]+`` finds
+    them, in one pass: each scheme is the leftmost letter after a word boundary in the run of
+    scheme characters before its ``://``."""
+    found: list[tuple[int, int]] = []
+    floor = at = 0
+    while (sep := s.find("://", at)) >= 0:
+        at = sep + 1
+        first = sep
+        while first > floor and s[first - 1] in _SCHEME:
+            first -= 1
+        start = next((k for k in range(first, sep) if s[k].isalpha() and s[k].isascii()
+                      and (k == 0 or not (s[k - 1].isalnum() or s[k - 1] == "_"))), None)
+        if start is None or sep + 3 >= len(s) or _URL_END.match(s, sep + 3):
+            continue
+        stop = _URL_END.search(s, sep + 3)
+        end = len(s) if stop is None else stop.start()
+        found.append((start, end))
+        floor = at = end
+    return found
+
+
+def _in_text(found: str) -> str:
     """A URL found in text, less the punctuation that closes the sentence or a Markdown link
     around it."""
-    found = m.group(0)
     body = found.rstrip(").,;:]")
     return url(body) + found[len(body):]
 
@@ -114,7 +139,11 @@ def text(s: str) -> str:
     URL, secret assignment, header and known token shape in it redacted."""
     if not s:
         return s
-    s = _URL.sub(_in_text, s)
+    out, at = [], 0
+    for start, end in _urls(s):
+        out += [s[at:start], _in_text(s[start:end])]
+        at = end
+    s = "".join([*out, s[at:]])
     s = _assignment(s)
     s = _HEADER.sub(lambda m: m.group(1) + (m.group(2) + " " if m.group(2) else "") + MASK, s)
     return _SHAPES.sub(MASK, s)

@@ -92,10 +92,11 @@ def suites(ctx: click.Context, param: click.Parameter, incomplete: str
         from bisector.cli import config_file
 
         given = ctx.params.get("config_path")
-        paths = [Path(given)] if given else config_file.trusted_paths(config_file.files())
+        found = ([config_file.given(Path(given))] if given
+                 else config_file.trusted(config_file.files()))
         names: list[str] = []
-        for path in paths:
-            data = read_toml(path, "")
+        for f in found:
+            data = read_toml(f.path, "", f.content)
             for key in ("suite", "suites"):
                 tables = data.get(key)
                 for t in tables if isinstance(tables, list) else []:

@@ -48,6 +48,9 @@ INERT = frozenset({
     "build-jobs", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json", "format", "limit",
     "wide", "columns", "description",
 })  # ctx.meta: (command path, param name) -> where it came from
+# Options given as text that are a path when they hold a slash (an interpreter, an oracle's
+# file): relative ones resolve against the file's folder, as click.Path options do.
+PATH_VALUES = frozenset({"python", "oracle"})
 
 
 class Loaded:
@@ -60,17 +63,28 @@ class Loaded:
         self.sources: dict[tuple[str, str], str] = {}
         self.files: list[Path] = files or []
         self.ignored: dict[Path, list[str]] = {}  # untrusted file -> keys
+        self.links: set[Path] = set()  # untrusted because they are symbolic links
 
     def notes(self) -> list[str]:
         """One line per untrusted file whose keys were ignored."""
-        return [f"note: {path} is not trusted, so {', '.join(keys)} from it "
-                f"{'is' if len(keys) == 1 else 'are'} ignored: review it, then run "
-                f"bisect trust {path}" for path, keys in self.ignored.items()]
+        return [f"note: {path} {self._why(path)}, so {', '.join(keys)} from it "
+                f"{'is' if len(keys) == 1 else 'are'} ignored: {self._fix(path)}"
+                for path, keys in self.ignored.items()]
+
+    def _why(self, path: Path) -> str:
+        return "is a symbolic link" if path in self.links else "is not trusted"
+
+    def _fix(self, path: Path) -> str:
+        if path in self.links:
+            return "trust holds only for a file at its own place (replace the link with a copy)"
+        return f"review it, then run bisect trust {path}"
 
 
 class ConfigFile(NamedTuple):
     path: Path
     trusted: bool  # the user's own file, or a repository's whose content the user trusted
+    content: bytes | None = None  # what was read, once: the bytes trusted are the bytes parsed
+    link: bool = False  # a repository's file that is a symbolic link: never trusted
 
 
 def user_file() -> Path:
@@ -97,21 +111,46 @@ def repo_file(start: Path) -> Path | None:
     return None
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"{path}: cannot be read ({e.strerror}); fix it or remove it "
+                         f"(set BISECTOR_CONFIG to use another file)") from None
+
+
+def given(path: Path) -> ConfigFile:
+    """A file the user named (``--config FILE``): theirs, so trusted, read once."""
+    if not path.is_file():
+        raise UsageError(f"--config {path}: no such file; fix the path")
+    return ConfigFile(path, True, _read(path))
+
+
 def files(cwd: Path | None = None) -> list[ConfigFile]:
-    """The files read, user first (the repository's wins, key by key, where it may)."""
-    out = [ConfigFile(f, True) for f in (user_file(),) if f.is_file()]
+    """The files read, user first (the repository's wins, key by key, where it may). Each is
+    read once here; the repository's never through a link (a link is read for its inert keys
+    and never trusted)."""
+    out = [ConfigFile(f, True, _read(f)) for f in (user_file(),) if f.is_file()]
     repo = repo_file(cwd or Path.cwd())
     if repo is not None and all(repo.resolve() != f.path.resolve() for f in out):
         # lazy: only a clone with its own bisector.toml needs the trust record
         from bisector.app import trust
 
-        out.append(ConfigFile(repo, trust.is_trusted(repo)))
+        try:
+            content = trust.read(repo)
+        except trust.LinkError:
+            out.append(ConfigFile(repo, False, _read(repo), link=True))
+        except OSError as e:
+            raise UsageError(f"{repo}: cannot be read ({e.strerror}); fix it or remove "
+                             f"it") from None
+        else:
+            out.append(ConfigFile(repo, trust.is_trusted(repo, content), content))
     return out
 
 
-def trusted_paths(found: list[ConfigFile]) -> list[Path]:
+def trusted(found: list[ConfigFile]) -> list[ConfigFile]:
     """The files whose every table applies (the watch reads only these)."""
-    return [f.path for f in found if f.trusted]
+    return [f for f in found if f.trusted]
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()
@@ -138,8 +177,11 @@ def _options(cmd: click.Command) -> dict[str, click.Option]:
 
 def _check_value(cmd: click.Command, opt: click.Option, value: Any, where: str,
                  base: Path) -> Any:
-    """The value as the option would take it; relative paths are the config file's."""
-    if isinstance(opt.type, click.Path) and isinstance(value, str):
+    """The value as the option would take it; relative paths are the config file's (its own
+    folder, links resolved), never the folder the user stands in: ``python = "./tools/py"``
+    in a trusted file runs that file's tool, not one of the clone the user is in."""
+    if isinstance(value, str) and (isinstance(opt.type, click.Path) or (
+            opt.name in PATH_VALUES and "/" in value)):
         p = Path(value).expanduser()
         value = str(p if p.is_absolute() else (base / p))
     if opt.multiple and not isinstance(value, list):
@@ -169,7 +211,10 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:
     for cf in found:
         path = cf.path
         ignored: list[str] = []
-        data = read_toml(path, "fix it or remove it (set BISECTOR_CONFIG to use another file)")
+        if cf.link:
+            loaded.links.add(path)
+        data = read_toml(path, "fix it or remove it (set BISECTOR_CONFIG to use another file)",
+                         cf.content)
         tables: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
         for name, value in data.items():
             if name in RESERVED:
@@ -199,7 +244,7 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:
                     raise _unknown(f"option of `bisect {' '.join(cmd_path)}`", key,
                                    list(opts), f"{path} [{table}]")
                 where = f"{path} [{table}] {key} = {value!r}"
-                value = _check_value(cmd, opts[key], value, where, path.parent)
+                value = _check_value(cmd, opts[key], value, where, path.resolve().parent)
                 if not cf.trusted and key not in INERT:
                     shown = f"[{table}] {key}"
                     if shown not in ignored:

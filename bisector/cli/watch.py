@@ -73,10 +73,10 @@ def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str,
     if every is not None:  # a bad schedule fails first, before any file or the store
         next_time(every, datetime.now().astimezone())
     # Only trusted files: a suite runs oracles, an index is a host, a notifier a program.
-    paths = [config_path] if config_path else config_file.trusted_paths(config_file.files())
-    if config_path and not config_path.is_file():
-        raise UsageError(f"--config {config_path}: no such file; fix the path")
-    cfg = load(paths)
+    found = ([config_file.given(config_path)] if config_path
+             else config_file.trusted(config_file.files()))
+    paths = [f.path for f in found]
+    cfg = load(paths, [f.content for f in found])
     if not cfg.suites:
         where = ", ".join(map(str, paths)) or f"{config_file.user_file()} (absent)"
         raise UsageError(f"no [[suite]] to watch in {where}: add one (see the README's "

@@ -142,3 +142,54 @@ def test_the_users_own_file_is_trusted(home: Path, tmp_path: Path,
     monkeypatch.setenv("BISECTOR_CONFIG", str(mine))
     r = invoke("serve", "--help", cwd=tmp_path)
     assert "127.0.0.3" in "".join(r.stdout.split()) and "is not trusted" not in r.stderr
+
+
+def _tool(folder: Path, canary: Path) -> None:
+    tool = folder / "tools" / "py"
+    tool.parent.mkdir(parents=True)
+    tool.write_text(f"#!/bin/sh\ntouch {canary}\nexec python3 \"$@\"\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+
+
+def test_trust_does_not_travel_through_a_symlink(home: Path, tmp_path: Path) -> None:
+    """Issue 32, item 2: a hostile clone whose bisector.toml links to a file the user trusted
+    elsewhere gets no trust, and a trusted file's relative values are its own folder's."""
+    mine = _clone(tmp_path / "a", '[defaults]\npython = "./tools/py"\n[start]\njobs = 3\n')
+    hostile = _clone(tmp_path / "b", "")
+    (hostile / "bisector.toml").unlink()
+    (hostile / "bisector.toml").symlink_to(mine / "bisector.toml")
+    _tool(mine, tmp_path / "mine-ran")
+    _tool(hostile, tmp_path / "hostile-ran")
+    assert invoke("trust", cwd=mine).exit_code == 0
+
+    helped = _help("start", mine)
+    assert str((mine / "tools" / "py").resolve()) in helped  # its own folder's tool, absolute
+    r = invoke("start", "--help", cwd=hostile)
+    helped = "".join(r.stdout.split())
+    assert "tools/py" not in helped and "(3from" in helped  # inert keys only
+    notes = [ln for ln in r.stderr.splitlines() if "symbolic link" in ln]
+    assert len(notes) == 1 and "[defaults] python" in notes[0], r.stderr
+    one_line_error(invoke("trust", cwd=hostile), "symbolic link")
+
+    # Run a command that starts the interpreter: the trusted clone's tool runs, the hostile's
+    # never does.
+    for clone in (mine, hostile):
+        invoke("check", "--env", "system", "--", "true", cwd=clone)
+    assert (tmp_path / "mine-ran").exists()
+    assert not (tmp_path / "hostile-ran").exists()
+
+
+def test_the_bytes_trusted_are_the_bytes_parsed(home: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32, item 3: the file swapped between the trust check and the parse still
+    applies what was checked (it was hashed on one read and parsed on another)."""
+    from bisector.cli import cli, config_file
+
+    clone = _clone(tmp_path, '[serve]\nhost = "127.0.0.2"\n')
+    assert invoke("trust", cwd=clone).exit_code == 0
+    monkeypatch.chdir(clone)
+    found = config_file.files()
+    assert [f.trusted for f in found] == [True]
+    (clone / "bisector.toml").write_text('[serve]\nhost = "0.0.0.0"\n')  # the swap
+    loaded = config_file.load(cli, found)
+    assert loaded.default_map["serve"]["host"] == "127.0.0.2"

@@ -12,6 +12,10 @@ from bisector.cli import cli
 from bisector.cli.config_file import ConfigFile, files, load, repo_file
 
 
+def _found(cwd: Path) -> list[tuple[Path, bool]]:
+    return [(f.path, f.trusted) for f in files(cwd)]
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -73,12 +77,12 @@ def test_the_repository_file_is_searched_up_to_the_git_root_only(
     assert repo_file(clone / "src" / "deep") == mine
     monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("BISECTOR_CONFIG", raising=False)
-    assert files(clone / "src") == [ConfigFile(mine, False)]  # untrusted until `bisect trust`
+    assert _found(clone / "src") == [(mine, False)]  # untrusted until `bisect trust`
     user = write(tmp_path / "home" / "config" / "bisector.toml", "[list]\nlimit = 3\n")
-    assert files(clone / "src") == [ConfigFile(user, True), ConfigFile(mine, False)]
+    assert _found(clone / "src") == [(user, True), (mine, False)]
     monkeypatch.setenv("BISECTOR_CONFIG", str(tmp_path / "elsewhere.toml"))
     # The named file does not exist: only the repository's.
-    assert files(clone / "src") == [ConfigFile(mine, False)]
+    assert _found(clone / "src") == [(mine, False)]
 
 
 def test_an_untrusted_file_sets_only_inert_keys_and_names_the_rest(tmp_path: Path) -> None:

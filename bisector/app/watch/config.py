@@ -111,14 +111,16 @@ def _str(table: dict[str, Any], key: str, where: str) -> str | None:
     return value.strip()
 
 
-def load(paths: list[Path]) -> WatchConfig:
-    """Every watch table of ``paths``, checked; later files win."""
+def load(paths: list[Path], contents: list[bytes] | None = None) -> WatchConfig:
+    """Every watch table of ``paths``, checked; later files win. ``contents`` are the files'
+    bytes as the caller read (and trusted) them: what was checked is what is parsed."""
     cfg = WatchConfig(files=tuple(paths))
     suites: dict[str, Suite] = {}
     watch: dict[str, tuple[Any, Path]] = {}
     notify: dict[str, tuple[Any, Path]] = {}
-    for path in paths:
-        data = read_toml(path, "fix it or point --config elsewhere")
+    for i, path in enumerate(paths):
+        data = read_toml(path, "fix it or point --config elsewhere",
+                         None if contents is None else contents[i])
         for name, into, known in (("watch", watch, WATCH_KEYS), ("notify", notify, NOTIFY_KEYS)):
             table = data.get(name, {})
             if not isinstance(table, dict):
@@ -160,7 +162,7 @@ def _watch(cfg: WatchConfig, table: dict[str, tuple[Any, Path]]) -> WatchConfig:
         value, path = table["events"]
         if not isinstance(value, str) or not value:
             raise UsageError(f"{path} [watch] events = {value!r}: write a folder path")
-        events = _path(value, path.parent)
+        events = _path(value, path.resolve().parent)
     return WatchConfig(bisect=bisect, events_dir=events, files=cfg.files)
 
 
@@ -177,7 +179,7 @@ def _notify(table: dict[str, tuple[Any, Path]]) -> Notify:
             raise UsageError(f"{where} = {value!r}: {e}; fix the quoting") from None
         exe = argv[0]
         if "/" in exe:
-            exe = str(_path(exe, path.parent))
+            exe = str(_path(exe, path.resolve().parent))
             argv = (exe, *argv[1:])
         # A notifier missing here is not checked now: telling people is no reason to stop
         # watching, so the tick warns when it would run it (notify.send) and goes on.
@@ -213,7 +215,7 @@ def _suite(table: dict[str, Any], path: Path, index: int) -> Suite:
     if repo_s is None:
         raise UsageError(f"{where}: repo is missing; give the clone bisections run in, e.g. "
                          f"repo = \"/srv/pytorch\"")
-    repo = _path(repo_s, path.parent)
+    repo = _path(repo_s, path.resolve().parent)
     if not repo.is_dir():
         raise UsageError(f"{where} repo = {repo_s!r}: {repo} is not a folder; clone the "
                          f"project there or fix the path")
@@ -235,13 +237,13 @@ def _suite(table: dict[str, Any], path: Path, index: int) -> Suite:
         raise UsageError(f"{where}: torch = \"wheel\" and a wheel = \"PATH\" go together; "
                          f"give both or neither")
     if wheel is not None:
-        wheel = str(_path(wheel, path.parent))
+        wheel = str(_path(wheel, path.resolve().parent))
     oracles = table.get("oracles")
     if not isinstance(oracles, list) or not oracles or not all(
             isinstance(o, str) and o for o in oracles):
         raise UsageError(f"{where}: oracles = {oracles!r}: give a list of oracle names or "
                          f"paths, e.g. oracles = [\"name_mangling\"]")
-    resolved = tuple(_oracle(o, path.parent, where) for o in oracles)
+    resolved = tuple(_oracle(o, path.resolve().parent, where) for o in oracles)
     names = [name for _spec, name in resolved]
     twice = next((n for n in names if names.count(n) > 1), None)
     if twice is not None:
