@@ -111,7 +111,7 @@ def _str(table: dict[str, Any], key: str, where: str) -> str | None:
     return value.strip()
 
 
-def load(paths: list[Path], contents: list[bytes] | None = None) -> WatchConfig:
+def load(paths: list[Path], contents: list[bytes | None] | None = None) -> WatchConfig:
     """Every watch table of ``paths``, checked; later files win. ``contents`` are the files'
     bytes as the caller read (and trusted) them: what was checked is what is parsed."""
     cfg = WatchConfig(files=tuple(paths))
