@@ -174,7 +174,7 @@ def resume(store: Store, bisection_id: int, events: Events | None = None,
            enqueue: bool | None = None) -> Finished:
     """Finish a stored bisection; a finished one is only reported again."""
     rec = bisections.get(store, bisection_id)
-    if rec.state in (State.DONE, State.AMBIGUOUS):
+    if rec.state.answered:
         return Finished(rec, 0)
     if rec.state is State.FAILED:
         raise UsageError(f"bisection {bisection_id} stopped: {rec.message} "

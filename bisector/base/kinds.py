@@ -62,10 +62,32 @@ class State(enum.StrEnum):
     DONE = "done"  # a culprit
     AMBIGUOUS = "ambiguous"  # a window of suspects hidden by skips
     FAILED = "failed"  # an endpoint did not behave as claimed
+    # Answers that are honest about evidence that is not clean: the culprit named did not hold
+    # up when it ran again; the runs could not decide; a flaky oracle fails as often at the
+    # bad endpoint as at the good one (no commit to name).
+    NOT_REPRODUCIBLE = "not reproducible"
+    INCONCLUSIVE = "inconclusive"
+    NO_REGRESSION = "no regression"
 
     @property
     def finished(self) -> bool:
-        return self in (State.DONE, State.AMBIGUOUS, State.FAILED)
+        return self in (State.DONE, State.AMBIGUOUS, State.FAILED, State.NOT_REPRODUCIBLE,
+                        State.INCONCLUSIVE, State.NO_REGRESSION)
+
+    @property
+    def answered(self) -> bool:
+        """Ended with an answer (right, or openly unsure): resume only reports it again."""
+        return self.finished and self is not State.FAILED
+
+    @property
+    def exit_code(self) -> int:
+        """What ``bisect start``/``resume`` exit with: 0 for a culprit or a window, 12 for
+        "no regression", 13 for an answer that is openly unsure."""
+        if self is State.NO_REGRESSION:
+            return 12
+        if self in (State.NOT_REPRODUCIBLE, State.INCONCLUSIVE):
+            return 13
+        return 0
 
 
 class TaskState(enum.StrEnum):

@@ -90,6 +90,7 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
                     resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, views
+    from bisector.base.kinds import State
     from bisector.cli.progress import RichEvents
 
     events = RichEvents(err)
@@ -119,6 +120,9 @@ def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
     md, html = views.report_paths(store, bisection_id)
     if md.exists():  # written by this run (the names are this store's and this bisection's)
         err.print(f"issue report: {escape(str(md))}; HTML report: {escape(str(html))}")
+    code = State(data["state"]).exit_code
+    if code:  # an answer openly unsure, or "no regression": its own exit code, never 0
+        sys.exit(code)
     return data
 
 

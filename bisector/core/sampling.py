@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bisector.base import defaults
-from bisector.core import noisy, perf
+from bisector.core import noisy, paired
 
 # The error rate a flaky oracle is priced at when its metadata gives none (the search estimates
 # it from the endpoints' runs, which the plan cannot see before they happen).
@@ -71,8 +71,9 @@ def confirm_runs(meta: Traits) -> int:
 
 
 def perf_max_runs(max_runs: int | None) -> int:
-    """A performance oracle's cap of runs per commit (its ``max-runs``, else the default)."""
-    return max_runs or perf.DEFAULT_MAX_RUNS
+    """A performance oracle's cap of paired runs per commit (its ``max-runs``, else the
+    default), never under the pairs a first decision needs (:data:`paired.MIN_PAIRS`)."""
+    return max(max_runs or paired.DEFAULT_MAX_PAIRS, paired.MIN_PAIRS)
 
 
 def flaky_max_runs(max_runs: int | None, n: int, fp: float, fn: float,

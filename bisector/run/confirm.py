@@ -28,7 +28,8 @@ from typing import Any
 
 from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.events import Events
-from bisector.core import noisy, sampling
+from bisector.base.kinds import State
+from bisector.core import noisy, paired, perf, sampling
 from bisector.core.search import Verdict
 from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
@@ -110,6 +111,16 @@ def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position:
     The commit is obtained once for the group: a build that fails (or cannot run now) would
     fail the same way a second later, so it is recorded as one skip and the group stops
     instead of building it ``times`` times."""
+    assert not isinstance(judge, paired.Rule)
+    keep, pipe, got = _group(ctx, obtain, role)
+    for _ in range(1 if isinstance(got, Unobtainable) else times):
+        pipe.probe(position, sha, gpu=ctx.gpu)
+    return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
+
+
+def _group(ctx: Context, obtain: Callable[[], Obtained | Unobtainable],
+           role: str) -> tuple[_Keep, Pipeline, Obtained | Unobtainable]:
+    """A recorder and a pipeline for fresh runs of one commit, obtained once."""
     keep = _Keep(ctx, role)
     got = obtain()
     handed: list[Obtained | Unobtainable] = [got]
@@ -118,10 +129,83 @@ def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position:
         # Only the first run paid for the artifact; the others found it made.
         return handed.pop() if handed else replace(got, fresh=False)
 
-    pipe = Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events)
-    for _ in range(1 if isinstance(got, Unobtainable) else times):
-        pipe.probe(position, sha, gpu=ctx.gpu)
-    return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
+    return keep, Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events), got
+
+
+Side = tuple[int, str, Callable[[], Obtained | Unobtainable], str]  # position, sha, obtain, role
+
+
+def _beside(ctx: Context, ref: Side, test: Side, rule: paired.Rule,
+            pairs: int) -> tuple[Seen, Seen, paired.Paired | None]:
+    """A performance oracle's paired check: ``ref, test, ref, test, ..., ref`` (``pairs``
+    runs of ``test``, each between two of ``ref``), so a machine drifting meanwhile moves
+    both alike; the test's runs against the reference's by :func:`paired.compare`. None when
+    either commit cannot be obtained."""
+    keep_r, pipe_r, got_r = _group(ctx, ref[2], ref[3])
+    keep_t, pipe_t, got_t = _group(ctx, test[2], test[3])
+    if isinstance(got_r, Unobtainable) or isinstance(got_t, Unobtainable):
+        return keep_r.seen, keep_t.seen, None
+    pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
+    for _ in range(pairs):
+        pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
+        pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
+
+    def timed(facts: list[dict[str, Any]], odd: int) -> list[paired.Timed]:
+        out = []
+        for i, f in enumerate(facts):  # the order of the runs is their time
+            samples = (f.get("perf") or {}).get("samples")
+            if samples:
+                out.append(paired.Timed(2.0 * i + odd, perf.median(samples)))
+        return out
+
+    diffs = paired.differences(timed(keep_r.facts, 0), timed(keep_t.facts, 1), rule)
+    return keep_r.seen, keep_t.seen, paired.compare(diffs, rule)
+
+
+def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str, Any]:
+    """Confirmation of a performance culprit, paired: the culprit run beside its parent
+    must be worse by more than the threshold (else "not reproducible"; undecided at the
+    cap: "inconclusive"), and its revert on the bad endpoint beside the parent must not."""
+    cands = ctx.candidates
+    pairs = max(paired.MIN_PAIRS, sampling.confirm_runs(ctx.oracle.meta))
+    ctx.events.note(f"confirming {cands[position][:12]}: the culprit beside its parent, "
+                    f"{pairs} pairs, then its revert")
+    parent: Side = (position - 1, cands[position - 1],
+                    lambda: ctx.source.obtain(position - 1), "parent")
+    culprit: Side = (position, cands[position], lambda: ctx.source.obtain(position), "culprit")
+    ref_seen, seen, got = _beside(ctx, parent, culprit, rule, pairs)
+    verdict = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
+        got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
+    status = {Verdict.BAD: Confirmation.CONFIRMED,
+              Verdict.GOOD: Confirmation.NOT_REPRODUCIBLE}.get(verdict,
+                                                               Confirmation.INCONCLUSIVE)
+    out: dict[str, Any] = {
+        "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in seen],
+        "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in ref_seen],
+        "culprit_verdict": verdict.value, "parent_verdict": Verdict.GOOD.value,
+        "judged_by": "paired", "pairs": got.pairs if got else 0,
+        "change": None if got is None or got.change is None else round(got.change, 4),
+        "p_value": got.p_value if got else None,
+    }
+    revert = ctx.revert(cands[position], cands[-1])
+    if revert is None:
+        out["revert"] = {"applied": False,
+                         "reason": "git revert of the culprit does not apply cleanly onto the "
+                                   "bad endpoint (or the repository is not here)"}
+    else:
+        n = len(cands)
+        reverted: Side = (n - 1, revert, lambda: ctx.source.obtain_commit(revert, n - 1),
+                          "revert")
+        _, seen, got = _beside(ctx, parent, reverted, rule, pairs)
+        said = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
+            got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
+        out["revert"] = {"applied": True, "sha": revert, "verdict": said.value,
+                         "runs": [{"run": r, "verdict": v, "reason": why}
+                                  for r, v, why in seen]}
+        if status is Confirmation.CONFIRMED and said is Verdict.BAD:
+            status = Confirmation.REVERT_DID_NOT_FIX
+    out["status"] = status.value
+    return out
 
 
 def _majority(seen: Seen) -> str:
@@ -169,7 +253,8 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
     parent's runs as evidence (:func:`weigh`); without either the group's majority verdict
     counts."""
     cands, times = ctx.candidates, sampling.confirm_runs(ctx.oracle.meta)
-    judged_by = "posterior" if posterior is not None else "samples" if judge else "verdicts"
+    judged_by = ("posterior" if posterior is not None else "paired"
+                 if isinstance(judge, paired.Rule) else "samples" if judge else "verdicts")
     earlier = None if ctx.reconfirm else bisections.confirmed_before(
         ctx.store, oracle_sha256=ctx.key.oracle_sha256, env_fingerprint=ctx.key.env_fingerprint,
         culprit_sha=cands[position], judged_by=judged_by, exclude=ctx.bisection_id)
@@ -179,6 +264,8 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
                         f"this oracle and environment: reused, 0 new runs (--reconfirm runs "
                         f"it again)")
         return {**earlier[1], "reused_from": earlier[0]}
+    if isinstance(judge, paired.Rule):
+        return _confirm_paired(ctx, position, judge)
     ctx.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
     culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
@@ -220,6 +307,22 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
     return out
 
 
+def state_after(state: State, checked: dict[str, Any]) -> State:
+    """The bisection's state once its culprit was checked: a culprit whose fresh runs said
+    otherwise is ``not reproducible``, never ``done``; one that a flaky or performance oracle's
+    fresh runs could not decide is ``inconclusive``. A deterministic oracle's skip on a re-run
+    (a passing failure) leaves the answer as it was, with its warning."""
+    status = Confirmation(checked["status"])
+    if state is not State.DONE:
+        return state
+    if status is Confirmation.NOT_REPRODUCIBLE:
+        return State.NOT_REPRODUCIBLE
+    if status is Confirmation.INCONCLUSIVE and checked.get("judged_by") in ("paired",
+                                                                            "posterior"):
+        return State.INCONCLUSIVE
+    return state
+
+
 def warning(checked: dict[str, Any]) -> str | None:
     """The line a report shows when the culprit did not hold up (None when it did); its
     advice fits how the oracle was judged: a deterministic one that changed its mind should be
@@ -238,6 +341,14 @@ def warning(checked: dict[str, Any]) -> str | None:
             return (f"{moved}, below the {checked['confidence']} asked for (or the culprit or "
                     f"its parent gave no answer): the answer stands on the search's runs; "
                     f"raise the oracle's confidence (or max-runs) and bisect again to be sure")
+    if status is Confirmation.NOT_REPRODUCIBLE and how == "paired":
+        return ("fresh runs of the culprit beside its parent were not worse by the threshold: "
+                "the search's verdicts did not hold up (a change near the threshold, or a "
+                "machine whose noise changed); raise the oracle's threshold or max-runs, or "
+                "run `bisect check` on both commits")
+    if status is Confirmation.INCONCLUSIVE and how == "paired":
+        return ("the culprit beside its parent did not decide within the pairs allowed: the "
+                "answer stands on the search's runs alone; raise the oracle's max-runs")
     if status is Confirmation.NOT_REPRODUCIBLE:
         if how == "samples":
             return ("the culprit or its parent was judged the other way on fresh samples: the "

@@ -239,6 +239,7 @@ class Runner:
         """Confirm the culprit (when asked), then write the answer; the endpoints' failure
         raises with its message once written."""
         b, result, message = self.record, dict(answer.result), answer.message
+        state = answer.state
         culprit = None if answer.culprit is None else self.candidates[answer.culprit]
         info = self.view.prior.info if self.view.prior is not None else None
         if info is not None:  # which prior the search used, and what it saved
@@ -248,7 +249,8 @@ class Runner:
             result["confirmation"] = checked = confirm.confirm(
                 self.confirming(), answer.culprit, answer.judge, answer.posterior)
             message = confirm.warning(checked)
-        if not bisections.finish(self.store, b.id, me=self.lease.me, state=answer.state,
+            state = confirm.state_after(state, checked)
+        if not bisections.finish(self.store, b.id, me=self.lease.me, state=state,
                                  result=result, culprit_sha=culprit, message=message):
             raise LeaseLost(f"bisection {b.id} was taken over by another process before it "
                             f"finished here")

@@ -96,6 +96,7 @@ class RunRecord:
     reusable: bool
     exit_code: int | None = None
     duration_s: float = 0.0
+    started_at: datetime | None = None  # pairs a performance run with its references
 
 
 @dataclass(frozen=True)

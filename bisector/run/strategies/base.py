@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from bisector.base import escape, redact
 from bisector.base.kinds import State
-from bisector.core import noisy
+from bisector.core import noisy, paired
 from bisector.core.prior import Prior
 from bisector.core.search import Culprit, Problem, Step, Stop, Window
 from bisector.core.verdict import Rules
@@ -27,9 +27,10 @@ from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
 
-# How confirmation judges a group of fresh runs from their facts (a verdict's value out);
-# None: by the majority of their own verdicts.
-Judge = Callable[[list[dict[str, Any]]], str]
+# How confirmation judges a group of fresh runs from their facts (a verdict's value out), or
+# the paired rule of a performance oracle (the culprit run beside its parent); None: by the
+# majority of their own verdicts.
+Judge = Callable[[list[dict[str, Any]]], str] | paired.Rule
 # Verdicts judged elsewhere that this bisection logs as reused probes, with their reasons.
 Adopted = list[tuple[run_store.Adopted, str]]
 

@@ -1,27 +1,23 @@
-"""Driving a bisection whose oracle measures speed: commits are judged by their samples.
+"""Driving a bisection whose oracle measures speed: commits are judged by paired samples.
 
 A performance oracle prints samples (``BISECTOR_RESULT {"samples": [...]}``); one run says
-little, so a commit's verdict is a statistical decision against the good endpoint's runs
-(:func:`bisector.core.perf.compare_runs`: Mann–Whitney U against the baseline shifted by the
-oracle's threshold, on pooled samples or on per-run medians as the baseline's own agreement
-says). The good endpoint runs :data:`BASELINE_RUNS` times first, in this bisection
-(:data:`SPLIT_BASELINE_RUNS` when those runs disagree and each run counts once): runs that
-earlier bisections made there were made on another day of the machine and are never the
-baseline. Every other commit runs once, then 2, 4, ... times in all (up to the oracle's
-``max-runs``, a number of runs per commit) until the test decides; one still undecided at the
-cap is a skip (a change near the threshold cannot be placed). Decided commits feed the
-ordinary search (:func:`bisector.core.search.next_step`), so a performance bisection has the
-same endpoint checks, skips and windows as any other.
+little, and a shared box drifts while a bisection runs, so no commit is ever compared with a
+baseline measured at the start. The good endpoint (the reference) runs beside the candidates
+all along: with one slot the runs alternate, candidate then reference, so each candidate run
+has a reference run just before and just after it; with several slots the reference runs in
+each round beside the candidates. Each candidate run is paired with its nearest reference runs
+in time and the paired differences decide (:mod:`bisector.core.paired`: an exact Wilcoxon
+signed-rank test against the oracle's threshold). A commit gets one run a round, is compared at
+:data:`~bisector.core.paired.MIN_PAIRS` pairs, then at double, up to the oracle's ``max-runs``
+(pairs per commit); one still undecided at the cap is a skip ("cannot tell"), never a guess.
+Decided commits feed the ordinary search (:func:`bisector.core.search.next_step`), so a
+performance bisection has the same endpoint checks, skips and windows as any other. The
+reference's own drift over the bisection is measured and shown with the answer.
 
-A round holds at most one run of each commit: with several slots (GPUs), two runs of one
-commit at once would measure two GPUs at the same time and share one progress row. A commit
-that needs more runs gets one per round, and is compared only at the schedule's points
-(:func:`bisector.core.perf.runs_due`), as if its runs had come in one batch.
-
-Every run is a stored sample (like a flaky oracle's), so resume and later bisections with the
-same oracle start from all of them; decisions are recomputed from the samples each round. A
-run whose declared unit or direction differs from the baseline's is not pooled: it counts as a
-run without samples, and its commit's row says so.
+Only this bisection's own runs are paired: runs another bisection made (another day of the
+machine) are listed, never compared. Every run is a stored sample, so resume pairs the same runs
+again. A run whose declared unit or direction differs from the reference's is not paired: it
+counts as a run without samples, and its commit's row says so.
 """
 
 from __future__ import annotations
@@ -29,13 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bisector.base import defaults
-from bisector.core import perf, sampling
+from bisector.core import paired, perf, sampling
 from bisector.core.search import Next, Problem, Stop, Verdict, next_step
 from bisector.run.strategies.base import (
     Adopted,
     Decision,
-    Judge,
     Round,
     View,
     answer_for,
@@ -44,8 +38,6 @@ from bisector.run.strategies.base import (
 )
 from bisector.store import runs as run_store
 
-BASELINE_RUNS = defaults.PERF_BASELINE_RUNS  # own runs of the good endpoint, at least
-SPLIT_BASELINE_RUNS = defaults.PERF_SPLIT_BASELINE_RUNS  # when those runs disagree
 UNTESTABLE_SKIPS = 2  # runs without samples before a commit counts as a skip
 
 
@@ -57,29 +49,25 @@ class Run:
     unit: str | None
     direction: perf.Direction
     own: bool  # made by this bisection (a probe it paid for), not adopted from another
+    start: float = 0.0  # when it started (epoch seconds): what pairs it with its references
 
     @classmethod
-    def of(cls, got: dict[str, Any] | None, own: bool) -> Run:
+    def of(cls, got: dict[str, Any] | None, own: bool, start: float = 0.0) -> Run:
         got = got or {}
         samples = got.get("samples")
         return cls(tuple(samples) if samples else None, got.get("unit"),
-                   perf.Direction(got.get("direction", perf.Direction.LOWER.value)), own)
+                   perf.Direction(got.get("direction", perf.Direction.LOWER.value)), own,
+                   start)
+
+    @property
+    def timed(self) -> paired.Timed:
+        assert self.samples
+        return paired.Timed(self.start, perf.median(self.samples))
 
     def fits(self, like: Run) -> bool:
         """Declares what ``like`` declares: samples in another unit or direction would be
         compared as if they were the same quantity."""
         return self.unit == like.unit and self.direction is like.direction
-
-
-@dataclass(frozen=True)
-class Assessed:
-    """A commit's standing: decided (with the comparison), skipped, or needing more runs."""
-
-    verdict: Verdict | None
-    more: int
-    runs: int
-    comparison: perf.Comparison | None
-    mismatched: int = 0  # runs whose unit or direction differ from the baseline's
 
 
 def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
@@ -95,7 +83,8 @@ def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
         if x.run.commit_sha not in pos or is_confirmation(x.facts):
             continue  # a confirmation run checks an answer; it is no evidence for one
         p = pos[x.run.commit_sha]
-        by_pos.setdefault(p, []).append(Run.of(x.facts.get("perf"), x.run.id in own))
+        at = x.run.started_at.timestamp() if x.run.started_at else float(x.run.id)
+        by_pos.setdefault(p, []).append(Run.of(x.facts.get("perf"), x.run.id in own, at))
         if x.run.id not in logged:
             v = view.rules.judge(x.run.outcome)
             adopted.append((run_store.Adopted(p, x.run.commit_sha, x.run.id, v.value),
@@ -103,22 +92,12 @@ def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
     return by_pos, adopted
 
 
-def baseline_of(runs: list[Run]) -> tuple[list[Run], list[tuple[float, ...]]]:
-    """This bisection's own runs of the good endpoint, and the samples of those that agree
-    with the first one's unit and direction (the baseline)."""
-    mine = [r for r in runs if r.own]
-    first = next((r for r in mine if r.samples), None)
-    return mine, [r.samples for r in mine if r.samples and first and r.fits(first)]
-
-
-def baseline_size(base_runs: list[tuple[float, ...]]) -> int:
-    """How many usable runs the baseline needs: :data:`BASELINE_RUNS`, or
-    :data:`SPLIT_BASELINE_RUNS` once the first :data:`BASELINE_RUNS` of them disagree
-    (decided on those first runs only, so the answer never changes as the baseline grows)."""
-    if len(base_runs) < BASELINE_RUNS:
-        return BASELINE_RUNS
-    split = perf.agreement(base_runs[:BASELINE_RUNS]) < perf.AGREEMENT_ALPHA
-    return SPLIT_BASELINE_RUNS if split else BASELINE_RUNS
+def references(runs: list[Run]) -> tuple[Run | None, list[Run]]:
+    """The reference: this bisection's own runs of the good endpoint that gave samples in the
+    first such run's unit and direction (that first run, ``like``, sets them for all)."""
+    mine = [r for r in runs if r.own and r.samples]
+    like = mine[0] if mine else None
+    return like, [r for r in mine if like is not None and r.fits(like)]
 
 
 def sought(like: Run, find_fix: bool) -> perf.Direction:
@@ -131,36 +110,64 @@ def sought(like: Run, find_fix: bool) -> perf.Direction:
             else perf.Direction.LOWER)
 
 
-def assess(runs: list[Run], base: perf.Baseline, like: Run, threshold: float,
-           cap: int, direction: perf.Direction | None = None) -> Assessed:
-    """Where a commit with these runs stands against the baseline (``like``: a baseline run,
-    whose unit and direction every pooled run must share; ``direction``: the way that counts
-    as the change, :func:`sought`)."""
-    valid = [r.samples for r in runs if r.samples and r.fits(like)]
-    mismatched = sum(1 for r in runs if r.samples and not r.fits(like))
-    n = len(runs)
+@dataclass(frozen=True)
+class Assessed:
+    """A commit's standing: decided (with the comparison), skipped, or needing more runs."""
+
+    verdict: Verdict | None
+    more: int
+    runs: int
+    comparison: paired.Paired | None
+    mismatched: int = 0  # runs whose unit or direction differ from the reference's
+    median: float | None = None  # the median of its run medians, in the metric's unit
+
+
+def assess(runs: list[Run], refs: list[Run], like: Run, rule: paired.Rule,
+           cap: int) -> Assessed:
+    """Where a commit with these runs stands against the reference runs beside them
+    (``like``: a reference run, whose unit and direction every paired run must share;
+    ``rule``: the way that counts as the change and the threshold)."""
+    mine = [r for r in runs if r.own]
+    valid = [r for r in mine if r.samples and r.fits(like)]
+    mismatched = sum(1 for r in mine if r.samples and not r.fits(like))
+    n = len(mine)
     if not valid:  # one skip may be a passing failure (an install that broke): try once more
         if n >= UNTESTABLE_SKIPS:
             return Assessed(Verdict.SKIP, 0, n, None, mismatched)
         return Assessed(None, UNTESTABLE_SKIPS - n, n, None, mismatched)
-    due = perf.runs_due(n, cap)
-    if due:  # between two points of the schedule: finish the batch first
-        return Assessed(None, due, n, None, mismatched)
-    cmp = perf.compare_runs(base, valid, direction or like.direction, threshold)
+    level = perf.median([r.timed.median for r in valid])
+    diffs = paired.differences([r.timed for r in refs], [r.timed for r in valid], rule)
+    k = len(diffs)
+    if n - len(valid) >= UNTESTABLE_SKIPS + cap:  # mostly runs without samples: give up
+        return Assessed(Verdict.SKIP, 0, n, None, mismatched, level)
+    left = paired.due(k, cap)
+    if left:  # between two points of the schedule: finish the batch first
+        return Assessed(None, left, n, paired.compare(diffs, rule), mismatched, level)
+    cmp = paired.compare(diffs, rule)
     if cmp.verdict is perf.PerfVerdict.BAD:
-        return Assessed(Verdict.BAD, 0, n, cmp, mismatched)
+        return Assessed(Verdict.BAD, 0, n, cmp, mismatched, level)
     if cmp.verdict is perf.PerfVerdict.GOOD:
-        return Assessed(Verdict.GOOD, 0, n, cmp, mismatched)
-    target = perf.next_sample_count(n, cap)
-    if target is None:
-        return Assessed(Verdict.SKIP, 0, n, cmp, mismatched)
-    return Assessed(None, target - n, n, cmp, mismatched)
+        return Assessed(Verdict.GOOD, 0, n, cmp, mismatched, level)
+    if k >= cap:  # cannot tell at the cap: a skip, never a guess
+        return Assessed(Verdict.SKIP, 0, n, cmp, mismatched, level)
+    return Assessed(None, paired.due(k + 1, cap) + 1, n, cmp, mismatched, level)
 
 
-def one_run_each(wanted: list[int]) -> tuple[int, ...]:
-    """The round for these wanted runs (a position once per run it still needs): each commit
-    once, in order; its other runs go to later rounds."""
-    return tuple(dict.fromkeys(wanted))
+def layout(wanted: list[int], last: int | None, width: int, number: int) -> tuple[int, ...]:
+    """The round's positions: each wanted commit once, with the reference (position 0) beside
+    them. One slot: alternating, each candidate run followed by a reference run (and one first
+    unless the last run made was the reference), so every candidate run has a reference just
+    before and just after it. Several slots: the reference with ``width - 1`` candidates at
+    once, its place rotating so that it meets every slot."""
+    commits = list(dict.fromkeys(p for p in wanted if p != 0))
+    if width == 1:
+        out = [] if last == 0 or not commits else [0]
+        for p in commits:
+            out += [p, 0]
+        return tuple(out) or (0,)
+    chosen = [0, *commits[:width - 1]]
+    turn = number % len(chosen)
+    return tuple(chosen[turn:] + chosen[:turn])
 
 
 class Performance:
@@ -176,47 +183,45 @@ class Performance:
         cap = sampling.perf_max_runs(meta.max_runs)
         by_pos, adopted = gather(v)
         informed = self.round or None
-        mine, base_runs = baseline_of(by_pos.get(0, []))
+        like, refs = references(by_pos.get(0, []))
+        own = [(r.start, p) for p, runs in by_pos.items() for r in runs if r.own]
+        last = max(own)[1] if own else None
         wanted: list[int] = []
-        table: list[dict[str, Any]] = []
-        need = baseline_size(base_runs)
-        if len(base_runs) < need:
-            if len(mine) >= 2 * need:  # mostly skips: the baseline is missing
+        if like is None:
+            if sum(1 for r in by_pos.get(0, []) if r.own) >= 2 * UNTESTABLE_SKIPS:
                 return Decision(answer_for(v, Stop(Problem.GOOD_UNTESTABLE, 0)), adopted,
                                 informed)
             wanted = [0]
         else:
-            # The first runs decided how many there are; they decide the rule as well.
-            base = perf.Baseline(tuple(base_runs), perf.agreement(base_runs[:BASELINE_RUNS]))
-            like = next(r for r in mine if r.samples)
-            way = sought(like, v.rules.find_fix)
+            rule = paired.Rule(sought(like, v.rules.find_fix), meta.threshold)
             known: dict[int, Verdict] = {0: Verdict.GOOD}
+            table: list[dict[str, Any]] = []
             for p, runs in sorted(by_pos.items()):
-                if p == 0:
-                    continue
-                a = assess(runs, base, like, meta.threshold, cap, way)
+                if p == 0 or not any(r.own for r in runs):
+                    continue  # another bisection's runs (another day) are never paired
+                a = assess(runs, refs, like, rule, cap)
                 if a.verdict is not None:
                     known[p] = a.verdict
-                wanted += [p] * a.more
+                else:
+                    wanted.append(p)
                 table.append(_row(v, p, a, like))
             if not wanted:
                 ready = known.get(v.n - 1) is Verdict.BAD
-                step = next_step(v.n, known, width=v.width, prior=prior_for(v, ready))
+                step = next_step(v.n, known, width=max(1, v.width - 1),
+                                 prior=prior_for(v, ready))
                 if not isinstance(step, Next):
+                    timed = [r.timed for r in refs]
                     summary: dict[str, object] = {"perf": {
                         "threshold": meta.threshold, "unit": like.unit,
-                        "direction": like.direction.value, "baseline_runs": len(base.runs),
+                        "direction": like.direction.value, "baseline_runs": len(refs),
                         "sought": "better" if v.rules.find_fix else "worse",
-                        "baseline_median": perf.median(base.observations),
-                        "baseline_agreement_p": base.agreement_p,
-                        "compared": "run medians" if base.per_run else "samples",
+                        "baseline_median": perf.median([t.median for t in timed]),
+                        "compared": "paired", "reference": paired.drift(timed),
                         "commits": table}}
-                    return Decision(answer_for(v, step, summary,
-                                               judge(base, like, meta.threshold, way)),
-                                    adopted, informed)
+                    return Decision(answer_for(v, step, summary, rule), adopted, informed)
                 wanted = list(step.positions)
-        positions = one_run_each(wanted)
         self.round += 1
+        positions = layout(wanted, last, v.width, self.round)
         return Decision(Round(self.round, positions, len(positions)), adopted, informed)
 
 
@@ -225,31 +230,14 @@ def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
     note = None
     if a.mismatched:
         note = (f"{a.mismatched} run(s) declared another unit or direction than the "
-                f"baseline's ({like.unit or 'no unit'}, {like.direction.value}): not pooled")
+                f"reference's ({like.unit or 'no unit'}, {like.direction.value}): not paired")
+    change = None
+    if c is not None and c.change is not None:
+        # positive = worse in the metric's own direction, also when a speed-up is sought
+        change = round(-c.change / (1 + c.change) if view.rules.find_fix else c.change, 4)
     return {"position": p, "sha": view.candidates[p], "runs": a.runs,
             "verdict": a.verdict.value if a.verdict else "undecided",
-            "median": c.median_candidate if c else None,
-            # positive = worse in the metric's own direction, also when a speed-up is sought
-            "change": round(-c.relative_change if view.rules.find_fix else c.relative_change,
-                            4) if c else None,
-            "p_value": c.p_value if c else None, "unit": like.unit,
-            "compared": ("run medians" if c.per_run else "samples") if c else None,
+            "median": a.median, "change": change,
+            "p_value": c.p_value if c else None, "pairs": c.pairs if c else 0,
+            "unit": like.unit, "compared": "paired",
             "mismatched": a.mismatched, "note": note}
-
-
-def judge(base: perf.Baseline, like: Run, threshold: float,
-          direction: perf.Direction | None = None) -> Judge:
-    """Confirmation runs are judged like search runs: against the same baseline, by the same
-    rule (samples or run medians), runs in another unit or direction left out (undecided is a
-    skip)."""
-
-    def judged(facts: list[dict[str, Any]]) -> str:
-        runs = [Run.of(f.get("perf"), False) for f in facts]
-        valid = [r.samples for r in runs if r.samples and r.fits(like)]
-        if not valid:
-            return Verdict.SKIP.value
-        got = perf.compare_runs(base, valid, direction or like.direction, threshold).verdict
-        return {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
-            got, Verdict.SKIP).value
-
-    return judged
