@@ -25,9 +25,13 @@
 12. An instant CLI: ``bisect --help``, ``bisect list`` on an empty store and a TAB completion vs
    ``python -c "import click"``; ``bisect list`` on a BENCH_STORE_MB store vs on an empty one
    of the same schema (bench/cli_start.py; BENCH_CLI_RUNS).
+13. Performance on a drifting, bimodal machine: right / wrong-done / unsure rates and oracle
+   runs of the paired search against the unpaired rule it replaced, on the same simulated
+   hunts (bench/perf_drift.py; BENCH_PERF_HUNTS, 500 a row).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
-rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli.
+rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli,
+perf-drift.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
@@ -60,6 +64,7 @@ from bench.build_reuse import bench_build_reuse
 from bench.changepoints import bench_changepoints
 from bench.cli_start import bench_cli
 from bench.gpu_overhead import bench_gpu_overhead
+from bench.perf_drift import bench_perf_drift
 from bench.prior import bench_prior
 from bench.small_project import bench_small_project
 from bisector.app.demo.torchlet import generate_linear
@@ -436,6 +441,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "gpu-overhead": lambda tmp: bench_gpu_overhead(line),
     "changepoints": lambda tmp: bench_changepoints(),
     "cli": lambda tmp: bench_cli(line),
+    "perf-drift": lambda tmp: bench_perf_drift(line),
 }
 
 
