@@ -47,6 +47,14 @@ OUTPUT_CAP = 64 * 2**20
 # last lines are what a person reads, and every scrubber then runs on a bounded text.
 REPORT_TEXT_CHARS = 64 * 2**10
 
+# Flaky oracles: a regression is a bad endpoint failing at least this much more often than the
+# good one (in failure rate: 20 % -> 45 %); the search names a culprit only when that is as
+# probable as the oracle's confidence, and answers "no regression" when its opposite is
+# (core/contrast.py).
+NOISY_MIN_CONTRAST = 0.25
+# Runs of each endpoint the regression test may ask for before it says "inconclusive" (at 40 %
+# spurious failures on both, "no regression" is sure at about 40 each).
+NOISY_CONTRAST_MAX_RUNS = 80
 # Flaky oracles: the noisy search stops when the most likely culprit is this probable.
 NOISY_CONFIDENCE = 0.99
 # Each endpoint is run this many times to estimate a flaky oracle's error rates (when its

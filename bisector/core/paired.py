@@ -34,7 +34,7 @@ MIN_PAIRS = 7
 """Pairs before the first comparison: 2**-7 = 0.0078 is the smallest exact one-sided p-value
 of 7 pairs, the first below :data:`~bisector.core.perf.DEFAULT_ALPHA`."""
 
-DEFAULT_MAX_PAIRS = 20
+DEFAULT_MAX_PAIRS = 32
 """Pairs a commit may get before an undecided one is a skip ("cannot tell")."""
 
 

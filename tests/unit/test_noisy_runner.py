@@ -193,3 +193,43 @@ def test_a_flaky_skip_is_stored_with_whether_it_is_permanent(store: Store) -> No
              for x in xs}
     assert facts[cands[3]]["permanent"] is True and facts[cands[4]]["permanent"] is False
     assert "permanent" not in facts[cands[5]]  # an answer, not a skip
+
+
+def flake(cands: list[str], culprit: int | None, rate: float, seed: int) -> FakeExecutor:
+    """Fails at random ``rate`` of its runs at every commit (spurious failures), and always
+    from ``culprit`` on (a real regression; None: nothing changed in the range)."""
+    rng = random.Random(seed)
+
+    def outcome(pos: int) -> Outcome:
+        real = culprit is not None and pos >= culprit
+        return Outcome.FAIL if real or rng.random() < rate else Outcome.PASS
+
+    return FakeExecutor(cands, culprit or len(cands) - 1, outcome=outcome)
+
+
+@pytest.mark.parametrize(("rate", "seed"), [(0.4, 1), (0.4, 2), (0.2, 3), (0.1, 4)])
+def test_a_flaky_range_with_no_regression_names_no_culprit(store: Store, rate: float,
+                                                           seed: int) -> None:
+    """Issue 31, item 2, as measured: an oracle failing 40 % of the time everywhere named the
+    bad endpoint itself as the culprit in 2 of 5 hunts. The answer is "no regression", with
+    both endpoints' failure rates, its own state and exit code, and no commit."""
+    cands = shas(100)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = flake(cands, None, rate, seed)
+    rec = make_runner(store, bid, cands, ex, oracle=FLAKY).run().record
+    assert rec.state is State.NO_REGRESSION and rec.culprit_sha is None
+    assert State.NO_REGRESSION.exit_code == 12
+    facts = rec.result["noisy"]
+    assert facts["bad_runs"] >= 3 and facts["good_runs"] >= 3
+    assert rec.message and rec.message.startswith("no culprit: the bad endpoint is bad in")
+    assert f"{facts['good_fails']:.0%}" in rec.message
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_a_regression_among_spurious_failures_is_still_found(store: Store, seed: int) -> None:
+    cands = shas(1000)
+    bid = new_bisection(store, cands, oracle=FLAKY)
+    ex = flake(cands, 613, 0.2, seed)
+    rec = make_runner(store, bid, cands, ex, oracle=FLAKY).run().record
+    assert rec.state is State.DONE and rec.culprit_sha == cands[613]
+    assert rec.result["noisy"]["regression_probability"] >= 0.99

@@ -10,14 +10,24 @@ rates, estimates them (a "bad" at the good endpoint is a false positive, a "good
 endpoint a false negative). Then each round probes where the expected information gain is
 highest (K places with K slots) until the most likely commit reaches the oracle's confidence, or
 the run cap is hit and the answer is "most likely", not "found".
+
+"No regression" is an answer too (:mod:`bisector.core.contrast`): a flaky test over a range
+where nothing changed fails as often at the bad endpoint as at the good one, and a posterior
+search would still end on some commit. So a culprit is named only once the endpoints' runs say,
+at the oracle's confidence, that the bad endpoint fails more often by at least
+:data:`~bisector.base.defaults.NOISY_MIN_CONTRAST`; while they do not, the endpoints run more
+(only they, while "no regression" is the likelier), until the answer is a culprit, "no
+regression" (its own state and exit code, with both endpoints' failure rates), or
+"inconclusive" at the endpoints' cap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bisector.base import defaults
 from bisector.base.kinds import State
-from bisector.core import noisy, sampling
+from bisector.core import contrast, noisy, sampling
 from bisector.core.search import Problem, Stop, Verdict
 from bisector.run.strategies.base import (
     Adopted,
@@ -164,6 +174,8 @@ class Noisy:
         informed = self.round or None
         short = endpoints(ev, n, want)
         if isinstance(short, Stop):
+            if short.problem is Problem.BAD_IS_GOOD:  # fails no more than good: no regression
+                return Decision(_no_regression(v, ev), adopted, informed)
             return Decision(answer_for(v, short), adopted, informed)
         fp, fn, source = rates(v, ev)
         paid = run_store.paid_runs(v.store, v.record.id)
@@ -172,32 +184,95 @@ class Noisy:
         if short:
             positions = short
         else:
+            conf = meta.confidence
+            p_reg = contrast.regression_probability(ev.at(0), ev.at(n - 1),
+                                                    defaults.NOISY_MIN_CONTRAST)
+            if p_reg <= 1 - conf:
+                return Decision(_no_regression(v, ev, p_reg), adopted, informed)
+            more = endpoint_runs(ev, n, p_reg, conf)
+            if more is None:
+                return Decision(_inconclusive(v, ev, p_reg), adopted, informed)
             # With a prior from the failure, it chooses where to run; the uniform posterior
             # (``post``) still says when to stop and what the answer is (core/noisy.decide).
             prior = prior_for(v, True)
             chooser = post if prior is None else noisy.Posterior.from_observations(
                 n, fp, fn, ev.reports, prior)
-            step = noisy.decide(chooser, confidence=meta.confidence, max_runs=cap,
+            step = noisy.decide(chooser, confidence=conf, max_runs=cap,
                                 runs=paid, width=v.width, judge=post)
-            if not isinstance(step, noisy.Next):
-                return Decision(_answer(v, step, post, len(ev.reports), fp, fn, source),
-                                adopted, informed)
-            moved = testable(step.positions, ev, n)
-            if moved is None:  # only untestable commits left: the most likely one, as is
-                best, probability = post.best()
-                return Decision(_answer(v, noisy.GiveUp(best, probability), post,
-                                        len(ev.reports), fp, fn, source), adopted, informed)
-            positions = moved
+            if isinstance(step, noisy.Culprit) and more:
+                positions = more  # a culprit only once a regression is sure
+            elif not isinstance(step, noisy.Next):
+                return Decision(_answer(v, step, post, len(ev.reports), fp, fn, source,
+                                        p_reg), adopted, informed)
+            else:
+                moved = testable(step.positions, ev, n)
+                if moved is None:  # only untestable commits left: the most likely one, as is
+                    best, probability = post.best()
+                    return Decision(_answer(v, noisy.GiveUp(best, probability), post,
+                                            len(ev.reports), fp, fn, source, p_reg),
+                                    adopted, informed)
+                # While "no regression" is the likelier, only the endpoints run.
+                positions = more if p_reg < 0.5 else tuple(dict.fromkeys((*moved, *more)))
         self.round += 1
         return Decision(Round(self.round, positions, max(1, cap - paid)), adopted, informed)
 
 
+def endpoint_runs(ev: Evidence, n: int, p_reg: float,
+                  confidence: float) -> tuple[int, ...] | None:
+    """The endpoint runs the regression test still wants: none once a regression is sure;
+    both while "no regression" is the likelier, else the one with fewer runs; None when both
+    reached :data:`~bisector.base.defaults.NOISY_CONTRAST_MAX_RUNS` undecided."""
+    if p_reg >= confidence:
+        return ()
+    cap = defaults.NOISY_CONTRAST_MAX_RUNS
+    open_ = [p for p in (n - 1, 0) if len(ev.at(p)) < cap]
+    if not open_:
+        return None
+    if p_reg < 0.5:
+        return tuple(sorted(open_))
+    return (min(open_, key=lambda p: len(ev.at(p))),)
+
+
+def _endpoint_facts(view: View, ev: Evidence) -> dict[str, object]:
+    good, bad = ev.at(0), ev.at(view.n - 1)
+    return {"good_fails": round(contrast.rate(good), 4), "good_runs": len(good),
+            "bad_fails": round(contrast.rate(bad), 4), "bad_runs": len(bad),
+            "min_contrast": defaults.NOISY_MIN_CONTRAST}
+
+
+def _rates_words(view: View, ev: Evidence) -> str:
+    good, bad = ev.at(0), ev.at(view.n - 1)
+    new = view.rules.terms[1]
+    return (f"the {new} endpoint is {new} in {contrast.rate(bad):.0%} of its runs "
+            f"({sum(bad)} of {len(bad)}), the good one in {contrast.rate(good):.0%} "
+            f"({sum(good)} of {len(good)})")
+
+
+def _no_regression(view: View, ev: Evidence, p_reg: float | None = None) -> Answer:
+    """No culprit: the bad endpoint is no worse than the good one (a flaky test, no change)."""
+    facts = {**_endpoint_facts(view, ev), "regression_probability":
+             None if p_reg is None else round(p_reg, 6)}
+    return Answer(State.NO_REGRESSION, {"kind": "no regression", "noisy": facts},
+                  f"no culprit: {_rates_words(view, ev)}. The oracle is flaky and this range "
+                  f"holds no regression (a rise of {defaults.NOISY_MIN_CONTRAST:.0%} or more is "
+                  f"ruled out at the confidence asked for)")
+
+
+def _inconclusive(view: View, ev: Evidence, p_reg: float) -> Answer:
+    facts = {**_endpoint_facts(view, ev), "regression_probability": round(p_reg, 6)}
+    return Answer(State.INCONCLUSIVE, {"kind": "inconclusive", "noisy": facts},
+                  f"cannot tell whether this range holds a regression: {_rates_words(view, ev)} "
+                  f"after {defaults.NOISY_CONTRAST_MAX_RUNS} runs of each (probability of a "
+                  f"regression {p_reg:.2f}); raise the oracle's repeats or narrow the range")
+
+
 def _answer(view: View, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,
-            runs: int, fp: float, fn: float, source: str) -> Answer:
+            runs: int, fp: float, fn: float, source: str, p_reg: float) -> Answer:
     cands = view.candidates
     noise = {"probability": round(step.probability, 6), "runs": runs,
              "false_positive": round(fp, 4), "false_negative": round(fn, 4),
-             "rates": source, "confidence": view.meta.confidence}
+             "rates": source, "confidence": view.meta.confidence,
+             "regression_probability": round(p_reg, 6)}
     if isinstance(step, noisy.Culprit):
         return Answer(State.DONE, {"kind": "culprit", "position": step.position,
                                    "noisy": noise},
