@@ -28,10 +28,13 @@
 13. Performance on a drifting, bimodal machine: right / wrong-done / unsure rates and oracle
    runs of the paired search against the unpaired rule it replaced, on the same simulated
    hunts (bench/perf_drift.py; BENCH_PERF_HUNTS, 500 a row).
+14. A flaky oracle over flake-only ranges, real regressions and a 60/40 mix: right / wrong /
+   unsure and oracle runs (confirmation included) against the Z-channel floor
+   (bench/flaky_regression.py; BENCH_FLAKY_HUNTS, 500 a row).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
 rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli,
-perf-drift.
+perf-drift, flaky-regression.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
@@ -63,6 +66,7 @@ import git
 from bench.build_reuse import bench_build_reuse
 from bench.changepoints import bench_changepoints
 from bench.cli_start import bench_cli
+from bench.flaky_regression import bench_flaky_regression
 from bench.gpu_overhead import bench_gpu_overhead
 from bench.perf_drift import bench_perf_drift
 from bench.prior import bench_prior
@@ -442,6 +446,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "changepoints": lambda tmp: bench_changepoints(),
     "cli": lambda tmp: bench_cli(line),
     "perf-drift": lambda tmp: bench_perf_drift(line),
+    "flaky-regression": lambda tmp: bench_flaky_regression(line),
 }
 
 

@@ -41,6 +41,17 @@ def regression_probability(good: Sequence[bool], bad: Sequence[bool],
     return min(1.0, max(0.0, p))
 
 
+def mostly_fails(runs: Sequence[bool], confidence: float) -> bool:
+    """Whether these runs (True: failed) fail more often than not, at ``confidence``: a flaky
+    good endpoint failing 40 % of the time shows a failing majority now and then, and that is
+    flakiness, not an endpoint that is already bad."""
+    # lazy: only flaky oracles need scipy
+    from scipy.stats import beta
+
+    failed = sum(runs)
+    return float(beta.sf(0.5, 1 + failed, 1 + len(runs) - failed)) >= confidence
+
+
 def rate(runs: Sequence[bool]) -> float:
     """The share of runs that failed (0 with no runs), for the words of an answer."""
     return sum(runs) / len(runs) if runs else 0.0

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import mul
+from typing import Protocol
 
 from bisector.core.prior import Prior
 from bisector.core.search import Next as Next  # the same step; a position may repeat
@@ -319,9 +320,15 @@ def default_max_runs(n: int, fp: float, fn: float,
     return math.ceil(CAP_FACTOR * bits / (1.0 - entropy(max(fp, fn))))
 
 
+class Judge(Protocol):
+    """What says when a search is sure: the most likely culprit and its probability."""
+
+    def best(self) -> tuple[int, float]: ...
+
+
 def decide(posterior: Posterior, confidence: float = DEFAULT_CONFIDENCE,
            max_runs: int | None = None, runs: int | None = None, width: int = 1,
-           judge: Posterior | None = None) -> NoisyStep:
+           judge: Judge | None = None) -> NoisyStep:
     """Stop with the culprit once its probability reaches ``confidence``; give up (with the most
     likely one) once ``runs`` (default: the posterior's observations; a caller reusing earlier
     bisections' runs passes only those it paid for) reach ``max_runs``; else probe ``width``
@@ -339,6 +346,23 @@ def decide(posterior: Posterior, confidence: float = DEFAULT_CONFIDENCE,
     if (runs if runs is not None else posterior.observations) >= cap:
         return GiveUp(position, probability)
     return Next(choose(posterior, min(width, posterior.n)))
+
+
+def cautious_rates(good_endpoint_reports: Sequence[bool],
+                   bad_endpoint_reports: Sequence[bool], quantile: float = 0.9
+                   ) -> tuple[float, float]:
+    """(fp, fn) at the upper ``quantile`` of their Beta(1, 1) posteriors, clamped: for the
+    run cap only, so that rates read low off a few endpoint runs (no failure in three runs of
+    an oracle failing 40 % of the time, one time in five) do not give up too early."""
+    # lazy: only flaky oracles need scipy
+    from scipy.stats import beta  # type: ignore[import-untyped]
+
+    def rate(lies: int, runs: int) -> float:
+        est = float(beta.ppf(quantile, 1 + lies, 1 + runs - lies))
+        return min(RATE_MAX, max(RATE_MIN, est))
+
+    return (rate(sum(good_endpoint_reports), len(good_endpoint_reports)),
+            rate(sum(not bad for bad in bad_endpoint_reports), len(bad_endpoint_reports)))
 
 
 def estimate_rates(good_endpoint_reports: Sequence[bool], bad_endpoint_reports: Sequence[bool],

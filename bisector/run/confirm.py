@@ -30,6 +30,7 @@ from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.events import Events
 from bisector.base.kinds import State
 from bisector.core import noisy, paired, perf, sampling
+from bisector.core.integrated import Integrated
 from bisector.core.search import Verdict
 from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
@@ -45,6 +46,9 @@ from bisector.store.records import NewRun
 # A flaky oracle's culprit is "not reproducible" once its fresh runs leave it less likely than
 # not to be the culprit (another commit may then be the most likely one).
 NOT_REPRODUCIBLE_BELOW = 0.5
+# A flaky culprit whose fresh runs leave it between that and the confidence gets more fresh
+# runs, up to this many groups of them, before it is called inconclusive.
+CONFIRM_ROUNDS = 3
 
 
 class Confirmation(enum.StrEnum):
@@ -223,17 +227,18 @@ def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen
           confidence: float) -> tuple[Confirmation, float, float]:
     """A flaky oracle's confirmation: (status, probability before, probability after).
 
-    The fresh runs of the culprit and its parent join the search's observations at the
-    search's rates. **Confirmed** when the culprit's probability still reaches the oracle's
-    ``confidence`` (the bar the search stopped at); **not reproducible** when it falls below
-    :data:`NOT_REPRODUCIBLE_BELOW` (it is now more likely not the culprit); otherwise, or when
-    either group gave no answer at all, **inconclusive**."""
+    The fresh runs of the culprit and its parent join the search's observations, weighed with
+    the rates integrated out as the search's answer was. **Confirmed** when the culprit's
+    probability still reaches the oracle's ``confidence`` (the bar the search stopped at);
+    **not reproducible** when it falls below :data:`NOT_REPRODUCIBLE_BELOW` (it is now more
+    likely not the culprit); otherwise, or when either group gave no answer at all,
+    **inconclusive**."""
     fresh = [(p, v == Verdict.BAD.value)
              for p, seen in ((position, culprit), (position - 1, parent))
              for _, v, _ in seen if v != Verdict.SKIP.value]
-    after = noisy.Posterior.from_observations(posterior.n, posterior.fp, posterior.fn,
-                                              [*posterior.history, *fresh])
-    before_p, after_p = posterior.prob(position), after.prob(position)
+    # Weighed as the search's answer was (core/integrated.py: the rates integrated out).
+    before_p = Integrated(posterior.n, posterior.history).prob(position)
+    after_p = Integrated(posterior.n, [*posterior.history, *fresh]).prob(position)
     decided = all(any(v != Verdict.SKIP.value for _, v, _ in s) for s in (culprit, parent))
     if after_p < NOT_REPRODUCIBLE_BELOW:
         status = Confirmation.NOT_REPRODUCIBLE
@@ -281,6 +286,17 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
     if posterior is not None:
         confidence = ctx.oracle.meta.confidence
         status, before, after = weigh(posterior, position, culprit, parent, confidence)
+        for _ in range(CONFIRM_ROUNDS - 1):  # undecided: more runs, as the search would
+            if status is not Confirmation.INCONCLUSIVE:
+                break
+            more_c, _ = _runs(ctx, lambda: ctx.source.obtain(position), position,
+                              cands[position], times, None, "culprit")
+            more_p, _ = _runs(ctx, lambda: ctx.source.obtain(position - 1), position - 1,
+                              cands[position - 1], times, None, "parent")
+            culprit, parent = culprit + more_c, parent + more_p
+            status, _, after = weigh(posterior, position, culprit, parent, confidence)
+        out["culprit"] = [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit]
+        out["parent"] = [{"run": r, "verdict": v, "reason": why} for r, v, why in parent]
         out.update(probability_before=round(before, 6), probability_after=round(after, 6),
                    confidence=confidence)
     else:

@@ -23,11 +23,13 @@ regression" (its own state and exit code, with both endpoints' failure rates), o
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from bisector.base import defaults
 from bisector.base.kinds import State
 from bisector.core import contrast, noisy, sampling
+from bisector.core.integrated import Integrated
 from bisector.core.search import Problem, Stop, Verdict
 from bisector.run.strategies.base import (
     Adopted,
@@ -172,49 +174,87 @@ class Noisy:
         n, want = v.n, sampling.endpoint_runs(meta)
         ev, adopted = gather(v)
         informed = self.round or None
-        short = endpoints(ev, n, want)
-        if isinstance(short, Stop):
-            if short.problem is Problem.BAD_IS_GOOD:  # fails no more than good: no regression
-                return Decision(_no_regression(v, ev), adopted, informed)
-            return Decision(answer_for(v, short), adopted, informed)
         fp, fn, source = rates(v, ev)
         paid = run_store.paid_runs(v.store, v.record.id)
         post = noisy.Posterior.from_observations(n, fp, fn, ev.reports)
-        cap = sampling.flaky_max_runs(meta.max_runs, n, fp, fn, meta.confidence)
-        if short:
-            positions = short
-        else:
-            conf = meta.confidence
-            p_reg = contrast.regression_probability(ev.at(0), ev.at(n - 1),
-                                                    defaults.NOISY_MIN_CONTRAST)
-            if p_reg <= 1 - conf:
-                return Decision(_no_regression(v, ev, p_reg), adopted, informed)
-            more = endpoint_runs(ev, n, p_reg, conf)
-            if more is None:
-                return Decision(_inconclusive(v, ev, p_reg), adopted, informed)
-            # With a prior from the failure, it chooses where to run; the uniform posterior
-            # (``post``) still says when to stop and what the answer is (core/noisy.decide).
-            prior = prior_for(v, True)
-            chooser = post if prior is None else noisy.Posterior.from_observations(
-                n, fp, fn, ev.reports, prior)
-            step = noisy.decide(chooser, confidence=conf, max_runs=cap,
-                                runs=paid, width=v.width, judge=post)
-            if isinstance(step, noisy.Culprit) and more:
-                positions = more  # a culprit only once a regression is sure
-            elif not isinstance(step, noisy.Next):
-                return Decision(_answer(v, step, post, len(ev.reports), fp, fn, source,
-                                        p_reg), adopted, informed)
-            else:
-                moved = testable(step.positions, ev, n)
-                if moved is None:  # only untestable commits left: the most likely one, as is
-                    best, probability = post.best()
-                    return Decision(_answer(v, noisy.GiveUp(best, probability), post,
-                                            len(ev.reports), fp, fn, source, p_reg),
-                                    adopted, informed)
-                # While "no regression" is the likelier, only the endpoints run.
-                positions = more if p_reg < 0.5 else tuple(dict.fromkeys((*moved, *more)))
+        cap = sampling.flaky_max_runs(meta.max_runs, n,
+                                      *noisy.cautious_rates(ev.at(0), ev.at(n - 1)),
+                                      meta.confidence)
+        # With a prior from the failure, it chooses where to run; the uniform posterior
+        # (``post``) still says when to stop and what the answer is (core/noisy.decide).
+        prior = prior_for(v, True)
+        chooser = post if prior is None else noisy.Posterior.from_observations(
+            n, fp, fn, ev.reports, prior)
+        got = plan(ev, n, want, meta.confidence, post, chooser, cap, paid, v.width)
+        end, p_reg = got.end, got.regression
+        if isinstance(end, Stop):
+            return Decision(answer_for(v, end), adopted, informed)
+        if end is Ending.NO_REGRESSION:
+            return Decision(_no_regression(v, ev, p_reg), adopted, informed)
+        if end is Ending.INCONCLUSIVE:
+            assert p_reg is not None
+            return Decision(_inconclusive(v, ev, p_reg), adopted, informed)
+        if end is not None:
+            assert p_reg is not None
+            return Decision(_answer(v, end, post, len(ev.reports), fp, fn, source, p_reg),
+                            adopted, informed)
         self.round += 1
-        return Decision(Round(self.round, positions, max(1, cap - paid)), adopted, informed)
+        return Decision(Round(self.round, got.positions, max(1, cap - paid)), adopted,
+                        informed)
+
+
+class Ending(enum.Enum):
+    NO_REGRESSION = "no regression"
+    INCONCLUSIVE = "inconclusive"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What the evidence calls for: runs at ``positions``, or the search's ``end``;
+    ``regression``: the probability that the range holds one (None before it is asked)."""
+
+    positions: tuple[int, ...] = ()
+    end: Stop | Ending | noisy.Culprit | noisy.GiveUp | None = None
+    regression: float | None = None
+
+
+def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posterior,
+         chooser: noisy.Posterior, cap: int, paid: int, width: int) -> Planned:
+    """The flaky search's next step from its evidence alone (pure: ``make bench`` drives the
+    same function): the endpoints first, then "is there a regression at all" from the
+    endpoints' runs (:mod:`bisector.core.contrast`), then the posterior search, with the
+    endpoints run beside it while a regression is not yet sure; a culprit only once it is."""
+    short = endpoints(ev, n, want)
+    if isinstance(short, Stop) and short.problem is Problem.BAD_IS_GOOD:
+        return Planned(end=Ending.NO_REGRESSION)  # the bad endpoint fails no more than not
+    if isinstance(short, Stop) and short.problem is Problem.GOOD_IS_BAD and \
+            not contrast.mostly_fails(ev.at(0), 1 - (1 - confidence) / 10):
+        short = ()  # a failing majority of a flaky good endpoint: let the endpoints decide
+    if isinstance(short, Stop):
+        return Planned(end=short)
+    if short:
+        return Planned(short)
+    p_reg = contrast.regression_probability(ev.at(0), ev.at(n - 1),
+                                            defaults.NOISY_MIN_CONTRAST)
+    if p_reg <= 1 - confidence:
+        return Planned(end=Ending.NO_REGRESSION, regression=p_reg)
+    more = endpoint_runs(ev, n, p_reg, confidence)
+    if more is None:
+        return Planned(end=Ending.INCONCLUSIVE, regression=p_reg)
+    # The answer and its probability with the rates integrated out (core/integrated.py):
+    # rates read off a few endpoint runs made the search overconfident.
+    step = noisy.decide(chooser, confidence=confidence, max_runs=cap, runs=paid, width=width,
+                        judge=Integrated(n, ev.reports))
+    if isinstance(step, noisy.Culprit) and more:
+        return Planned(more, regression=p_reg)  # a culprit only once a regression is sure
+    if not isinstance(step, noisy.Next):
+        return Planned(end=step, regression=p_reg)
+    moved = testable(step.positions, ev, n)
+    if moved is None:  # only untestable commits left: the most likely one, as is
+        return Planned(end=noisy.GiveUp(*post.best()), regression=p_reg)
+    # While "no regression" is the likelier, only the endpoints run.
+    return Planned(more if p_reg < 0.5 else tuple(dict.fromkeys((*moved, *more))),
+                   regression=p_reg)
 
 
 def endpoint_runs(ev: Evidence, n: int, p_reg: float,

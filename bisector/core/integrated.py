@@ -1,0 +1,77 @@
+"""The culprit's probability with the oracle's error rates unknown, not estimated.
+
+:class:`bisector.core.noisy.Posterior` takes the rates as given: a false-failure rate read off
+a handful of good-endpoint runs. Three runs of a test that fails spuriously 40 % of the time
+show no failure one time in five, the search then believes its runs far more than it should,
+and simulated hunts at 40 % named a wrong culprit in about 4 % of them. Here each rate is
+integrated out instead: for a culprit ``c`` the runs before it are a Bernoulli with an unknown
+false-failure rate, the runs from it on one with an unknown false-pass rate, each under a
+uniform prior on [0, 1/2] (an oracle wrong more than half the time says the opposite), so the
+likelihood of ``c`` is a product of two Beta-binomial marginals. Every run then informs the
+rates, interior runs included, and a search with few runs is as unsure as it should be.
+
+The search still chooses where to run with the point-rate posterior (fast, and only a matter of
+cost); this one says when the answer is sure enough and what it is (the ``judge`` of
+:func:`bisector.core.noisy.decide`). Pure; scipy's special functions on first use.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+
+def _log_marginal(lies: int, runs: int) -> float:
+    """log of the integral over r in [0, 1/2] of 2 r^lies (1 - r)^(runs - lies)."""
+    # lazy: only flaky oracles need scipy
+    from scipy.special import betainc, betaln  # type: ignore[import-untyped]
+
+    a, b = 1 + lies, 1 + runs - lies
+    part = float(betainc(a, b, 0.5))
+    return math.log(2.0) + float(betaln(a, b)) + (math.log(part) if part > 0 else -math.inf)
+
+
+class Integrated:
+    """P(culprit = c | runs), the rates integrated out; constant between probed positions."""
+
+    def __init__(self, n: int, observations: Iterable[tuple[int, bool]]) -> None:
+        if n < 2:
+            raise ValueError("a bisection needs at least the good and the bad endpoint")
+        self.n = n
+        at: dict[int, list[int]] = {}  # position -> [runs, reported bad]
+        for p, bad in observations:
+            cell = at.setdefault(p, [0, 0])
+            cell[0] += 1
+            cell[1] += int(bad)
+        inner = sorted(p for p in at if 0 < p < n - 1)
+        # Segments of culprits sharing one split: culprits ``lo + 1 .. hi`` have every run at
+        # or below ``lo`` before them and every run at or above ``hi`` after them.
+        bounds = [0, *inner, n - 1]
+        total_runs = sum(c[0] for c in at.values())
+        total_bad = sum(c[1] for c in at.values())
+        before_runs = before_bad = 0
+        segments: list[tuple[int, int, float]] = []  # (first c, last c, log weight per c)
+        for j in range(len(bounds) - 1):
+            lo, hi = bounds[j], bounds[j + 1]
+            runs_lo, bad_lo = at.get(lo, [0, 0])
+            before_runs += runs_lo
+            before_bad += bad_lo
+            after_runs = total_runs - before_runs
+            after_good = after_runs - (total_bad - before_bad)
+            logw = _log_marginal(before_bad, before_runs) + _log_marginal(after_good,
+                                                                          after_runs)
+            segments.append((lo + 1, hi, logw))
+        top = max(w for _, _, w in segments)
+        self._segments = [(f, l_, math.exp(w - top)) for f, l_, w in segments]
+        self._z = sum((l_ - f + 1) * w for f, l_, w in self._segments)
+
+    def best(self) -> tuple[int, float]:
+        """(most likely culprit, its probability); ties go to the older commit."""
+        first, _, w = max(self._segments, key=lambda s: (s[2], -s[0]))
+        return first, w / self._z
+
+    def prob(self, c: int) -> float:
+        for first, last, w in self._segments:
+            if first <= c <= last:
+                return w / self._z
+        return 0.0
