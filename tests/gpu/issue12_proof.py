@@ -234,9 +234,9 @@ def flaky_oracle(r: int, k: int) -> str:
 SLOW_MARK = "_bisector_slow_until"
 
 
-def plant_slowdown(repo: Path, us: int) -> bool:
+def plant_slowdown(repo: Path, us: int, statement: str | None = None) -> bool:
     """Insert a busy-wait of ``us`` microseconds before softmax's first statement (after its
-    docstring)."""
+    docstring), or ``statement`` there instead (extra GPU work, for issue 31's proof)."""
     path = repo / FUNCTIONAL
     if not path.is_file():
         raise RecipeError(f"{FUNCTIONAL} is not in the installed torch tree")
@@ -267,11 +267,14 @@ def plant_slowdown(repo: Path, us: int) -> bool:
         raise RecipeError(f"{FUNCTIONAL}: softmax is a one-liner or already slowed down",
                           _relevant(text, (fn.lineno, fn.end_lineno or fn.lineno), ""))
     ind = " " * first.col_offset
-    block = (f"{ind}# Planted slowdown (bisector issue 12 proof): ~{us} us busy-wait per call.\n"
-             f"{ind}import time as _bisector_time\n\n"
-             f"{ind}{SLOW_MARK} = _bisector_time.perf_counter() + {us}e-6\n"
-             f"{ind}while _bisector_time.perf_counter() < {SLOW_MARK}:\n"
-             f"{ind}    pass\n")
+    if statement is not None:
+        block = f"{ind}{statement}  # {SLOW_MARK}: planted slowdown (bisector proof)\n"
+    else:
+        block = (f"{ind}# Planted slowdown (bisector issue 12 proof): ~{us} us busy-wait a call.\n"
+                 f"{ind}import time as _bisector_time\n\n"
+                 f"{ind}{SLOW_MARK} = _bisector_time.perf_counter() + {us}e-6\n"
+                 f"{ind}while _bisector_time.perf_counter() < {SLOW_MARK}:\n"
+                 f"{ind}    pass\n")
     lines = text.splitlines(keepends=True)
     out = "".join(lines[:first.lineno - 1]) + block + "".join(lines[first.lineno - 1:])
     _compiles(out, FUNCTIONAL)
@@ -373,7 +376,7 @@ def make_history(case: Case, pkg_dir: Path, repo: Path, harmless: int) -> dict[s
     fixed_by_commit = bool(case.fix and case.fix(repo))
     if fixed_by_commit:
         git(repo, "commit", "-q", "-am", case.fix_subject)
-    elif case.name == "perf":
+    elif case.name.startswith("perf"):
         # Timings compare like with like: the installed torch imports without the overlay's
         # path entries, so a good endpoint that is the installed tree itself would be a faster
         # baseline than any overlay. One harmless commit makes the good endpoint an overlay too.
