@@ -237,16 +237,27 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
     fails = "fails" if d["polarity"] == "failure" else "passes"
     # Looking for a fix, the found commit is where the oracle's answer turned back.
     since = "is fixed by" if d["find_fix"] else f"{fails} since"
+    pf = (d.get("result") or {}).get("perf")
     c = d["culprit"]
+    if pf and c:  # a measurement: say how much slower, never "fails"
+        row = next((r for r in pf["commits"] if r["sha"] == c["sha"]), None)
+        if row and row.get("change") is not None:
+            worse = "slower" if pf["direction"] == "lower-is-better" else "lower"
+            since = (f"{abs(100 * row['change']):.0f} % "
+                     f"{'faster' if row['change'] < 0 else worse} since")
+    unsure = d["state"] in ("not reproducible", "inconclusive")
     lines: list[str] = []
     if c:
         lines += [f"### {code(oracle['name'])} {since} {c['sha'][:12]}"
+                  + (f"? ({d['state']})" if unsure else "")
                   + (f": {md(c['subject'])}" if c.get("subject") else ""), ""]
         who = f" by {md(c['author'])}" if c.get("author") else ""
         pr = (f" in [#{c['pr']}]({c['pr_url']})" if c.get("pr_url")
               else f" in #{c['pr']}" if c.get("pr") else "")
-        lines.append(f"The first {new} commit is `{c['sha']}`{pr}{who}"
-                     + (f" ({c['date'][:10]})." if c.get("date") else "."))
+        said = (f"The search named `{c['sha']}`{pr}{who} as the first {new} commit, but it is "
+                f"**{d['state']}**: it did not hold up when it ran again"
+                if unsure else f"The first {new} commit is `{c['sha']}`{pr}{who}")
+        lines.append(said + (f" ({c['date'][:10]})." if c.get("date") else "."))
     elif d["suspects"]:
         lines += [f"### {code(oracle['name'])} {fails}: one of {len(d['suspects'])} commits",
                   "", suspects_heading(d)]

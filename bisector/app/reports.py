@@ -241,6 +241,15 @@ def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
     return out
 
 
+def _bug_words(d: dict[str, Any]) -> str:
+    """What the oracle says when the bug is there: a failure, a pass, or for a performance
+    oracle a measurement worse (or better) by more than its threshold."""
+    pf = (d.get("result") or {}).get("perf")
+    if pf:
+        return f"{pf.get('sought', 'worse')} by more than {100 * pf['threshold']:.3g} %"
+    return f"oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}"
+
+
 def show_markdown(d: dict[str, Any]) -> str:
     """``bisect show``: Markdown for a terminal and for pasting. Every string from a repository
     or an oracle is escaped (:mod:`bisector.base.escape`), code blocks are fenced longer than
@@ -249,7 +258,9 @@ def show_markdown(d: dict[str, Any]) -> str:
     lines = [f"## bisector #{d['id']}: {d['state']}", ""]
     c = d["culprit"]
     if c:
-        title = f"First {new} commit: `{c['sha']}`"
+        title = (f"Suspected first {new} commit, {d['state']}: `{c['sha']}`"
+                 if d["state"] in ("not reproducible", "inconclusive")
+                 else f"First {new} commit: `{c['sha']}`")
         lines += [title, ""]
         if c.get("subject"):
             lines.append(f"- **{md(c['subject'])}**")
@@ -271,7 +282,7 @@ def show_markdown(d: dict[str, Any]) -> str:
         f"{code(d['bad']['ref'])} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
         f"({d['walk']})",
         f"- Oracle: {code(d['oracle']['name'])} (sha256 {d['oracle']['sha256'][:12]}), "
-        f"the bug = oracle {'fails' if d['polarity'] == Polarity.FAILURE.value else 'passes'}"
+        f"the bug = {_bug_words(d)}"
         f"{'; looking for the commit that fixed it' if d['find_fix'] else ''}",
         f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
         f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)"

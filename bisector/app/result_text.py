@@ -22,11 +22,22 @@ def suspect_probabilities(d: dict[str, Any]) -> list[str]:
 
 
 def noisy_summary(noise: dict[str, Any]) -> str:
-    """One sentence on a flaky oracle's answer: how sure, from how many runs, at what rates."""
+    """One sentence on a flaky oracle's answer: how sure, from how many runs, at what rates
+    (for "no regression" and "inconclusive", how often each endpoint failed)."""
+    if "probability" not in noise:
+        p = noise.get("regression_probability")
+        return (f"Flaky oracle: the bad endpoint failed {noise['bad_fails']:.0%} of "
+                f"{noise['bad_runs']} runs, the good one {noise['good_fails']:.0%} of "
+                f"{noise['good_runs']}; a regression is a rise of "
+                f"{noise['min_contrast']:.0%} or more"
+                + (f" (its probability {p:.3f})" if p is not None else ""))
+    reg = noise.get("regression_probability")
     return (f"Flaky oracle: probability {noise['probability']:.4f} for the most likely culprit "
             f"(asked for {noise['confidence']}), from {noise['runs']} runs; false positives "
             f"{noise['false_positive']:.3f}, false negatives {noise['false_negative']:.3f} "
-            f"({noise['rates']})")
+            f"({noise['rates']})"
+            + (f"; probability of a regression in the range {reg:.4f}" if reg is not None
+               else ""))
 
 
 def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
@@ -39,6 +50,15 @@ def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
             return f"{names.get(group, group)} from the samples of {len(runs)} runs"
         return ", ".join(names.get(r["verdict"], r["verdict"]) for r in runs)
 
+    if c.get("judged_by") == "paired":
+        change = "" if c.get("change") is None else f", {100 * c['change']:+.1f} %"
+        p = "" if c.get("p_value") is None else f", p {c['p_value']:.2g}"
+        rv = c.get("revert") or {}
+        got = str(rv.get("verdict"))
+        revert = (f"its revert beside the parent: {names.get(got, got)}"
+                  if rv.get("applied") else "no clean revert onto the bad endpoint")
+        return (f"Confirmation: {c['status']} (the culprit beside its parent, "
+                f"{c.get('pairs', 0)} pairs{change}{p}; {revert})")
     text = (f"Confirmation: {c['status']} (culprit again: "
             f"{said(c['culprit'], c.get('culprit_verdict'))}; parent again: "
             f"{said(c['parent'], c.get('parent_verdict'))}; ")
@@ -55,16 +75,26 @@ def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
 def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
     """Medians and the relative change of every judged commit against the good endpoint."""
     unit = pf.get("unit") or ""
+    paired = pf.get("compared") == "paired"
+    how = ("each run paired with the good endpoint's runs beside it, Wilcoxon signed-rank, "
+           "one-sided" if paired else "Mann-Whitney U, one-sided")
     out = [f"Performance: {old} endpoint median {pf['baseline_median']:.4g} {unit} "
            f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = "
            f"{pf.get('sought', 'worse')} by more than "
-           f"{100 * pf['threshold']:.3g} % (Mann-Whitney U, one-sided)", "",
-           "| commit | runs | median | change | verdict | p |", "|---|---|---|---|---|---|"]
+           f"{100 * pf['threshold']:.3g} % ({how})", ""]
+    ref = pf.get("reference")
+    if ref:
+        out += [f"The {old} endpoint itself measured {ref['first']:.4g} {unit} at the start and "
+                f"{ref['last']:.4g} {unit} at the end ({100 * ref['change']:+.1f} %; its runs "
+                f"spread over {100 * ref['spread']:.1f} %): the machine's drift, which pairing "
+                f"takes out.", ""]
+    out += ["| commit | runs | pairs | median | change | verdict | p |",
+            "|---|---|---|---|---|---|---|"]
     for row in sorted(pf["commits"], key=lambda r: r["position"]):
         change = "" if row["change"] is None else f"{100 * row['change']:+.1f} %"
         med = "" if row["median"] is None else f"{row['median']:.4g} {unit}"
         p = "" if row["p_value"] is None else f"{row['p_value']:.2g}"
         verdict = {"good": old, "bad": new}.get(row["verdict"], row["verdict"])
-        out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {med} | {change} | {verdict} "
-                   f"| {p} |")
+        out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {row.get('pairs', '')} | {med} "
+                   f"| {change} | {verdict} | {p} |")
     return out
