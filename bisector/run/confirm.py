@@ -34,6 +34,7 @@ from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
 from bisector.project import history
+from bisector.run.hunt import Hunt
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
 from bisector.store import bisections
@@ -78,6 +79,7 @@ class Context:
     gpu: str | None
     revert: Callable[[str, str], str | None]  # (culprit, onto) -> the revert commit, or None
     reconfirm: bool = False  # fresh runs even where this culprit was confirmed before
+    hunt: Hunt | None = None  # the bisection's judge of failing runs (run/hunt.py)
 
 
 class _Keep(NullRecorder):
@@ -118,7 +120,7 @@ def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position:
         # Only the first run paid for the artifact; the others found it made.
         return handed.pop() if handed else replace(got, fresh=False)
 
-    pipe = Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events)
+    pipe = Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events, ctx.hunt)
     for _ in range(1 if isinstance(got, Unobtainable) else times):
         pipe.probe(position, sha, gpu=ctx.gpu)
     return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
