@@ -68,13 +68,15 @@ class Hunt:
         return 0 if self.rules.find_fix else len(self.candidates) - 1
 
     def _anchor_run(self) -> RunRecord | None:
-        if self.bisection_id is not None:
-            own = [p.run for p in run_store.probes(self.store, self.bisection_id)
-                   if p.position == self.anchor]
-            if own:
-                return own[0]
+        """The run that decided the anchor: this bisection's first there that was not a skip
+        (an install that failed is retried, and says nothing of the failure), else the key's
+        reusable run; None while there is none."""
+        runs = ([p.run for p in run_store.probes(self.store, self.bisection_id)
+                 if p.position == self.anchor] if self.bisection_id is not None else [])
         sha = self.candidates[self.anchor]
-        return run_store.reusable(self.store, self.key, [sha]).get(sha)
+        stored = run_store.reusable(self.store, self.key, [sha]).get(sha)
+        return next((r for r in [*runs, stored] if r is not None
+                     and r.outcome is not Outcome.SKIP), None)
 
     def failure(self) -> str | None:
         """The failure line hunted; None while the anchor has no run, or when its run showed

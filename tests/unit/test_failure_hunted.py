@@ -180,3 +180,40 @@ def test_resume_gives_the_same_answer(store: Store, ctrl_c_raises: None) -> None
     assert culprit(done, cands) == CULPRIT
     probed = [p.commit_sha for p in run_store.probes(store, bid)]
     assert sorted(probed) == sorted(c.commit for c in whole.calls)
+
+
+class Scripted(FakeExecutor):
+    """Each position's outcome and output, as ``said`` gives them."""
+
+    def __init__(self, candidates: list[str], said: Callable[[int], tuple[Outcome, str]]):
+        super().__init__(candidates, 0, outcome=lambda p: said(p)[0])
+        self.said = said
+
+    def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+            gpu: str | None = None) -> RunResult:
+        r = super().run(inst=inst, oracle=oracle, commit=commit, run_dir=run_dir, gpu=gpu)
+        return replace(r, output_tail=self.said(self.position[commit])[1])
+
+
+def test_find_fix_hunts_the_failure_of_the_broken_endpoint(store: Store) -> None:
+    """Under --find-fix the failure hunted is the old (broken) endpoint's: a later commit
+    that fails otherwise (the import broken at 40-45) is not "still broken"."""
+    cands = shas(60)
+
+    def said(pos: int) -> tuple[Outcome, str]:
+        if pos in range(40, 46):
+            return Outcome.FAIL, syntax_error(pos)
+        return (Outcome.PASS, "") if pos >= 33 else (Outcome.FAIL, assertion(pos))
+
+    rules = Rules(find_fix=True)
+    bid = new_bisection(store, cands)
+    rec = bisections.get(store, bid)
+    hunt = hunt_for(store, run_store.Key(rec.oracle_sha256, rec.env_fingerprint), cands,
+                    rules, ORACLE, any_failure=False, bisection_id=bid)
+    assert hunt is not None and hunt.anchor == 0
+    done = Runner(store, rec, cands, ORACLE, rules, FakeSource(), Scripted(cands, said),
+                  slots=[None], hunt=hunt).run()
+    assert culprit(done, cands) == 33
+    assert hunt.failure() == assertion(0).splitlines()[-1]
+    skipped = {p.position for p in run_store.probes(store, bid) if p.verdict == "skip"}
+    assert skipped and skipped <= set(range(40, 46))
