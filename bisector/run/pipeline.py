@@ -334,14 +334,15 @@ def failure_in(run: RunResult) -> str:
     stderr's, where tracebacks go, else stdout's (an oracle that echoes a repro's output), read
     from the whole output files, else the tail. ``bisect oracle new`` reads a repro's
     signature the same way."""
-    out = _end_of(run.stdout_path, SIGNATURE_READ)
-    err = _end_of(run.stderr_path, SIGNATURE_READ)
+    out = _end_of(run.stdout_path, FAILURE_READ)
+    err = _end_of(run.stderr_path, FAILURE_READ)
     if out is None and err is None:
         err, out = run.output_tail, ""
     line = signature.failure_line(err or "") or signature.failure_line(out or "")
     return (line or "")[:FAILURE_CHARS]
 
 
+FAILURE_READ = 2**20  # of each output, from the end: the last traceback, whatever came before
 FAILURE_CHARS = 1000  # of a failure line kept in a run's facts (compared on its first 200)
 
 
