@@ -30,11 +30,12 @@ from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.events import Events
 from bisector.core import noisy, sampling
 from bisector.core.search import Verdict
-from bisector.core.verdict import Rules
+from bisector.core.signature import FAILURE_FACT
+from bisector.core.verdict import Outcome, Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
 from bisector.project import history
-from bisector.run.hunt import Hunt
+from bisector.run.hunt import DIFFERENTLY, Hunt
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
 from bisector.store import bisections
@@ -97,7 +98,10 @@ class _Keep(NullRecorder):
                round_: int | None) -> None:
         tagged = replace(run, reusable=False, facts={**run.facts, "confirmation": self.tag})
         run_id = run_store.save_run(self.store, self.key, tagged)
-        self.seen.append((run_id, verdict.value, run.reason))
+        reason = run.reason
+        if verdict is Verdict.SKIP and run.outcome is Outcome.FAIL:  # the hunt's (run/hunt.py)
+            reason = DIFFERENTLY + str(run.facts.get(FAILURE_FACT) or run.reason)
+        self.seen.append((run_id, verdict.value, reason))
         self.facts.append(run.facts)
 
 

@@ -217,3 +217,28 @@ def test_find_fix_hunts_the_failure_of_the_broken_endpoint(store: Store) -> None
     assert hunt.failure() == assertion(0).splitlines()[-1]
     skipped = {p.position for p in run_store.probes(store, bid) if p.verdict == "skip"}
     assert skipped and skipped <= set(range(40, 46))
+
+
+def test_a_confirmation_run_that_fails_differently_says_so(store: Store) -> None:
+    """The culprit run again fails otherwise: confirmation judges it as the search would, a
+    skip, with the reason that says why (the stored run says ``exit 1``)."""
+    cands = shas(40)
+
+    def said(pos: int) -> tuple[Outcome, str]:
+        runs_here = sum(c.commit == cands[pos] for c in ex.calls)  # this one included
+        if pos == CULPRIT and runs_here > 1:
+            return Outcome.FAIL, syntax_error(pos)
+        return (Outcome.FAIL, assertion(pos)) if pos >= CULPRIT else (Outcome.PASS, "")
+
+    bid = new_bisection(store, cands)
+    rec = bisections.get(store, bid)
+    hunt = hunt_for(store, run_store.Key(rec.oracle_sha256, rec.env_fingerprint), cands,
+                    Rules(), ORACLE, any_failure=False, bisection_id=bid)
+    ex = Scripted(cands, said)
+    runner = Runner(store, rec, cands, ORACLE, Rules(), FakeSource(), ex, slots=[None],
+                    hunt=hunt, confirm=True)
+    runner.revert = lambda culprit, onto: None  # type: ignore[method-assign]  # no clone
+    done = runner.run()
+    again = done.record.result["confirmation"]["culprit"]
+    assert again and again[0]["verdict"] == "skip"
+    assert again[0]["reason"] == "fails differently: SyntaxError: invalid syntax"
