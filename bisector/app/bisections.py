@@ -30,6 +30,7 @@ from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote
 from bisector.run.runner import Finished, Runner
 from bisector.store import bisections, tasks, workers
+from bisector.store import runs as run_store
 from bisector.store.db import Store, connection_lost
 from bisector.store.records import BisectionRecord
 
@@ -74,7 +75,8 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
                   slots=slots, events=events, subject=subject,
                   confirm=cfg.request.confirm and not cfg.request.manual,
                   reconfirm=cfg.request.reconfirm, remote=remote,
-                  prior=FailurePrior(cfg.request.prior, parts.repos, cfg.request.command))
+                  prior=FailurePrior(cfg.request.prior, parts.repos, cfg.request.command),
+                  hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)))
 
 
 def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,

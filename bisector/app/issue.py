@@ -19,7 +19,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from bisector.app import compile_debug
+from bisector.app import compile_debug, hunted
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
@@ -286,6 +286,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
               f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
     if d.get("prior"):  # which prior the search used and the probes it saved (--prior)
         lines += [md(prior_note(d["prior"])) + ".", ""]
+    if d.get("failed_differently"):  # skipped: another failure than the one hunted
+        lines += [*hunted.section(d, scrub)[1:], ""]
     by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
     pos = culprit_position(d)
     if pos is not None and pos in by_pos:

@@ -49,6 +49,7 @@ from bisector.core.search import Culprit, Next, Verdict, next_step
 from bisector.project.profiles import GENERIC, get_profile
 from bisector.run.config import Request
 from bisector.run.factory import Parts
+from bisector.run.hunt import hunt_for
 from bisector.run.prepare import Prepared, discover, prepare
 from bisector.run.prior import FailurePrior, note, planned, projection
 from bisector.run.strategies.plain import stored_verdicts
@@ -324,7 +325,11 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
     cfg, cands = p.config, list(p.span.candidates)
     parts = Parts(store, cfg, cands, QuietEvents())
     key = run_store.Key(p.oracle.sha256, p.fingerprint)
-    known = {pos: v for pos, (_, v) in stored_verdicts(store, key, cands, cfg.rules).items()}
+    # The judge of failing runs the run would use (run/hunt.py), so what is free is the same.
+    hunt = hunt_for(store, key, cands, cfg.rules, p.oracle,
+                    any_failure=cfg.request.any_failure, manual=cfg.request.manual)
+    known = {pos: v for pos, (_, v, _) in
+             stored_verdicts(store, key, cands, cfg.rules, hunt).items()}
     measured: dict[str, tuple[durations.Measured, str]] = {}
     if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
         measured["build"] = (build, f"{cfg.profile} source builds of this repository")

@@ -11,7 +11,7 @@ from typing import Any
 
 import git
 
-from bisector.app import compile_debug
+from bisector.app import compile_debug, hunted
 from bisector.app.phases import phase_markdown
 from bisector.app.result_text import (
     confirmation_summary,
@@ -222,6 +222,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         # A performance oracle's runs exit 0; what a commit is comes from its samples.
         if entry["position"] in decided:
             entry["raw_verdict"], entry["verdict"] = entry["verdict"], decided[entry["position"]]
+    hunted.annotate(data, hunted.rule_of(cfg, oracle))  # the failure hunted (run/hunt.py)
     data["rounds"] = len({p["round"] for p in data["probes"]
                           if p["round"] is not None and not p["reused"]})
     # A compile failure: the commands that show what dynamo/inductor did at the culprit.
@@ -290,6 +291,7 @@ def show_markdown(d: dict[str, Any]) -> str:
     ]
     if d.get("prior"):
         lines.append(f"- {md(prior_note(d['prior']))}")
+    lines += [f"- {x}" for x in (hunted.rule_line(d),) if x]
     if (d["result"] or {}).get("noisy"):
         lines.append(f"- {noisy_summary(d['result']['noisy'])}")
     if (d["result"] or {}).get("confirmation"):
@@ -321,7 +323,7 @@ def show_markdown(d: dict[str, Any]) -> str:
             how += f" ({_build_summary(p['build'])})"
         lines.append(f"| {p['seq']} | `{p['sha'][:12]}` | {verdict} | {t} | {how} | {reason} "
                      f"| {subject} |")
-    lines += phase_markdown(d)
+    lines += hunted.section(d) + phase_markdown(d)
     failed = [p for p in d["probes"] if p.get("build_log")]
     for p in failed:
         lines += ["", f"Build log of `{p['sha'][:12]}` ({md(p['build_log'])}), last lines:",

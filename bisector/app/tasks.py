@@ -101,7 +101,8 @@ class Host:
                              f"this box ({self.name}): install it at that path here")
         oracle = stored_oracle(self.store, rec)
         parts = Parts(self.store, cfg, bisections.candidates(self.store, bisection_id),
-                      self.events, labels={"bisector.bisection": str(bisection_id)})
+                      self.events, labels={"bisector.bisection": str(bisection_id)},
+                      bisection_id=bisection_id)
         ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
         self._contexts[bisection_id] = ctx
         while len(self._contexts) > CONTEXTS:
@@ -125,7 +126,7 @@ class Host:
         try:
             ctx = self.context(t.bisection_id)
             recorder = TaskRecorder(self.store, ctx.key, self.me, att, ctx.oracle.meta.sampled)
-            pipe = ctx.parts.pipeline(ctx.oracle, recorder)
+            pipe = ctx.parts.pipeline(ctx.oracle, recorder, ctx.parts.hunt(ctx.oracle, ctx.key))
             self.say(f"bisection {t.bisection_id}: probing {t.commit_sha[:12]} (task {task_id}"
                      f", attempt {att.number}{', GPU ' + self.gpu if self.gpu else ''})")
             res = pipe.probe(t.position, t.commit_sha, gpu=self.gpu, round_=t.round)

@@ -130,6 +130,10 @@ RANGE_OPTIONS = [
     click.option("--match", default=None, metavar="REGEX", help="The failure that is the bug: "
                  "a run that would be bad but whose output does not match REGEX is a skip "
                  "(\"a different failure\"). Overrides the oracle's own `match`."),
+    click.option("--any-failure", is_flag=True, help="Every failure is bad, as git bisect "
+                 "run has it. Default: a probe that fails unlike the bad endpoint (another "
+                 "exception or message, numbers, paths and addresses aside) is a skip, "
+                 "\"fails differently\"."),
     click.option("--timeout", type=SECONDS, default=None, metavar="SECONDS",
                  help=f"A command oracle's timeout (default {defaults.ORACLE_TIMEOUT_S:.0f})."),
     click.option("--dependency", multiple=True, metavar="REQ", help="A requirement the "

@@ -108,6 +108,72 @@ def failure_line(text: str) -> str | None:
     return None
 
 
+# Where a path's variable part ends and the file it names begins: an installed package's
+# modules sit under a ``site-packages`` (or Debian's ``dist-packages``) folder whose prefix is
+# the probe's own environment.
+_PACKAGES = ("/site-packages/", "/dist-packages/")
+# A word of a failure line: what a path, a number or an address can be part of. Split on
+# quotes, brackets and separators, so ``'/tmp/x/a.py'`` and ``(file.py, line 3)`` give words.
+_WORD = re.compile(r"[^\s'\"`()\[\]{},;<>]+")
+_HEX_WORD = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b")
+
+
+def normalise(line: str) -> str:
+    """A failure line with what differs from probe to probe for the same failure made equal:
+    absolute paths (the probe's exported tree, its environment, its temporary folder, the
+    clone, a home folder) reduced to the file they name, a site-packages prefix to
+    ``<site-packages>/`` and the module path after it, hexadecimal addresses (``0x7f3a...``),
+    commit-like hexadecimal words and numbers generalised.
+
+    Word by word with string methods and one pass of three regexes without nested repetition:
+    linear in the line's length (a failure line is untrusted output, see issue 32)."""
+    line = line.strip()[:4 * LONGEST]
+    out, at = [], 0
+    for m in _WORD.finditer(line):
+        out.append(line[at:m.start()])
+        out.append(_path(m.group()))
+        at = m.end()
+    out.append(line[at:])
+    text = "".join(out)
+    text = _HEX_WORD.sub("<hex>", re.sub(r"0x[0-9a-fA-F]+", "<address>", text))
+    return re.sub(r"\d+", "<n>", text)[:LONGEST]
+
+
+def _path(word: str) -> str:
+    """``word`` with the folders of this run taken out (see :func:`normalise`)."""
+    for mark in _PACKAGES:
+        i = word.rfind(mark)
+        if i >= 0:
+            return "<site-packages>/" + word[i + len(mark):]
+    if word.startswith("/") and "/" in word[1:]:
+        return "<path>/" + word.rsplit("/", 1)[1]
+    return word
+
+
+def same_failure(hunted: str, failure: str | None) -> bool:
+    """Whether a run's failure line is the hunted one, once both are normalised.
+
+    Equality of the lines, not a search of the run's whole output as ``--match`` does: the
+    hunted failure is what the bad endpoint *ended* with, and a run whose output mentions it
+    somewhere (a warning, an exception caught and logged) but ended on another one did not
+    fail this way. A run with no failure line (a crash, a bare ``exit 1``) is not the hunted
+    failure either."""
+    return failure is not None and normalise(failure) == normalise(hunted)
+
+
+# The fact a failing run records: its failure line (``failure_line`` over its whole output),
+# "" when it has none; absent in runs stored before it was recorded (read from the tail then).
+FAILURE_FACT = "failure"
+
+
+def failure_of(recorded: object, output_tail: str) -> str | None:
+    """A stored run's failure line: the one recorded when it ran (read from its whole output),
+    else, for a run stored before that was recorded, the one its stored tail shows."""
+    if isinstance(recorded, str):
+        return recorded or None
+    return failure_line(output_tail)
+
+
 def signature(text: str) -> str | None:
     """A regex for the failure a traceback ends with: its exception line, regex-escaped, with
     hexadecimal addresses and numbers generalised (``0x7f3a...`` and ``42`` differ from run to

@@ -72,6 +72,9 @@ class Request:
     confirm: bool = True  # re-run the culprit, its parent and its revert before answering
     reconfirm: bool = False  # fresh confirmation runs even where one under the key exists
     match: str | None = None  # the failure that is the bug (core/signature.py)
+    # git's rule: every failure is bad. Without it a failure unlike the bad endpoint's is a
+    # skip, "fails differently" (run/hunt.py).
+    any_failure: bool = False
     timeout: float | None = None  # a command oracle's (an oracle file says its own)
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
     # The oracle environment, NAME=VALUE (base/oracle_env.py): as given with --env, and after
@@ -114,8 +117,11 @@ class Request:
         if self.build_timeout <= 0:
             raise UsageError("--build-timeout must be positive seconds")
         if self.match is not None:
-
             check_match(self.match)
+            if self.any_failure:
+                raise UsageError("--match and --any-failure both say which failure is the "
+                                 "bug: give --match REGEX for one failure, --any-failure for "
+                                 "every failure, not both")
         oracle_env.parse(self.env)
         if self.oracle and self.command:
             raise UsageError(f"--oracle {self.oracle} and a command after -- both name the "
@@ -267,9 +273,14 @@ def encode(cfg: RunConfig) -> dict[str, Any]:
 
 
 def decode(data: dict[str, Any]) -> RunConfig:
-    """Read a stored configuration back; a bisection stored by an older bisector too."""
+    """Read a stored configuration back; a bisection stored by an older bisector too.
+
+    A request stored before ``any_failure`` existed was judged by git's rule (every failure
+    bad): it is read back with ``any_failure`` on, so its resume judges as it began."""
     if data.get("version") != 2:
         data = _legacy(data)
+    if isinstance(data.get("request"), dict) and "any_failure" not in data["request"]:
+        data = {**data, "request": {**data["request"], "any_failure": True}}
     try:
         return _conv.structure(data, RunConfig)
     except cattrs.BaseValidationError as e:

@@ -32,10 +32,12 @@ from bisector.base.kinds import State
 from bisector.core import noisy, paired, perf, sampling
 from bisector.core.integrated import Integrated
 from bisector.core.search import Verdict
-from bisector.core.verdict import Rules
+from bisector.core.signature import FAILURE_FACT
+from bisector.core.verdict import Outcome, Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
 from bisector.project import history
+from bisector.run.hunt import DIFFERENTLY, Hunt
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
 from bisector.store import bisections
@@ -83,6 +85,7 @@ class Context:
     gpu: str | None
     revert: Callable[[str, str], str | None]  # (culprit, onto) -> the revert commit, or None
     reconfirm: bool = False  # fresh runs even where this culprit was confirmed before
+    hunt: Hunt | None = None  # the bisection's judge of failing runs (run/hunt.py)
 
 
 class _Keep(NullRecorder):
@@ -100,7 +103,10 @@ class _Keep(NullRecorder):
                round_: int | None) -> None:
         tagged = replace(run, reusable=False, facts={**run.facts, "confirmation": self.tag})
         run_id = run_store.save_run(self.store, self.key, tagged)
-        self.seen.append((run_id, verdict.value, run.reason))
+        reason = run.reason
+        if verdict is Verdict.SKIP and run.outcome is Outcome.FAIL:  # the hunt's (run/hunt.py)
+            reason = DIFFERENTLY + str(run.facts.get(FAILURE_FACT) or run.reason)
+        self.seen.append((run_id, verdict.value, reason))
         self.facts.append(run.facts)
 
 
@@ -133,7 +139,8 @@ def _group(ctx: Context, obtain: Callable[[], Obtained | Unobtainable],
         # Only the first run paid for the artifact; the others found it made.
         return handed.pop() if handed else replace(got, fresh=False)
 
-    return keep, Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events), got
+    return keep, Pipeline(again, ctx.executor, ctx.oracle, ctx.rules, keep, ctx.events,
+                          ctx.hunt), got
 
 
 Side = tuple[int, str, Callable[[], Obtained | Unobtainable], str]  # position, sha, obtain, role

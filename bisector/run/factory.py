@@ -42,8 +42,10 @@ from bisector.oracle.script import Oracle, parse_metadata
 from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import RunConfig, decode, legacy_rules
+from bisector.run.hunt import Hunt, hunt_for
 from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
 from bisector.store import answers, bisections
+from bisector.store import runs as run_store
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, OracleRecord
@@ -217,7 +219,15 @@ class Parts:
         return provider_for(self.store, self.cfg, self.candidates, self.repos, self.events,
                             self.builder)
 
-    def pipeline(self, oracle: Oracle, recorder: Recorder) -> Pipeline:
-        """The probe pipeline of this stored run: its provider, executor and rules."""
+    def hunt(self, oracle: Oracle, key: run_store.Key) -> Hunt | None:
+        """The judge of failing runs of this stored run (run/hunt.py), None where exit codes
+        judge alone: the coordinator's and every worker's, read from the same store."""
+        return hunt_for(self.store, key, self.candidates, self.cfg.rules, oracle,
+                        any_failure=self.cfg.request.any_failure,
+                        manual=self.cfg.request.manual, bisection_id=self.bisection_id)
+
+    def pipeline(self, oracle: Oracle, recorder: Recorder,
+                 hunt: Hunt | None = None) -> Pipeline:
+        """The probe pipeline of this stored run: its provider, executor, rules and hunt."""
         return Pipeline(self.provider.obtain, self.executor, oracle, self.cfg.rules, recorder,
-                        self.events)
+                        self.events, hunt)

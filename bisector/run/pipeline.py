@@ -29,6 +29,7 @@ from bisector.executors.base import Executor, RunResult, running
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive
 from bisector.oracle.script import Oracle
+from bisector.run.hunt import Hunt
 from bisector.store import claims
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -197,19 +198,32 @@ class Pipeline:
         rules: Rules,
         recorder: Recorder,
         events: Events | None = None,
+        hunt: Hunt | None = None,
     ) -> None:
         self.obtain, self.executor, self.oracle = obtain, executor, oracle
         self.rules, self.recorder = rules, recorder
         self.events: Events = events or QuietEvents()
+        # The bisection's judge of failing runs (run/hunt.py); None: exit codes judge alone.
+        self.hunt = hunt
+
+    def verdict(self, position: int, outcome: Outcome, failure: str | None,
+                output_tail: str) -> tuple[Verdict, str | None]:
+        """A run's verdict for this bisection, and the reason of a skip the hunt made of it."""
+        if self.hunt is None:
+            return self.rules.judge(outcome), None
+        return self.hunt.judge(position, outcome, failure, output_tail)
 
     def probe(self, position: int, sha: str, *, gpu: str | None = None,
               round_: int | None = None) -> ProbeResult:
         started, t0 = datetime.now(UTC), time.monotonic()
         decided = self.recorder.begin(sha)
         if decided is not None:  # judged by another process meanwhile: reuse, never re-run
-            verdict = self.rules.judge(decided.outcome)
+            verdict, why = self.verdict(position, decided.outcome,
+                                        signature.failure_of(decided.failure,
+                                                             decided.output_tail),
+                                        decided.output_tail)
             self.recorder.adopt(position, sha, decided, verdict, round_)
-            self.events.probe_done(position, sha, verdict, decided.reason, 0.0, True)
+            self.events.probe_done(position, sha, verdict, why or decided.reason, 0.0, True)
             run = RunResult(decided.outcome, decided.reason, decided.exit_code,
                             decided.duration_s, decided.reusable)
             return ProbeResult(position, sha, verdict, run, time.monotonic() - t0, None)
@@ -244,6 +258,9 @@ class Pipeline:
             obtained = got
         if self.oracle.meta.performance and run.outcome is not Outcome.SKIP:
             run = with_samples(run)
+        failure = failure_in(run) if run.outcome is Outcome.FAIL else None
+        if failure is not None:  # a fact about the run, whatever rule judges it
+            run = replace(run, facts={**run.facts, signature.FAILURE_FACT: failure})
         # The probe's whole wall time (obtaining and installing included, which the oracle's
         # own duration leaves out): what the estimate of a run's time left is made of.
         probe_s = time.monotonic() - t0
@@ -251,7 +268,7 @@ class Pipeline:
                  "phases": phases(run, obtain_s, probe_s), "obtained_as": obtained_as(got)}
         if cancel.stopping():
             raise cancel.Stopped("stopped by the user; this run is not recorded")
-        verdict = self.rules.judge(run.outcome)
+        verdict, why = self.verdict(position, run.outcome, failure or None, run.output_tail)
         self.recorder.record(position, sha, NewRun(
             commit_sha=sha, outcome=run.outcome, reason=run.reason, reusable=run.reusable,
             started_at=started, exit_code=run.exit_code, duration_s=run.duration_s,
@@ -260,7 +277,7 @@ class Pipeline:
             stderr_path=str(run.stderr_path) if run.stderr_path else None,
             output_tail=run.output_tail, facts=facts), verdict, round_)
         seconds = time.monotonic() - t0
-        self.events.probe_done(position, sha, verdict, run.reason, seconds, False)
+        self.events.probe_done(position, sha, verdict, why or run.reason, seconds, False)
         return ProbeResult(position, sha, verdict, run, seconds, obtained)
 
 
@@ -310,6 +327,23 @@ def with_signature(run: RunResult, oracle: Oracle, polarity: Polarity) -> RunRes
     if refined is None:
         return run
     return replace(run, outcome=refined[0], reason=refined[1])
+
+
+def failure_in(run: RunResult) -> str:
+    """A failed run's failure line (``core/signature.failure_line``), "" when it shows none:
+    stderr's, where tracebacks go, else stdout's (an oracle that echoes a repro's output), read
+    from the whole output files, else the tail. ``bisect oracle new`` reads a repro's
+    signature the same way."""
+    out = _end_of(run.stdout_path, FAILURE_READ)
+    err = _end_of(run.stderr_path, FAILURE_READ)
+    if out is None and err is None:
+        err, out = run.output_tail, ""
+    line = signature.failure_line(err or "") or signature.failure_line(out or "")
+    return (line or "")[:FAILURE_CHARS]
+
+
+FAILURE_READ = 2**20  # of each output, from the end: the last traceback, whatever came before
+FAILURE_CHARS = 1000  # of a failure line kept in a run's facts (compared on its first 200)
 
 
 def without_package(run: RunResult, oracle: Oracle) -> RunResult:

@@ -31,6 +31,7 @@ from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
 from bisector.oracle.script import Oracle
 from bisector.run import confirm
+from bisector.run.hunt import Hunt
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, Source, StoreRecorder
 from bisector.run.prior import FailurePrior
@@ -73,6 +74,7 @@ class Runner:
         remote: Remote | None = None,
         strategy: Callable[[View], Strategy] = strategy_for,
         prior: FailurePrior | None = None,
+        hunt: Hunt | None = None,
     ) -> None:
         self.store, self.record, self.candidates = store, record, candidates
         self.oracle, self.rules, self.source = oracle, rules, source
@@ -84,13 +86,17 @@ class Runner:
         # A flaky oracle's runs are samples: every probe runs and each run is kept.
         recorder = (SampleRecorder if oracle.meta.sampled else StoreRecorder)(
             store, record.id, self.key, self.lease.me)
-        self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events)
+        # The judge of failing runs (run/hunt.py): every probe, stored verdict and
+        # confirmation run of this bisection is judged through the same one.
+        self.hunt = hunt
+        self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events,
+                                 hunt)
         self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
         self.confirm, self.reconfirm = confirm, reconfirm
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.remote = remote
         self.view = View(store, record, candidates, self.key, rules, oracle.meta, self.width,
-                         source.cost if self.width == 1 else None, prior)
+                         source.cost if self.width == 1 else None, prior, hunt)
         self.make_strategy = strategy
         self.strategy = strategy(self.view)
 
@@ -262,7 +268,8 @@ class Runner:
     def confirming(self) -> confirm.Context:
         return confirm.Context(self.store, self.key, self.record.id, self.candidates,
                                self.source, self.pipeline.executor, self.oracle, self.rules,
-                               self.events, self.slots[0], self.revert, self.reconfirm)
+                               self.events, self.slots[0], self.revert, self.reconfirm,
+                               self.hunt)
 
     def check_lease(self) -> None:
         """Stop if the lease was lost, or if `bisect cancel` asked (between rounds)."""

@@ -96,6 +96,10 @@ class RunRecord:
     reusable: bool
     exit_code: int | None = None
     duration_s: float = 0.0
+    output_tail: str = ""
+    # The failure line recorded when it ran ("" none; None: not recorded, an older run):
+    # what a bisection hunting one failure compares (core/signature.failure_of).
+    failure: str | None = None
     started_at: datetime | None = None  # pairs a performance run with its references
 
 

@@ -36,9 +36,12 @@ class Key:
 
 
 def _run(v: m.RunRow) -> RunRecord:
+    failure = (v.facts or {}).get("failure")
     return RunRecord(id=v.id, commit_sha=v.commit_sha, outcome=Outcome(v.outcome),
                      reason=v.reason, reusable=v.reusable, exit_code=v.exit_code,
-                     duration_s=v.duration_s, started_at=v.started_at)
+                     duration_s=v.duration_s, output_tail=v.output_tail or "",
+                     failure=failure if isinstance(failure, str) else None,
+                     started_at=v.started_at)
 
 
 run_record = _run  # for store/tasks.py, which reads the run a task points at

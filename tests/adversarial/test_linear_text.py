@@ -73,6 +73,7 @@ FUNCTIONS: dict[str, Callable[[str], Any]] = {
     "signature.failure_line": signature.failure_line,
     "signature.signature": signature.signature,
     "signature.last_line": lambda s: signature.last_line(s, s),
+    "signature.normalise": signature.normalise,
     "prior.read_evidence": prior.read_evidence,
     "compile_debug": _compile_source,
     "reports.tail": tail,

@@ -72,7 +72,8 @@ def test_an_oracle_with_its_own_shebang_runs_as_it_says(home: Path, hist: Synthe
 def test_a_different_failure_is_a_skip_not_the_culprit(home: Path, hist: SyntheticHistory,
                                                        tmp_path: Path) -> None:
     """Commits 8-12 fail with an ImportError (an older API); the bug is the ValueError the
-    culprit plants. Without a signature the ImportError is taken for the bug."""
+    culprit plants. Under git's rule (--any-failure) the ImportError is taken for the bug;
+    --match names the bug's failure, and the ImportError is a skip."""
     older = {hist.main[i] for i in range(8, 13)}
     check = tmp_path / "check.py"
     check.write_text(
@@ -83,7 +84,7 @@ def test_a_different_failure_is_a_skip_not_the_culprit(home: Path, hist: Synthet
         "if abs(value - 5.0) > 1e-9:\n"
         "    raise ValueError(f'norm is wrong: {value}')\n")
     db = home / "b.db"
-    plain = bisect(db, hist, "--", "python", str(check))
+    plain = bisect(db, hist, "--any-failure", "--", "python", str(check))
     assert plain["culprit"]["sha"] == hist.main[8]  # type: ignore[index]
     d = bisect(db, hist, "--match", r"ValueError: norm is wrong: \d", "--", "python",
                str(check))

@@ -38,7 +38,8 @@ EVERYTHING = Request(
     memory="8g", pids=64, build_in=BuildPlace.HOST, builder_image="b:1", cuda_arch="9.0",
     max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2,
     confirm=False, reconfirm=True,
-    match=r"NameError: .*_Runner__", timeout=30.0, dependency=("pytest", "expecttest>=0.2"),
+    match=r"NameError: .*_Runner__", any_failure=True, timeout=30.0,
+    dependency=("pytest", "expecttest>=0.2"),
     env=("TORCH_LOGS=+dynamo,recompiles", "MY_FLAG=a b"),
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
     from_log=Path("/abs/bisect log.txt"),
@@ -101,6 +102,17 @@ def test_a_bisection_stored_by_the_first_version_still_decodes() -> None:
     cfg = decode(legacy)
     assert cfg.executor is ExecutorKind.DOCKER and cfg.docker.pids == 10
     assert cfg.request.ancestry_path and cfg.request.find_fix and cfg.build.timeout_s == 60.0
+
+
+def test_a_bisection_stored_before_the_failure_hunted_keeps_gits_rule() -> None:
+    """Stored before ``any_failure`` existed, a bisection was judged by git's rule (every
+    failure bad): its resume goes on under that rule, a new one hunts one failure."""
+    cfg = RunConfig(request=Request("a", "b", "o"), repo="/r", profile="torchlet",
+                    python="/py", rules=Rules())
+    stored = encode(cfg)
+    assert decode(stored).request.any_failure is False
+    del stored["request"]["any_failure"]
+    assert decode(stored).request.any_failure is True
 
 
 @pytest.mark.parametrize(("kw", "needle"), [

@@ -85,6 +85,15 @@ def test_the_repository_file_is_searched_up_to_the_git_root_only(
     assert _found(clone / "src") == [(mine, False)]
 
 
+def test_any_failure_is_an_inert_key_of_start_and_plan(tmp_path: Path) -> None:
+    """Which failure counts as the bug is a choice about the search, like ``match``: a
+    repository's file may say it before it is trusted (run/hunt.py)."""
+    repo = write(tmp_path / "bisector.toml", "[defaults]\nany-failure = true\n")
+    got = load(cli, [ConfigFile(repo, False)])
+    assert got.default_map["start"] == got.default_map["plan"] == {"any_failure": True}
+    assert not got.ignored.get(repo)
+
+
 def test_an_untrusted_file_sets_only_inert_keys_and_names_the_rest(tmp_path: Path) -> None:
     repo = write(tmp_path / "bisector.toml",
                  '[defaults]\njobs = 3\npython = "/x/py"\n[start]\nconfirm = false\n'

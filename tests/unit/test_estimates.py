@@ -143,7 +143,7 @@ def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store)
     key = run_store.Key(ORACLE.sha256, "env0")
     probed = {p.position: Verdict(p.verdict) for p in run_store.probes(store, 1)}
     found = stored_verdicts(store, key, cands, Rules())
-    assert {pos: v for pos, (_, v) in found.items()} == probed
+    assert {pos: v for pos, (_, v, _) in found.items()} == probed
     flipped = stored_verdicts(store, key, cands, Rules(find_fix=True))
-    assert all(v is not probed[pos] for pos, (_, v) in flipped.items())
+    assert all(v is not probed[pos] for pos, (_, v, _) in flipped.items())
     assert stored_verdicts(store, run_store.Key(ORACLE.sha256, "env1"), cands, Rules()) == {}

@@ -26,6 +26,7 @@ from bisector.app.demo.torchlet_files import (
     C_GOOD_LOOP,
     C_SOURCE,
     EPOCH,
+    IMPORT_BREAK,
     INIT_PY,
     NN_FUNCTIONAL,
     NN_INIT,
@@ -147,6 +148,7 @@ def generate(
     delete_at: int | None = None,
     culprit_subject: str = "Simplify the norm computation",
     slow_at: int | None = None,
+    broken_import: tuple[int, int] | None = None,
 ) -> SyntheticHistory:
     """Write a history of ``commits`` first-parent commits on main into ``path``.
 
@@ -162,7 +164,8 @@ def generate(
     ``triton_bump_at`` changes the Triton pin files. ``slow_at`` plants a slowdown for
     performance oracles: ``torchlet._pace.work()`` sleeps 20 ms up to that commit and 60 ms
     from it on (the module exists only in histories that ask for it, so others keep their
-    commits).
+    commits). ``broken_import=(a, b)``: from commit a to b (excluded) importing
+    ``torchlet.nn.functional`` raises a SyntaxError (the package itself still imports).
     """
     if not 0 < culprit < commits:
         raise ValueError("culprit must be an index inside the history, after the root")
@@ -249,6 +252,10 @@ def generate(
             else:
                 changed[target] = files[target] + f"\n- change {i}\n"
             msg = _message(rng, f"Small harmless change number {i}", pr)
+        if broken_import is not None and i in broken_import:
+            now = changed.get("torchlet/nn/functional.py", files["torchlet/nn/functional.py"])
+            changed["torchlet/nn/functional.py"] = (now + IMPORT_BREAK if i == broken_import[0]
+                                                    else now.replace(IMPORT_BREAK, ""))
         files.update(changed)
         parent = marks[-1] if marks else None
         merge = None

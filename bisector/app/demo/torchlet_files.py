@@ -135,6 +135,9 @@ UTILS_PY = '''\
 '''
 
 BROKEN_MARK = "#error this commit does not build\n"
+# What ``generate(broken_import=...)`` appends to nn/functional.py: it builds, but importing
+# the module raises a SyntaxError.
+IMPORT_BREAK = "\n\ndef _registry(:\n    pass\n"
 
 # A workload whose speed a history can change (``generate(slow_at=...)``): what the watch's
 # performance tests time, a step of 3x that no machine's noise imitates.

@@ -22,6 +22,7 @@ from bisector.core.prior import Prior
 from bisector.core.search import Culprit, Problem, Step, Stop, Window
 from bisector.core.verdict import Rules
 from bisector.oracle.script import OracleMeta
+from bisector.run.hunt import Hunt
 from bisector.run.prior import FailurePrior
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -48,6 +49,7 @@ class View:
     width: int  # probes a round may hold (slots: GPUs, or workers)
     cost: Callable[[int], int] | None = None  # the provider's cost rank, for cheap split points
     prior: FailurePrior | None = None  # the prior from the failure (run/prior.py); None: plain
+    hunt: Hunt | None = None  # the judge of failing runs (run/hunt.py); None: exit codes
 
     @property
     def n(self) -> int:

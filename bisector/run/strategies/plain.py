@@ -15,6 +15,7 @@ from typing import Any
 
 from bisector.core.search import Next, Verdict, next_step, remaining_estimate
 from bisector.core.verdict import Rules
+from bisector.run.hunt import Hunt, judged
 from bisector.run.strategies.base import Adopted, Decision, Round, View, answer_for, prior_for
 from bisector.store import bisections
 from bisector.store import runs as run_store
@@ -23,16 +24,25 @@ from bisector.store.records import RunRecord
 
 
 def stored_verdicts(store: Store, key: run_store.Key, candidates: Sequence[str],
-                    rules: Rules) -> dict[int, tuple[RunRecord, Verdict]]:
-    """position -> (stored run, its verdict under ``rules``) for every reusable verdict stored
-    under ``key`` for the candidates.
+                    rules: Rules, hunt: Hunt | None = None
+                    ) -> dict[int, tuple[RunRecord, Verdict, str | None]]:
+    """position -> (stored run, its verdict under ``rules`` and ``hunt``, the reason of a skip
+    the hunt made of it) for every reusable run stored under ``key`` for the candidates.
 
     A run seeds its search with all of them before its first probe, so they cost nothing;
     ``bisect plan`` calls this same function, so what it counts as free is what a run reuses.
+    With a hunt whose failure is not known yet, only the endpoints' runs are read: a verdict
+    at another position depends on the failure the bad endpoint shows (run/hunt.py).
     """
     position = {sha: i for i, sha in enumerate(candidates)}
-    return {position[sha]: (run, rules.judge(run.outcome))
-            for sha, run in run_store.reusable(store, key, list(candidates)).items()}
+    ends = (0, len(candidates) - 1)
+    settled = hunt is None or hunt.known()
+    out: dict[int, tuple[RunRecord, Verdict, str | None]] = {}
+    for sha, run in run_store.reusable(store, key, list(candidates)).items():
+        pos = position[sha]
+        if settled or pos in ends:
+            out[pos] = (run, *judged(hunt, rules, pos, run))
+    return out
 
 
 def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
@@ -41,11 +51,11 @@ def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
     own = {pos: Verdict(v) for pos, v in
            run_store.probed_positions(view.store, view.record.id).items()}
     adopted: Adopted = []
-    for pos, (run, v) in sorted(stored_verdicts(view.store, view.key, view.candidates,
-                                                view.rules).items()):
+    for pos, (run, v, why) in sorted(stored_verdicts(view.store, view.key, view.candidates,
+                                                     view.rules, view.hunt).items()):
         if pos not in own:
             adopted.append((run_store.Adopted(pos, view.candidates[pos], run.id, v.value),
-                            run.reason))
+                            why or run.reason))
             own[pos] = v
     return own, adopted
 
