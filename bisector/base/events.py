@@ -45,6 +45,11 @@ class Events(Protocol):
         ``--find-fix``), told before its first probe."""
 
 
+# How a performance run's reason begins: its exit code says nothing of good or bad (the paired
+# test decides, over many runs), so progress shows what it measured, not a verdict word.
+MEASURED = "measured "
+
+
 class QuietEvents:
     """Says nothing: tests, ``bisect plan``, library callers."""
 

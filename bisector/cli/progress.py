@@ -34,6 +34,7 @@ from rich.text import Text
 
 from bisector.base import defaults
 from bisector.base.escape import safe_line
+from bisector.base.events import MEASURED
 from bisector.cli.console import err, escape, out, real
 from bisector.core.search import Verdict
 
@@ -295,9 +296,12 @@ class RichEvents:
         if not self.probe_lines:
             return
         colour = {Verdict.GOOD: "green", Verdict.BAD: "red", Verdict.SKIP: "yellow"}[verdict]
+        word = self._words[verdict]
+        if reason.startswith(MEASURED) and verdict is not Verdict.SKIP:
+            colour, word, reason = "cyan", "measured", reason[len(MEASURED):]
         how = "reused verdict" if reused else f"{seconds:.1f}s"
         self.console.print(
-            f"  [{colour}]{self._words[verdict]}[/] [cyan]{sha[:12]}[/] ({how}; "
+            f"  [{colour}]{word}[/] [cyan]{sha[:12]}[/] ({how}; "
             f"{escape(reason)})"
         )
 

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.errors import LeaseLost
-from bisector.base.events import Events, QuietEvents, steps_to
+from bisector.base.events import MEASURED, Events, QuietEvents, steps_to
 from bisector.base.kinds import ArtifactKind
 from bisector.base.paths import logs_dir
 from bisector.core import perf, signature
@@ -387,6 +387,9 @@ def with_samples(run: RunResult) -> RunResult:
     if result is None:
         return replace(run, outcome=Outcome.SKIP, reusable=False,
                        reason="the performance oracle printed no BISECTOR_RESULT line")
-    return replace(run, facts={**run.facts, "perf": {
-        "samples": list(result.samples), "unit": result.unit,
-        "direction": result.direction.value, "metric": result.metric}})
+    level = perf.median(result.samples)
+    return replace(run, reason=f"{MEASURED}median {level:.4g} {result.unit or ''}".rstrip()
+                   + f" over {len(result.samples)} samples; judged paired with the good "
+                     f"endpoint's runs", facts={**run.facts, "perf": {
+                         "samples": list(result.samples), "unit": result.unit,
+                         "direction": result.direction.value, "metric": result.metric}})

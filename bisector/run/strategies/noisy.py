@@ -199,7 +199,10 @@ class Noisy:
             return Decision(_answer(v, end, post, len(ev.reports), fp, fn, source, p_reg),
                             adopted, informed)
         self.round += 1
-        return Decision(Round(self.round, got.positions, max(1, cap - paid)), adopted,
+        # About what the search costs (the cap is CAP_FACTOR times that: a bound, no estimate).
+        expected = round(cap / noisy.CAP_FACTOR)
+        return Decision(Round(self.round, got.positions, max(len(got.positions),
+                                                             expected - paid)), adopted,
                         informed)
 
 

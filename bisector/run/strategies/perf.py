@@ -22,6 +22,7 @@ counts as a run without samples, and its commit's row says so.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -222,7 +223,22 @@ class Performance:
                 wanted = list(step.positions)
         self.round += 1
         positions = layout(wanted, last, v.width, self.round)
-        return Decision(Round(self.round, positions, len(positions)), adopted, informed)
+        return Decision(Round(self.round, positions, runs_left(v.n, known_window(by_pos, v))),
+                        adopted, informed)
+
+
+def known_window(by_pos: dict[int, list[Run]], view: View) -> int:
+    """About how many commits the change may still be among, for the estimate of runs left:
+    those no run has measured yet."""
+    return max(1, view.n - len(by_pos))
+
+
+def runs_left(n: int, unplaced: int) -> int:
+    """About how many runs the search still needs: a commit per halving of what is left, each
+    :data:`~bisector.core.paired.MIN_PAIRS` pairs of two runs (its own and the reference's),
+    never fewer than one round's."""
+    halvings = max(1, math.ceil(math.log2(max(2, min(n, unplaced)))))
+    return 2 * paired.MIN_PAIRS * halvings
 
 
 def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
