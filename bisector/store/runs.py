@@ -130,12 +130,14 @@ def own_runs(store: Store, bisection_id: int) -> set[int]:
                                                  m.Probe.reused.is_(False)))}
 
 
-def paid_runs(store: Store, bisection_id: int) -> int:
-    """How many oracle runs this bisection paid for (reused ones are free)."""
+def paid_runs(store: Store, bisection_id: int, below: int | None = None) -> int:
+    """How many oracle runs this bisection paid for (reused ones are free); with ``below``,
+    only at positions before it (the walk's, not those of the search inside a merge)."""
+    cond = [m.Probe.bisection_id == bisection_id, m.Probe.reused.is_(False)]
+    if below is not None:
+        cond.append(m.Probe.position < below)
     with store.session() as s:
-        return int(s.scalar(select(func.count()).select_from(m.Probe)
-                            .where(m.Probe.bisection_id == bisection_id,
-                                   m.Probe.reused.is_(False))) or 0)
+        return int(s.scalar(select(func.count()).select_from(m.Probe).where(*cond)) or 0)
 
 
 def probed_positions(store: Store, bisection_id: int) -> dict[int, str]:

@@ -39,15 +39,15 @@ def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
     """This bisection's probes plus every reusable verdict stored for its candidates, and the
     verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
     own = {pos: Verdict(v) for pos, v in
-           run_store.probed_positions(view.store, view.record.id).items()}
+           view.mine(run_store.probed_positions(view.store, view.record.id)).items()}
     adopted: Adopted = []
     for pos, (run, v) in sorted(stored_verdicts(view.store, view.key, view.candidates,
                                                 view.rules).items()):
         if pos not in own:
-            adopted.append((run_store.Adopted(pos, view.candidates[pos], run.id, v.value),
-                            run.reason))
+            adopted.append((run_store.Adopted(view.offset + pos, view.candidates[pos], run.id,
+                                              v.value), run.reason))
             own[pos] = v
-    return own, adopted
+    return {**view.implied, **own}, adopted
 
 
 class Plain:
@@ -64,7 +64,8 @@ class Plain:
             self.round = max(run_store.last_round(v.store, v.record.id),
                              int(self.in_flight.get("round", 0)))
         have, adopted = known(v)
-        positions = tuple(p for p in self.in_flight.get("positions", ()) if p not in have)
+        flying = v.mine(dict.fromkeys(self.in_flight.get("positions", ()), True))
+        positions = tuple(p for p in flying if p not in have)
         number = int(self.in_flight.get("round", 0)) if positions else self.round + 1
         self.in_flight = {}
         if not positions:
@@ -75,5 +76,5 @@ class Plain:
                 return Decision(answer_for(v, step), adopted, None)
             positions = step.positions
         self.round = max(self.round, number)
-        return Decision(Round(number, positions, remaining_estimate(v.n, have)), adopted,
-                        number)
+        return Decision(Round(number, tuple(v.offset + p for p in positions),
+                              remaining_estimate(v.n, have)), adopted, number)
