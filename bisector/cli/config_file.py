@@ -43,10 +43,10 @@ META_KEY = "bisector.config_sources"
 # its output, nothing that picks a program, a host, a path, an image, a database or weakens
 # isolation. Every other key (and every key a later release adds) waits for `bisect trust`.
 INERT = frozenset({
-    "good", "bad", "regress", "find-fix", "ancestry-path", "confirm", "match", "timeout",
-    "profile", "variant", "prebuilt", "offline", "manual", "cuda-arch", "max-jobs", "jobs",
-    "build-jobs", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json", "format", "limit",
-    "wide", "columns", "description",
+    "good", "bad", "regress", "find-fix", "ancestry-path", "into-merge", "confirm", "match",
+    "timeout", "profile", "variant", "prebuilt", "offline", "manual", "cuda-arch", "max-jobs",
+    "jobs", "build-jobs", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json", "format",
+    "limit", "wide", "columns", "description",
 })  # ctx.meta: (command path, param name) -> where it came from
 # Options given as text that are a path when they hold a slash (an interpreter, an oracle's
 # file): relative ones resolve against the file's folder, as click.Path options do.
