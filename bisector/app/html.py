@@ -99,7 +99,9 @@ def timeline(d: dict[str, Any]) -> dict[str, Any]:
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
         how = "reused verdict" if p["reused"] else f"{cost:.1f} s"
         markers.append(Marker(
-            p["seq"], x(p["position"]), TOP + ROW * (row + 1), round(r, 2), p["verdict"],
+            # A probe inside a merge is drawn on the merge's line (the walk's culprit).
+            p["seq"], x(culprit_pos if p.get("inside") and culprit_pos is not None
+                        else p["position"]), TOP + ROW * (row + 1), round(r, 2), p["verdict"],
             p["sha"], f"probe {p['seq']}: {p['sha'][:12]} {verdict} ({how}) "
             f"{p.get('subject', '')}", p["position"] == culprit_pos))
     rows_end = TOP + ROW * (len(markers) + 1)

@@ -19,7 +19,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from bisector.app import compile_debug
+from bisector.app import compile_debug, merge_text
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
@@ -247,6 +247,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
               else f" in #{c['pr']}" if c.get("pr") else "")
         lines.append(f"The first {new} commit is `{c['sha']}`{pr}{who}"
                      + (f" ({c['date'][:10]})." if c.get("date") else "."))
+        if beside := merge_text.issue(d):  # a merge: the commit inside it, or why none
+            lines += ["", beside[0]]
     elif d["suspects"]:
         lines += [f"### {code(oracle['name'])} {fails}: one of {len(d['suspects'])} commits",
                   "", suspects_heading(d)]
