@@ -52,8 +52,8 @@ def why_not(first_parent: bool, asked: bool, result: dict[str, Any]) -> str | No
     if not first_parent:
         return None
     if not asked:
-        return "--no-into-merge"
-    return "a flaky or performance oracle stops at the merge" if (
+        return "--no-into-merge; without it the search goes on among them"
+    return "a flaky or performance oracle's search stops at the merge" if (
         (result or {}).get("noisy") or (result or {}).get("perf")) else None
 
 
@@ -72,8 +72,7 @@ def not_searched(repo: git.Repo | None, culprit: str | None, result: dict[str, A
     except (ValueError, git.BadName, git.GitCommandError):  # a clone made shallow since
         return []
     return [f"the culprit {culprit[:12]} is a merge that brings {brings} commit(s), not "
-            f"searched ({why}); without it the search goes on among them"
-            + (f", or: {look}" if look else "")]
+            f"searched inside ({why})" + (f"; to look there: {look}" if look else "")]
 
 
 def said(d: dict[str, Any]) -> str | None:

@@ -52,7 +52,8 @@ class ListFilter:
                 and (not self.state or row["state"] == self.state)
                 and (not self.repo or self.repo in row["repo"])
                 and (not want or (bool(row["culprit"]) and (
-                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want))))
+                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want
+                    or (row.get("inside") or "-").startswith(want)))))
 
 
 def list_data(store: Store, limit: int = 50,

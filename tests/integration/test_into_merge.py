@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from bisector.app.reports import ListFilter, list_data
+from bisector.store.db import open_store
 from tests.support import BISECT, ROOT, invoke, run_cli
 from tests.support import git as run_git
 
@@ -110,6 +112,11 @@ def test_the_commit_inside_the_merge_is_named_beside_it(home: Path, tmp_path: Pa
     assert listed[0]["culprit"] == c["merge"] and listed[0]["inside"] == c["s2"]
     wide = invoke("--db", str(db), "list", "--wide").stdout
     assert f"{c['merge']} > {c['s2']}" in wide
+    # The web view's culprit filter finds it by the commit inside too.
+    store = open_store(str(db), create=False, reads_only=True)
+    assert [x["id"] for x in list_data(store, where=ListFilter(culprit=c["s2"][:9]))] == [1]
+    log = invoke("--db", str(db), "log", "1").stdout
+    assert f"git bisect bad {c['s2']}" not in log and f"# inside the merge: [{c['s2']}]" in log
     # The same range again reuses every verdict, inside the merge too.
     again = start(db, r, c)
     assert inside(again)["sha"] == c["s2"] and again["oracle_runs"] == 0
@@ -122,12 +129,52 @@ def test_stopping_at_the_merge_and_the_ancestry_path(home: Path, tmp_path: Path)
     assert "into_merge" not in d["result"] and d["inside"] is None  # type: ignore[operator]
     said = [n for n in d["notes"] if "brings 3 commit(s)" in n]  # type: ignore[attr-defined]
     assert said == [f"the culprit {c['merge'][:12]} is a merge that brings 3 commit(s), not "
-                    f"searched (--no-into-merge); without it the search goes on among them, "
-                    f"or: bisect start --good {c['c1'][:12]} --bad {c['s3'][:12]}"]
+                    f"searched inside (--no-into-merge; without it the search goes on among "
+                    f"them); to look there: bisect start --good {c['c1'][:12]} --bad "
+                    f"{c['s3'][:12]}"]
     assert "--no-into-merge" in str(d["reproduce"])
     # --ancestry-path walks the side itself: the commit is the culprit, nothing beside it.
     a = start(home / "b.db", r, c, "--ancestry-path")
     assert a["culprit"]["sha"] == c["s2"] and "into_merge" not in a["result"]  # type: ignore[index,operator]
+
+
+def test_skips_inside_the_merge_leave_suspects_beside_it(home: Path, tmp_path: Path) -> None:
+    """The commit that did it cannot be tested: the answer stays the merge, and the suspects
+    inside it are named, not a commit."""
+    r, c = side_branch(tmp_path)
+    untestable = (f"import os, sys, pkg\n"
+                  f"if os.environ['BISECTOR_COMMIT'] == {c['s2']!r}: sys.exit(125)\n"
+                  f"sys.exit(0 if pkg.VALUE == 'old' else 1)\n")
+    p = run_cli("--db", str(home / "b.db"), "start", "--repo", str(r.path), "--good",
+                c["good"], "--bad", c["after"], "--no-confirm", "--json", "--", "python",
+                "-c", untestable)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["state"] == "done" and d["culprit"]["sha"] == c["merge"]
+    found = inside(d)
+    assert (found["kind"], found["suspects"]) == ("window", [c["s2"], c["s3"]])
+    assert d["inside"] is None
+    md = invoke("--db", str(home / "b.db"), "show", "1").stdout
+    assert ("Inside the merge: inside the merge skipped commits hide the first bad commit: "
+            "it is one of 2 suspects") in md
+
+
+def test_a_flaky_oracle_stops_at_the_merge_and_says_how_to_look(home: Path,
+                                                                 tmp_path: Path) -> None:
+    r, c = side_branch(tmp_path)
+    oracle = tmp_path / "flaky_value.py"
+    oracle.write_text("# /// script\n# [tool.bisector]\n# flaky = true\n# ///\n"
+                      "import sys, pkg\nsys.exit(0 if pkg.VALUE == 'old' else 1)\n")
+    p = run_cli("--db", str(home / "b.db"), "start", "--repo", str(r.path), "--good",
+                c["good"], "--bad", c["after"], "--no-confirm", "--json", "--oracle",
+                str(oracle))
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["culprit"]["sha"] == c["merge"] and "into_merge" not in d["result"]
+    assert [n for n in d["notes"] if "is a merge that brings" in n] == [
+        f"the culprit {c['merge'][:12]} is a merge that brings 3 commit(s), not searched "
+        f"inside (a flaky or performance oracle's search stops at the merge); to look there: "
+        f"bisect start --good {c['c1'][:12]} --bad {c['s3'][:12]}"]
 
 
 def test_a_merge_whose_second_parent_is_good_says_so(home: Path, tmp_path: Path) -> None:
