@@ -213,6 +213,9 @@ class Runner:
         else:
             self.events.note(f"took back {taken.verdict} for {taken.commit_sha[:12]}: "
                              f"asking about it again")
+            if self.inside is not None and taken.position < self.record.n_candidates:
+                # Back into the walk: its answer may change, and with it the merge.
+                self.inside, self.view = None, self.walk_view
         self.strategy = self.make_strategy(self.view)
 
     def time_left(self, left: int) -> float | None:
