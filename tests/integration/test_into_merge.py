@@ -237,5 +237,30 @@ def test_resume_after_a_kill_inside_the_merge_gives_the_same_answer(
     assert len(paid) == len(set(paid)), paid
 
 
+def test_workers_probe_inside_the_merge(home: Path, tmp_path: Path, pg_url: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the queue of a PostgreSQL store: a worker that served the walk (its context
+    read before the merge's candidates were stored) probes the commits inside too."""
+    for k, v in {"BISECTOR_WORKER_BEAT_S": "1", "BISECTOR_WORKER_STALE_S": "4",
+                 "BISECTOR_TASK_POLL_S": "0.3"}.items():
+        monkeypatch.setenv(k, v)
+    r, c = side_branch(tmp_path)
+    log = (tmp_path / "worker.log").open("wb")
+    w = subprocess.Popen([*BISECT, "--db", pg_url, "worker"], cwd=ROOT, stdout=log,
+                         stderr=subprocess.STDOUT, env=os.environ.copy())
+    try:
+        p = run_cli("--db", pg_url, "start", "--repo", str(r.path), "--good", c["good"],
+                    "--bad", c["after"], "--no-confirm", "--json", "--enqueue", "--", *ORACLE,
+                    timeout=300)
+    finally:
+        w.send_signal(signal.SIGTERM)
+        w.wait(timeout=60)
+    assert p.returncode == 0, p.stderr + (tmp_path / "worker.log").read_text()
+    d = json.loads(p.stdout)
+    assert d["culprit"]["sha"] == c["merge"] and inside(d)["sha"] == c["s2"]
+    ran = (tmp_path / "worker.log").read_text()
+    assert f"probing {c['s2'][:12]}" in ran
+
+
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("process groups and SIGKILL as on Linux")
