@@ -286,6 +286,9 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         label = ("its parent" if d["walk"] == "first-parent"
                  else "the commit before it in the range")
         lines += _output(by_pos[pos - 1], label, new, old, scrub)
+    inner = ((d["result"] or {}).get("into_merge") or {}).get("position")
+    if d.get("inside") and inner in by_pos:  # what the commit inside the merge printed
+        lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub)
     debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
     lines += [*debug[1:], ""] if debug else []
     saved = portable_request(req, "").oracle

@@ -105,7 +105,9 @@ def test_the_commit_inside_the_merge_is_named_beside_it(home: Path, tmp_path: Pa
     md = invoke("--db", str(db), "show", "1").stdout
     assert f"Inside the merge: `{c['s2']}`" in md and "side 2" in md
     issue = invoke("--db", str(db), "show", "1", "--format", "issue").stdout
-    assert c["s2"] in issue and "side 2" in issue
+    assert (f"It is a merge; the commit inside it that did it is `{c['s2']}` (side 2) by V."
+            in issue)
+    assert f"Oracle output at the commit inside the merge `{c['s2'][:12]}` (bad" in issue
     html = invoke("--db", str(db), "show", "1", "--format", "html").stdout
     assert c["s2"] in html
     listed = json.loads(invoke("--db", str(db), "list", "--json").stdout)
