@@ -38,8 +38,9 @@ def stored_verdicts(store: Store, key: run_store.Key, candidates: Sequence[str],
 def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
     """This bisection's probes plus every reusable verdict stored for its candidates, and the
     verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
-    own = {pos: Verdict(v) for pos, v in
-           view.mine(run_store.probed_positions(view.store, view.record.id)).items()}
+    own = {pos: Verdict(v) for pos, (sha, v) in
+           view.mine(run_store.probed_positions(view.store, view.record.id)).items()
+           if sha == view.candidates[pos]}
     adopted: Adopted = []
     for pos, (run, v) in sorted(stored_verdicts(view.store, view.key, view.candidates,
                                                 view.rules).items()):
