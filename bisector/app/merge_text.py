@@ -27,8 +27,11 @@ def inside(result: dict[str, Any], describe: Describe) -> dict[str, Any] | None:
     found = (result or {}).get("into_merge") or {}
     if found.get("kind") != "culprit" or not found.get("sha"):
         return None
-    return {**describe(str(found["sha"])), "same_tree": found["sha"] in found.get("same_tree",
-                                                                                   [])}
+    # What the answer kept (subject, author, PR), then the clone's view of it where it is.
+    kept = {k: found[k] for k in ("subject", "author", "author_email", "date", "pr")
+            if found.get(k) is not None}
+    return {**kept, **describe(str(found["sha"])),
+            "same_tree": found["sha"] in found.get("same_tree", [])}
 
 
 def notes(store: Store, b: BisectionRecord, repo: git.Repo | None,

@@ -41,6 +41,7 @@ class Inside:
     offset: int  # stored position of ``candidates[0]``
     candidates: tuple[str, ...]  # the merge's first parent, the commits it brings, the merge
     same_tree: frozenset[int]  # own indexes whose tree is the merge's
+    repo_path: str  # the clone: the commit named inside is described from it
 
     @property
     def merge(self) -> str:
@@ -78,7 +79,7 @@ class Inside:
             sha = cands[at]
             how = ", the merge's own tree" if at in self.same_tree else ""
             return {**out, "kind": "culprit", "sha": sha, "position": self.offset + at,
-                    "said": f"inside the merge: {sha[:12]}{how}"}
+                    **self.about(sha), "said": f"inside the merge: {sha[:12]}{how}"}
         if kind == "window":
             listed = found.result.get("suspects")
             suspects = [str(x) for x in listed] if isinstance(listed, list) else []
@@ -89,6 +90,14 @@ class Inside:
             f"inside the merge the verdicts contradict each other (a commit is {new} and a "
             f"later one {old}: the merge's commits are not ordered as the change landed), so "
             f"no commit inside is named; the answer is the merge")}
+
+
+    def about(self, sha: str) -> dict[str, Any]:
+        """Subject, author, date and PR of the commit named, kept with the answer (the
+        reports read them again from the clone; these stand when it is gone)."""
+        info = history.commit_info(history.open_repo(self.repo_path), sha)
+        return {"subject": info.subject, "author": info.author,
+                "author_email": info.author_email, "date": info.date, "pr": info.pr_number}
 
 
 def go_inside(walk: Answer, candidates: list[str], walked: int, repo_path: str,
@@ -113,7 +122,7 @@ def go_inside(walk: Answer, candidates: list[str], walked: int, repo_path: str,
         del candidates[walked:]
         candidates.extend(inner)
     same = merges.same_tree(repo, inner[1:-1], merge)
-    return Inside(walk, walked, inner, frozenset(i + 1 for i in same))
+    return Inside(walk, walked, inner, frozenset(i + 1 for i in same), repo_path)
 
 
 class Beside:

@@ -96,6 +96,7 @@ def test_the_commit_inside_the_merge_is_named_beside_it(home: Path, tmp_path: Pa
     assert d["culprit"]["sha"] == c["merge"]  # type: ignore[index]
     found = inside(d)
     assert (found["kind"], found["sha"], found["commits"]) == ("culprit", c["s2"], 3)
+    assert (found["subject"], found["author"]) == ("side 2", "V")  # kept with the answer
     # Beside the culprit: its subject, author and PR, in JSON and every report.
     assert d["inside"]["sha"] == c["s2"] and d["inside"]["subject"] == "side 2"  # type: ignore[index]
     # The merge's first parent and the merge were judged by the walk: reused, not run again.
@@ -122,6 +123,10 @@ def test_the_commit_inside_the_merge_is_named_beside_it(home: Path, tmp_path: Pa
     # The same range again reuses every verdict, inside the merge too.
     again = start(db, r, c)
     assert inside(again)["sha"] == c["s2"] and again["oracle_runs"] == 0
+    # The clone gone (the store outlives clones): the commit inside is still described.
+    r.path.rename(tmp_path / "moved")
+    md = invoke("--db", str(db), "show", "1").stdout
+    assert f"Inside the merge: `{c['s2']}`" in md and "- **side 2**" in md
 
 
 def test_stopping_at_the_merge_and_the_ancestry_path(home: Path, tmp_path: Path) -> None:
