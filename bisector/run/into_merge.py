@@ -86,10 +86,14 @@ class Inside:
             return {**out, "kind": "window", "suspects": suspects, "said": (
                 f"inside the merge skipped commits hide the first {new} commit: it is one "
                 f"of {len(suspects)} suspects")}
+        why = {"not_monotonic": f"a commit it brings is {new} and a later one {old}: its "
+                                f"commits are not ordered as the change landed",
+               "bad_is_good": f"the merge was judged {old} there and {new} by the walk",
+               "good_is_bad": f"its first parent was judged {new} there and {old} by the walk",
+               }.get(str(found.result.get("problem")), "its bounds could not be tested")
         return {**out, "kind": "undecided", "said": (
-            f"inside the merge the verdicts contradict each other (a commit is {new} and a "
-            f"later one {old}: the merge's commits are not ordered as the change landed), so "
-            f"no commit inside is named; the answer is the merge")}
+            f"inside the merge the search could not decide ({why}), so no commit inside is "
+            f"named; the answer is the merge")}
 
 
     def about(self, sha: str) -> dict[str, Any]:

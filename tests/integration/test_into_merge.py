@@ -197,6 +197,29 @@ def test_a_merge_whose_second_parent_is_good_says_so(home: Path, tmp_path: Path)
     assert "the merge itself: its second parent" in md
 
 
+def test_verdicts_that_contradict_inside_the_merge_name_no_commit(home: Path,
+                                                                  tmp_path: Path) -> None:
+    """The side breaks, mends and breaks again; three probes at once see a bad commit before a
+    good one: the search inside cannot decide, and says so instead of naming one."""
+    r = Repo(tmp_path / "repo")
+    c = {"good": r.commit("good", "old"), "c1": r.commit("c1")}
+    r.git("checkout", "-q", "-b", "side")
+    for i, value in ((1, "new"), (2, "old"), (3, "new")):
+        c[f"s{i}"] = r.commit(f"side {i}", value)
+    r.git("checkout", "-q", "main")
+    c["c2"] = r.commit("c2")
+    c["merge"] = r.merge("side", "Merge the side branch")
+    c["after"] = r.commit("after")
+    d = start(home / "b.db", r, c, "--jobs", "3")
+    assert d["state"] == "done" and d["culprit"]["sha"] == c["merge"]  # type: ignore[index]
+    found = inside(d)
+    assert found["kind"] == "undecided" and d["inside"] is None
+    assert found["said"] == (
+        "inside the merge the search could not decide (a commit it brings is bad and a later "
+        "one good: its commits are not ordered as the change landed), so no commit inside is "
+        "named; the answer is the merge")
+
+
 def test_a_commit_with_the_merges_tree_is_never_run(home: Path, tmp_path: Path) -> None:
     """The side took main in last: its tip has the merge's own tree, so its verdict is the
     merge's, known without a run; the search still names the commit that did it."""
