@@ -49,6 +49,14 @@ def notes(store: Store, b: BisectionRecord, repo: git.Repo | None,
                         why_not(cfg.first_parent, cfg.request.into_merge, b.result))
 
 
+def merge_at(store: Store, b: BisectionRecord) -> int | None:
+    """The walk's position of the merge searched inside (its candidates are stored past the
+    walk, the merge last), also while that search runs: where the timeline draws its probes.
+    None when no search inside a merge was started."""
+    cands = bisections.candidates(store, b.id)
+    return cands.index(cands[-1]) if len(cands) > b.n_candidates else None
+
+
 def why_not(first_parent: bool, asked: bool, result: dict[str, Any]) -> str | None:
     """Why a first-parent merge culprit was not searched inside (None: it was, or it could
     not be: the ancestry path already holds what a merge brings)."""

@@ -162,6 +162,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "result": b.result,
         "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
         "inside": merge_text.inside(b.result, lambda sha: _commit(repo, sha, slug)),
+        "merge_at": merge_text.merge_at(store, b),  # the walk's position of that merge
         "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
         "reproduce": reproduce_command(cfg.request),
         # Which prior the search used (--prior), its evidence, and the probes it saved.

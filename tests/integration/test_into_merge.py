@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bisector.app.html import timeline
 from bisector.app.reports import ListFilter, list_data
 from bisector.store.db import open_store
 from tests.support import BISECT, ROOT, invoke, run_cli
@@ -258,6 +259,16 @@ def test_resume_after_a_kill_inside_the_merge_gives_the_same_answer(
         p.wait()
     state = json.loads(invoke("--db", str(db), "list", "--json").stdout)[0]["state"]
     assert state == "interrupted"
+    # Stopped inside the merge, before any answer: the timeline draws the probes inside on
+    # the merge's line, never past the range's end.
+    stopped = json.loads(invoke("--db", str(db), "show", "1", "--json").stdout)
+    drawn = timeline(stopped)
+    at = {m.sha: m.x for m in drawn["markers"]}
+    walk = [p["sha"] for p in stopped["probes"] if not p["inside"]]
+    assert stopped["merge_at"] == 3 and c["merge"] in walk
+    assert [m.x for m in drawn["markers"] if m.seq > len(walk)] == [at[c["merge"]]] * (
+        len(drawn["markers"]) - len(walk))
+    assert max(m.x for m in drawn["markers"]) <= drawn["right"]
     res = run_cli("--db", str(db), "resume", "1", "--json")
     assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
