@@ -18,9 +18,11 @@ from bisector.artifacts.cache import sweep_scratch
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind, State
+from bisector.core.sampling import Kind, kind_of
 from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive, owner_alive
 from bisector.infra.proc import sweep_probes
+from bisector.oracle.script import Oracle
 from bisector.project import history
 from bisector.queue import need_queue
 from bisector.run.config import Request, RunConfig
@@ -62,7 +64,7 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
     cands = bisections.candidates(store, bisection_id)
     oracle = stored_oracle(store, rec)
     parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)},
-                  bisection_id=bisection_id)
+                  bisection_id=bisection_id, walked=rec.n_candidates)
 
     def subject(sha: str) -> str:
         try:
@@ -71,12 +73,21 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
             return ""
 
     slots: list[str | None] = cfg.slots() if remote is None else [None] * (width or 1)
-    return Runner(store, rec, cands, oracle, cfg.rules, parts.provider, parts.executor,
+    return Runner(store, rec, cands, oracle, cfg.rules, parts.source, parts.executor,
                   slots=slots, events=events, subject=subject,
                   confirm=cfg.request.confirm and not cfg.request.manual,
                   reconfirm=cfg.request.reconfirm, remote=remote,
                   prior=FailurePrior(cfg.request.prior, parts.repos, cfg.request.command),
-                  hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)))
+                  hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)),
+                  into_merge=into_merge(cfg, oracle))
+
+
+def into_merge(cfg: RunConfig, oracle: Oracle) -> bool:
+    """Whether a first-parent culprit that is a merge is searched inside (run/into_merge.py):
+    asked for (the default), a first-parent walk (the ancestry path already holds what a
+    merge brings) and a deterministic oracle (the plain search's answer)."""
+    return (cfg.request.into_merge and cfg.first_parent
+            and kind_of(oracle.meta) is Kind.PLAIN)
 
 
 def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,

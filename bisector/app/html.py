@@ -98,10 +98,13 @@ def timeline(d: dict[str, Any]) -> dict[str, Any]:
         r = R_MIN if top <= 0 else R_MIN + (R_MAX - R_MIN) * math.sqrt(cost / top)
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
         how = "reused verdict" if p["reused"] else f"{cost:.1f} s"
+        # A probe inside a merge (past the walk) is drawn on the merge's line.
+        at = d.get("merge_at") if p.get("inside") else p["position"]
         markers.append(Marker(
-            p["seq"], x(p["position"]), TOP + ROW * (row + 1), round(r, 2), p["verdict"],
-            p["sha"], f"probe {p['seq']}: {p['sha'][:12]} {verdict} ({how}) "
-            f"{p.get('subject', '')}", p["position"] == culprit_pos))
+            p["seq"], x(min(p["position"], n - 1) if at is None else at),
+            TOP + ROW * (row + 1), round(r, 2), p["verdict"], p["sha"],
+            f"probe {p['seq']}: {p['sha'][:12]} {verdict} ({how}) {p.get('subject', '')}",
+            p["position"] == culprit_pos))
     rows_end = TOP + ROW * (len(markers) + 1)
     nightlies = _nightlies(d, x, rows_end)
     band = max((len(nl["short"]) for nl in nightlies if nl["short"]), default=0)

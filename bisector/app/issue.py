@@ -19,7 +19,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from bisector.app import compile_debug, hunted
+from bisector.app import compile_debug, hunted, merge_text
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
@@ -258,6 +258,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
                 f"**{d['state']}**: it did not hold up when it ran again"
                 if unsure else f"The first {new} commit is `{c['sha']}`{pr}{who}")
         lines.append(said + (f" ({c['date'][:10]})." if c.get("date") else "."))
+        if beside := merge_text.issue(d):  # a merge: the commit inside it, or why none
+            lines += ["", beside[0]]
     elif d["suspects"]:
         lines += [f"### {code(oracle['name'])} {fails}: one of {len(d['suspects'])} commits",
                   "", suspects_heading(d)]
@@ -297,6 +299,9 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:
         label = ("its parent" if d["walk"] == "first-parent"
                  else "the commit before it in the range")
         lines += _output(by_pos[pos - 1], label, new, old, scrub)
+    inner = ((d["result"] or {}).get("into_merge") or {}).get("position")
+    if d.get("inside") and inner in by_pos:  # what the commit inside the merge printed
+        lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub)
     debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
     lines += [*debug[1:], ""] if debug else []
     saved = portable_request(req, "").oracle

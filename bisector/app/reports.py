@@ -11,7 +11,7 @@ from typing import Any
 
 import git
 
-from bisector.app import compile_debug, hunted
+from bisector.app import compile_debug, hunted, merge_text
 from bisector.app.phases import phase_markdown
 from bisector.app.result_text import (
     confirmation_summary,
@@ -52,7 +52,8 @@ class ListFilter:
                 and (not self.state or row["state"] == self.state)
                 and (not self.repo or self.repo in row["repo"])
                 and (not want or (bool(row["culprit"]) and (
-                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want))))
+                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want
+                    or (row.get("inside") or "-").startswith(want)))))
 
 
 def list_data(store: Store, limit: int = 50,
@@ -69,6 +70,8 @@ def list_data(store: Store, limit: int = 50,
             "state": effective_state(b),
             "culprit": b.culprit_sha,
             "culprit_pr": None,
+            # The commit inside a merge culprit that the search named (run/into_merge.py).
+            "inside": ((b.result or {}).get("into_merge") or {}).get("sha"),
             "created": b.created_at.isoformat(timespec="seconds"),
         }
         if b.culprit_sha:
@@ -105,17 +108,6 @@ def _open(path: str) -> git.Repo | None:
         return history.open_repo(path)
     except Exception:
         return None
-
-
-def _unwalked(store: Store, b: BisectionRecord, repo: git.Repo | None,
-              cfg: RunConfig) -> list[str]:
-    """An --ancestry-path culprit merged from a side the walk never held (see
-    :func:`history.unwalked_side`); first-parent answers a merge by design."""
-    if cfg.first_parent or repo is None or not b.culprit_sha:
-        return []
-    note = history.unwalked_side(repo, b.culprit_sha,
-                                 lambda: set(bisections.candidates(store, b.id)))
-    return [note] if note else []
 
 
 def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
@@ -165,10 +157,12 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "candidates": b.n_candidates,
         "environment": b.environment,
         "env_fingerprint": b.env_fingerprint,
-        "notes": [*b.notes, *_unwalked(store, b, repo, cfg)],
+        "notes": [*b.notes, *merge_text.notes(store, b, repo, cfg)],
         "message": b.message,
         "result": b.result,
         "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
+        "inside": merge_text.inside(b.result, lambda sha: _commit(repo, sha, slug)),
+        "merge_at": merge_text.merge_at(store, b),  # the walk's position of that merge
         "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
         "reproduce": reproduce_command(cfg.request),
         # Which prior the search used (--prior), its evidence, and the probes it saved.
@@ -186,6 +180,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             "seq": p.seq,
             "round": p.round,
             "position": p.position,
+            "inside": p.position >= b.n_candidates,  # of the search inside a merge
             "sha": p.commit_sha,
             "verdict": p.verdict,
             "reused": p.reused,
@@ -270,7 +265,7 @@ def show_markdown(d: dict[str, Any]) -> str:
         if c.get("pr"):
             link = f" ({c['pr_url']})" if c.get("pr_url") else ""
             lines.append(f"- Pull request: #{c['pr']}{link}")
-        lines.append("")
+        lines += ["", *merge_text.markdown(d)]
     elif d["suspects"]:
         lines += [suspects_heading(d), ""]
         for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False):
@@ -381,7 +376,8 @@ def _replayable_marks(d: dict[str, Any]) -> dict[str, str]:
 
 def log_data(d: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"seq": p["seq"], "sha": p["sha"], "verdict": p["verdict"], "reused": p["reused"],
-             "subject": p.get("subject", "")} for p in d["probes"]]
+             "subject": p.get("subject", ""), "inside": p.get("inside", False)}
+            for p in d["probes"]]
 
 
 def log_text(d: dict[str, Any]) -> str:
@@ -397,6 +393,10 @@ def log_text(d: dict[str, Any]) -> str:
     names = {"good": old, "bad": new, "skip": "skip"}
     marks = _replayable_marks(d)
     for p in d["probes"]:
+        if p.get("inside"):  # off the walk git replays: a note, never a mark
+            out.append(f"# inside the merge, {names[p['verdict']]}: [{p['sha']}] "
+                       f"{p.get('subject', '')}")
+            continue
         mark = marks.get(p["sha"], p["verdict"]) if marks else p["verdict"]
         if marks and p["verdict"] != mark:  # a sampled run that said otherwise: kept as a note
             out.append(f"# run said {names[p['verdict']]}: [{p['sha']}] {p.get('subject', '')}")
@@ -406,4 +406,7 @@ def log_text(d: dict[str, Any]) -> str:
     if d["culprit"]:
         c = d["culprit"]
         out.append(f"# first {new} commit: [{c['sha']}] {c.get('subject', '')}")
+    if d.get("inside"):
+        c = d["inside"]
+        out.append(f"# inside the merge: [{c['sha']}] {c.get('subject', '')}")
     return "\n".join(out)

@@ -102,7 +102,7 @@ class Host:
         oracle = stored_oracle(self.store, rec)
         parts = Parts(self.store, cfg, bisections.candidates(self.store, bisection_id),
                       self.events, labels={"bisector.bisection": str(bisection_id)},
-                      bisection_id=bisection_id)
+                      bisection_id=bisection_id, walked=rec.n_candidates)
         ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
         self._contexts[bisection_id] = ctx
         while len(self._contexts) > CONTEXTS:
@@ -166,7 +166,7 @@ class Host:
             ctx = self.context(t.bisection_id)
             self.say(f"bisection {t.bisection_id}: building {t.commit_sha[:12]} ahead of its "
                      f"probe (task {task_id})")
-            got = ctx.parts.provider.obtain(t.position)
+            got = ctx.parts.source.obtain(t.position)
             said = got.reason if isinstance(got, Unobtainable) else "ready"
             return f"{t.commit_sha[:12]}: {said}"
         except cancel.Stopped:

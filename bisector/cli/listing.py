@@ -15,6 +15,15 @@ from bisector.base.escape import safe_line
 from bisector.cli.console import out
 
 LIST_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "when")
+
+
+def culprit(row: dict[str, Any], width: int) -> str:
+    """The culprit column: the first-parent culprit, then (``merge > commit``) the commit
+    inside it that the search into a merge named."""
+    if not row["culprit"]:
+        return ""
+    inside = row.get("inside")
+    return f"{row['culprit'][:width]}" + (f" > {inside[:width]}" if inside else "")
 LONG_COLUMNS = ("repo", "range", "oracle")  # what a terminal's table cuts to fit
 ORACLE_KEPT = 16  # an oracle name up to this long is never cut in `list`'s table
 
@@ -32,8 +41,9 @@ def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
         # A pipe or a file wants whole values (a 12-character sha cannot be pasted into
         # `git show` in every repository) in lines no table border or wrap cuts apart.
         cells = [list(LIST_COLUMNS)] + [
-            [printable(str(r[k] or "-")) for k in ("id", "repo", "range", "oracle", "state",
-                                                   "culprit", "created")] for r in rows]
+            [printable(str(culprit(r, 40) if k == "culprit" else r[k] or "-"))
+             for k in ("id", "repo", "range", "oracle", "state", "culprit", "created")]
+            for r in rows]
         widths = [max(len(line[i]) for line in cells) for i in range(len(LIST_COLUMNS) - 1)]
         for line in cells:
             click.echo("  ".join([*(v.ljust(w) for v, w in zip(line, widths, strict=False)),
@@ -44,7 +54,7 @@ def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
     # than wrapping. The widths are worked out here (rich's own shrinking depends on the
     # lengths of this machine's folders): a short oracle name stays whole, the paths give way.
     values = [[str(r["id"]), safe_line(r["repo"]), safe_line(r["range"]),
-               safe_line(r["oracle"]), r["state"], (r["culprit"] or "")[:12],
+               safe_line(r["oracle"]), r["state"], culprit(r, 12),
                r["created"][:16].replace("T", " ")] for r in rows]
     need = [max(len(h), *(len(v[i]) for v in values)) for i, h in enumerate(LIST_COLUMNS)]
     long_at = [LIST_COLUMNS.index(h) for h in LONG_COLUMNS]

@@ -150,6 +150,10 @@ RANGE_OPTIONS = [
                  "(seed-style repro scripts that exit 0 when the bug reproduces)."),
     click.option("--ancestry-path", is_flag=True, help="Walk every commit on the ancestry "
                  "path instead of first-parent."),
+    click.option("--into-merge/--no-into-merge", default=True, show_default=True,
+                 help="When the first-parent culprit is a merge, go on among the commits it "
+                 "brings and name the one that did it beside the merge (deterministic "
+                 "oracles); --no-into-merge stops at the merge."),
     click.option("--profile", default=None, help="Project profile (default: detected)."),
     click.option("--python", "python", default=None,
                  help="Interpreter for builds and probe environments (default: the first "

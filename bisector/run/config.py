@@ -48,6 +48,8 @@ class Request:
     find_fix: bool = False
     regress: Polarity | None = None
     ancestry_path: bool = False
+    # A first-parent culprit that is a merge: search the commits it brings (run/into_merge.py).
+    into_merge: bool = True
     profile: str | None = None
     python: str | None = None
     offline: bool = False

@@ -43,6 +43,7 @@ from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import RunConfig, decode, legacy_rules
 from bisector.run.hunt import Hunt, hunt_for
+from bisector.run.into_merge import Beside
 from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
 from bisector.store import answers, bisections
 from bisector.store import runs as run_store
@@ -192,9 +193,13 @@ class Parts:
     """The executor, builder and provider of one stored run, made on first use."""
 
     def __init__(self, store: Store, cfg: RunConfig, candidates: list[str], events: Events,
-                 labels: dict[str, str] | None = None, bisection_id: int | None = None) -> None:
+                 labels: dict[str, str] | None = None, bisection_id: int | None = None,
+                 walked: int | None = None) -> None:
+        # ``candidates``: the walk's ``walked`` commits, then those of the search inside a
+        # merge when they are stored (run/into_merge.py); the provider ranks the walk's.
         self.store, self.cfg, self.candidates = store, cfg, candidates
         self.events, self.labels, self.bisection_id = events, labels, bisection_id
+        self.walked = len(candidates) if walked is None else walked
         self.repos = Repos(cfg.repo)
 
     @cached_property
@@ -216,18 +221,26 @@ class Parts:
 
     @cached_property
     def provider(self) -> Provider:
-        return provider_for(self.store, self.cfg, self.candidates, self.repos, self.events,
-                            self.builder)
+        return provider_for(self.store, self.cfg, self.candidates[:self.walked], self.repos,
+                            self.events, self.builder)
+
+    @cached_property
+    def source(self) -> Beside:
+        """The provider, with the commits inside a merge (past the walk) obtained like it."""
+        bid = self.bisection_id
+        return Beside(self.provider, self.candidates, self.walked,
+                      lambda: [] if bid is None else bisections.candidates(self.store, bid))
 
     def hunt(self, oracle: Oracle, key: run_store.Key) -> Hunt | None:
         """The judge of failing runs of this stored run (run/hunt.py), None where exit codes
         judge alone: the coordinator's and every worker's, read from the same store."""
-        return hunt_for(self.store, key, self.candidates, self.cfg.rules, oracle,
+        # The walk's candidates: its bad endpoint is the failure hunted, also inside a merge.
+        return hunt_for(self.store, key, self.candidates[:self.walked], self.cfg.rules, oracle,
                         any_failure=self.cfg.request.any_failure,
                         manual=self.cfg.request.manual, bisection_id=self.bisection_id)
 
     def pipeline(self, oracle: Oracle, recorder: Recorder,
                  hunt: Hunt | None = None) -> Pipeline:
         """The probe pipeline of this stored run: its provider, executor, rules and hunt."""
-        return Pipeline(self.provider.obtain, self.executor, oracle, self.cfg.rules, recorder,
+        return Pipeline(self.source.obtain, self.executor, oracle, self.cfg.rules, recorder,
                         self.events, hunt)

@@ -32,6 +32,7 @@ from bisector.oracle.manual import TakeBack
 from bisector.oracle.script import Oracle
 from bisector.run import confirm
 from bisector.run.hunt import Hunt
+from bisector.run.into_merge import Inside, go_inside
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, Source, StoreRecorder
 from bisector.run.prior import FailurePrior
@@ -75,7 +76,9 @@ class Runner:
         strategy: Callable[[View], Strategy] = strategy_for,
         prior: FailurePrior | None = None,
         hunt: Hunt | None = None,
+        into_merge: bool = False,
     ) -> None:
+        # The walk's candidates, then (once stored) those of the search inside a merge.
         self.store, self.record, self.candidates = store, record, candidates
         self.oracle, self.rules, self.source = oracle, rules, source
         self.slots = slots or [None]
@@ -95,10 +98,15 @@ class Runner:
         self.confirm, self.reconfirm = confirm, reconfirm
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.remote = remote
-        self.view = View(store, record, candidates, self.key, rules, oracle.meta, self.width,
-                         source.cost if self.width == 1 else None, prior, hunt)
+        walk = candidates[:record.n_candidates]
+        self.view = self.walk_view = View(store, record, walk, self.key, rules, oracle.meta,
+                                          self.width, source.cost if self.width == 1 else None,
+                                          prior, hunt)
         self.make_strategy = strategy
         self.strategy = strategy(self.view)
+        # A first-parent answer that is a merge: searched inside (run/into_merge.py).
+        self.into_merge = into_merge
+        self.inside: Inside | None = None
 
     @property
     def width(self) -> int:
@@ -156,12 +164,35 @@ class Runner:
             decision = self.strategy.decide()
             self.adopt(decision.adopted, decision.adopted_round)
             if isinstance(decision.then, Answer):
-                return Finished(self.finish(decision.then), ran)
+                if self.inside is None and self.go_inside(decision.then):
+                    continue
+                answer = decision.then if self.inside is None else \
+                    self.inside.answer(decision.then, self.rules.terms)
+                return Finished(self.finish(answer), ran)
             ran += 1
             try:
                 self.run_round(decision.then)
             except TakeBack:
                 self.take_back()
+
+    def go_inside(self, walk: Answer) -> bool:
+        """The walk answered a merge: go on among the commits it brings (True), the search
+        inside asked from now on; False when there is no merge or the user said no."""
+        if not self.into_merge:
+            return False
+        n, me = self.record.n_candidates, self.lease.me
+        inside = go_inside(walk, self.candidates, n, self.record.repo_path, lambda shas:
+                           bisections.extend(self.store, self.record.id, me=me, start=n,
+                                             shas=shas))
+        if inside is None:
+            return False
+        self.inside = inside
+        self.events.note(f"the first-parent culprit {inside.merge[:12]} is a merge bringing "
+                         f"{len(inside.candidates) - 2} commit(s): searching among them "
+                         f"(--no-into-merge stops at the merge)")
+        self.view = inside.view(self.walk_view)
+        self.strategy = self.make_strategy(self.view)
+        return True
 
     # -- verdicts --------------------------------------------------------------------------
 
@@ -188,6 +219,9 @@ class Runner:
         else:
             self.events.note(f"took back {taken.verdict} for {taken.commit_sha[:12]}: "
                              f"asking about it again")
+            if self.inside is not None and taken.position < self.record.n_candidates:
+                # Back into the walk: its answer may change, and with it the merge.
+                self.inside, self.view = None, self.walk_view
         self.strategy = self.make_strategy(self.view)
 
     def time_left(self, left: int) -> float | None:
@@ -247,10 +281,11 @@ class Runner:
         b, result, message = self.record, dict(answer.result), answer.message
         state = answer.state
         culprit = None if answer.culprit is None else self.candidates[answer.culprit]
-        info = self.view.prior.info if self.view.prior is not None else None
+        prior = self.walk_view.prior
+        info = prior.info if prior is not None else None
         if info is not None:  # which prior the search used, and what it saved
-            result["prior"] = info.summary(len(self.candidates), self.width,
-                                           run_store.paid_runs(self.store, b.id), answer.culprit)
+            paid = run_store.paid_runs(self.store, b.id, below=b.n_candidates)  # the walk's
+            result["prior"] = info.summary(self.walk_view.n, self.width, paid, answer.culprit)
         if answer.culprit is not None and self.confirm:
             result["confirmation"] = checked = confirm.confirm(
                 self.confirming(), answer.culprit, answer.judge, answer.posterior)
@@ -266,7 +301,8 @@ class Runner:
         return bisections.get(self.store, b.id)
 
     def confirming(self) -> confirm.Context:
-        return confirm.Context(self.store, self.key, self.record.id, self.candidates,
+        return confirm.Context(self.store, self.key, self.record.id,
+                               list(self.walk_view.candidates),
                                self.source, self.pipeline.executor, self.oracle, self.rules,
                                self.events, self.slots[0], self.revert, self.reconfirm,
                                self.hunt)

@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from bisector.base.errors import NotFoundError
+from bisector.base.errors import LeaseLost, NotFoundError
 from bisector.base.kinds import State
 from bisector.store import models as m
 from bisector.store.db import Store
@@ -92,6 +92,19 @@ def candidates(store: Store, bisection_id: int) -> list[str]:
         return list(s.scalars(select(m.Candidate.sha)
                               .where(m.Candidate.bisection_id == bisection_id)
                               .order_by(m.Candidate.position)))
+
+
+def extend(store: Store, bisection_id: int, *, me: str, start: int,
+           shas: Sequence[str]) -> None:
+    """The candidates of a second search (inside a merge: run/into_merge.py) stored after the
+    walk's, at ``start`` onwards (what was there goes), while the lease is ours."""
+    with store.session() as s:
+        if not owned_by(s, bisection_id, me):
+            raise LeaseLost(f"bisection {bisection_id} was taken over by another process")
+        s.execute(delete(m.Candidate).where(m.Candidate.bisection_id == bisection_id,
+                                            m.Candidate.position >= start))
+        s.add_all(m.Candidate(bisection_id=bisection_id, position=start + i, sha=sha)
+                  for i, sha in enumerate(shas))
 
 
 def listing(store: Store, limit: int) -> list[BisectionRecord]:

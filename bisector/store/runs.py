@@ -133,21 +133,25 @@ def own_runs(store: Store, bisection_id: int) -> set[int]:
                                                  m.Probe.reused.is_(False)))}
 
 
-def paid_runs(store: Store, bisection_id: int) -> int:
-    """How many oracle runs this bisection paid for (reused ones are free)."""
+def paid_runs(store: Store, bisection_id: int, below: int | None = None) -> int:
+    """How many oracle runs this bisection paid for (reused ones are free); with ``below``,
+    only at positions before it (the walk's, not those of the search inside a merge)."""
+    cond = [m.Probe.bisection_id == bisection_id, m.Probe.reused.is_(False)]
+    if below is not None:
+        cond.append(m.Probe.position < below)
     with store.session() as s:
-        return int(s.scalar(select(func.count()).select_from(m.Probe)
-                            .where(m.Probe.bisection_id == bisection_id,
-                                   m.Probe.reused.is_(False))) or 0)
+        return int(s.scalar(select(func.count()).select_from(m.Probe).where(*cond)) or 0)
 
 
-def probed_positions(store: Store, bisection_id: int) -> dict[int, str]:
-    """position -> verdict of this bisection's own probes (paid for or adopted)."""
+def probed_positions(store: Store, bisection_id: int) -> dict[int, tuple[str, str]]:
+    """position -> (commit, verdict) of this bisection's own probes (paid for or adopted).
+    The commit lets a search inside a merge leave out probes of an earlier one at the same
+    positions (``--manual``'s ``back`` into the walk can change the merge)."""
     with store.session() as s:
-        rows = s.execute(select(m.Probe.position, m.Probe.verdict)
+        rows = s.execute(select(m.Probe.position, m.Probe.commit_sha, m.Probe.verdict)
                          .where(m.Probe.bisection_id == bisection_id)
                          .order_by(m.Probe.seq))
-        return {int(pos): str(v) for pos, v in rows}
+        return {int(pos): (str(sha), str(v)) for pos, sha, v in rows}
 
 
 def next_seq(s: Session, bisection_id: int) -> int:

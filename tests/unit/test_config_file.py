@@ -106,3 +106,13 @@ def test_an_untrusted_file_sets_only_inert_keys_and_names_the_rest(tmp_path: Pat
     assert str(repo) in note and "bisect trust" in note
     with pytest.raises(UsageError, match="unknown option"):  # still checked, typos included
         load(cli, [ConfigFile(write(tmp_path / "t.toml", "[start]\npyhton = 1\n"), False)])
+
+
+def test_into_merge_is_an_inert_key_an_untrusted_file_may_set(tmp_path: Path) -> None:
+    """Stopping at a merge runs nothing and names nothing: a repository's file may say so."""
+    repo = write(tmp_path / "bisector.toml", "[start]\ninto-merge = false\n")
+    got = load(cli, [ConfigFile(repo, False)])
+    assert got.default_map["start"] == {"into_merge": False} and not got.ignored.get(repo)
+    with pytest.raises(UsageError, match="into-merge"):  # a value the flag would refuse
+        load(cli, [ConfigFile(write(tmp_path / "t.toml", '[start]\ninto-merge = "maybe"\n'),
+                              False)])

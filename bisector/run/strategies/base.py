@@ -11,15 +11,15 @@ handed to its one ``_bisect`` loop the same way).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from bisector.base import escape, redact
 from bisector.base.kinds import State
 from bisector.core import noisy, paired
 from bisector.core.prior import Prior
-from bisector.core.search import Culprit, Problem, Step, Stop, Window
+from bisector.core.search import Culprit, Problem, Step, Stop, Verdict, Window
 from bisector.core.verdict import Rules
 from bisector.oracle.script import OracleMeta
 from bisector.run.hunt import Hunt
@@ -28,6 +28,7 @@ from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
 
+_V = TypeVar("_V")
 # How confirmation judges a group of fresh runs from their facts (a verdict's value out), or
 # the paired rule of a performance oracle (the culprit run beside its parent); None: by the
 # majority of their own verdicts.
@@ -50,10 +51,21 @@ class View:
     cost: Callable[[int], int] | None = None  # the provider's cost rank, for cheap split points
     prior: FailurePrior | None = None  # the prior from the failure (run/prior.py); None: plain
     hunt: Hunt | None = None  # the judge of failing runs (run/hunt.py); None: exit codes
+    # Where ``candidates[0]`` sits among the bisection's stored positions: 0 for the
+    # first-parent walk, past its end for the search inside a merge (run/into_merge.py), whose
+    # probes are stored at ``offset + i``. A strategy speaks of ``candidates``' own indexes.
+    offset: int = 0
+    # Verdicts known without a run (a commit with the merge's own tree), by own index.
+    implied: Mapping[int, Verdict] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         return len(self.candidates)
+
+    def mine(self, stored: Mapping[int, _V]) -> dict[int, _V]:
+        """Stored positions -> this view's own indexes, those of other searches left out."""
+        return {p - self.offset: x for p, x in stored.items()
+                if self.offset <= p < self.offset + self.n}
 
 
 @dataclass(frozen=True)

@@ -48,16 +48,17 @@ def stored_verdicts(store: Store, key: run_store.Key, candidates: Sequence[str],
 def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
     """This bisection's probes plus every reusable verdict stored for its candidates, and the
     verdicts judged elsewhere that this bisection has not logged yet (a pure read)."""
-    own = {pos: Verdict(v) for pos, v in
-           run_store.probed_positions(view.store, view.record.id).items()}
+    own = {pos: Verdict(v) for pos, (sha, v) in
+           view.mine(run_store.probed_positions(view.store, view.record.id)).items()
+           if sha == view.candidates[pos]}
     adopted: Adopted = []
     for pos, (run, v, why) in sorted(stored_verdicts(view.store, view.key, view.candidates,
                                                      view.rules, view.hunt).items()):
         if pos not in own:
-            adopted.append((run_store.Adopted(pos, view.candidates[pos], run.id, v.value),
-                            why or run.reason))
+            adopted.append((run_store.Adopted(view.offset + pos, view.candidates[pos], run.id,
+                                              v.value), why or run.reason))
             own[pos] = v
-    return own, adopted
+    return {**view.implied, **own}, adopted
 
 
 class Plain:
@@ -74,7 +75,8 @@ class Plain:
             self.round = max(run_store.last_round(v.store, v.record.id),
                              int(self.in_flight.get("round", 0)))
         have, adopted = known(v)
-        positions = tuple(p for p in self.in_flight.get("positions", ()) if p not in have)
+        flying = v.mine(dict.fromkeys(self.in_flight.get("positions", ()), True))
+        positions = tuple(p for p in flying if p not in have)
         number = int(self.in_flight.get("round", 0)) if positions else self.round + 1
         self.in_flight = {}
         if not positions:
@@ -85,5 +87,5 @@ class Plain:
                 return Decision(answer_for(v, step), adopted, None)
             positions = step.positions
         self.round = max(self.round, number)
-        return Decision(Round(number, positions, remaining_estimate(v.n, have)), adopted,
-                        number)
+        return Decision(Round(number, tuple(v.offset + p for p in positions),
+                              remaining_estimate(v.n, have)), adopted, number)
