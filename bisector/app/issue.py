@@ -59,9 +59,14 @@ def scrubber(repo_path: str, recorded: dict[str, str] | None = None) -> Callable
     prefixes = sorted({(p.rstrip("/"), r) for p, r in prefixes if len(p) > 1},
                       key=lambda x: -len(x[0]))
 
+    # A prefix stands for a folder only up to a path boundary: a clone at .../ev must not
+    # turn .../evorc.sh into <repo>orc.sh.
+    bounded = [(re.compile(re.escape(prefix) + r"(?![^/\s\"':,;()\[\]<>|`])"), placeholder)
+               for prefix, placeholder in prefixes]
+
     def scrub(text: str) -> str:
-        for prefix, placeholder in prefixes:
-            text = text.replace(prefix, placeholder)
+        for pattern, placeholder in bounded:
+            text = pattern.sub(placeholder, text)
         text = _WORD.sub(_site, text)
         for pattern, placeholder in _GENERIC:
             text = pattern.sub(placeholder, text)

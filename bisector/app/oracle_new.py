@@ -157,8 +157,7 @@ def create(
 ) -> NewOracle:
     if not NAME_RE.match(name) or ".." in name or name.endswith(".py"):
         raise UsageError(f"oracle name {name!r} must be a plain name like my_regression")
-    if not repro.is_file():
-        raise UsageError(f"repro script {repro} does not exist: check the path")
+    _regular(repro, "repro script")
     if match is not None and traceback is not None:
         raise UsageError("--match and --traceback both give the signature: pass one of them")
     if match is not None:
@@ -204,25 +203,50 @@ def create(
         repro=source,
     )
     parse_metadata(text, str(dest))  # the generated metadata must itself be valid
-    directory.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text)
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--dir {directory} is a file, not a folder: give the folder to write "
+                         f"{name}.py into")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text)
+    except OSError as e:
+        raise UsageError(f"--dir {directory}: cannot write {dest.name} there "
+                         f"({e.strerror or e}): give a folder you can write to") from None
     return NewOracle(dest, requires, needs_gpu, rule, match, found)
+
+
+MAX_INPUT = 2**20  # a repro script or a traceback larger than this is not one
+
+
+def _regular(path: Path, what: str) -> None:
+    """One line for a path that cannot be the file asked for: missing, a folder, a device
+    (``/dev/zero`` never ends), or larger than :data:`MAX_INPUT`."""
+    if not path.exists():
+        raise UsageError(f"{what} {path} does not exist: check the path")
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a folder: give the file itself")
+    if not path.is_file():
+        raise UsageError(f"{what} {path} is not a regular file (a device or a pipe): save it "
+                         f"to a file and give that")
+    if path.stat().st_size > MAX_INPUT:
+        raise UsageError(f"{what} {path} is larger than {MAX_INPUT // 2**20} MiB: give the "
+                         f"script or traceback itself, not a log")
 
 
 def _read_source(repro: Path) -> str:
     """The repro's text; one that is not UTF-8 (Python's own source encoding, and the
-    generated oracle's) is refused in one line rather than with a traceback."""
+    generated oracle's) is refused in one line rather than with a traceback. A UTF-8 byte
+    order mark, which Python accepts, is dropped."""
     data = repro.read_bytes()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise UsageError(f"repro script {repro} is not UTF-8 text (byte 0x{data[e.start]:02x} "
                          f"at offset {e.start}): save it as UTF-8 and run again") from None
 
 
 def _from_traceback(path: Path) -> str:
-    if not path.is_file():
-        raise UsageError(f"traceback file {path} does not exist: check the path")
+    _regular(path, "traceback file")
     sig = signature(path.read_text(errors="replace"))
     if sig is None:
         raise UsageError(f"{path}: no failure found (no exception line after a traceback, no "

@@ -25,9 +25,15 @@ from bisector.store.db import Store
 
 
 def show(store: Store, bisection_id: int) -> dict[str, Any]:
+    cfg = stored_config(store, bisection_id)
+    req = cfg.request
+    # Its secret values are masked wherever an output shows them (an oracle printing
+    # $MY_API_KEY), in this view and everything rendered from it.
+    redact.remember(redact.secrets_of([*req.env, *req.build_env],
+                                      [req.nightly_index, req.release_index]))
     # Logs removed by `bisect gc` are named as such, so no rendering points at a missing file.
     d: dict[str, Any] = escape.safe(disk.mark_removed_logs(
-        report.show_data(store, bisection_id, stored_config(store, bisection_id))))
+        report.show_data(store, bisection_id, cfg)))
     return d
 
 

@@ -22,6 +22,7 @@ string in it, and every value whose key names a secret.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 MASK = "***"
@@ -134,11 +135,53 @@ def _in_text(found: str) -> str:
     return url(body) + found[len(body):]
 
 
+# Secret values known to this process (a secret variable's value given with --env or inherited,
+# an index URL's password or token): masked wherever they appear, since an oracle may print
+# them (`echo $MY_API_KEY`) in an output that reaches a report. Shorter values would mask
+# ordinary words.
+MIN_SECRET = 6
+_KNOWN: set[str] = set()
+
+
+def remember(values: Iterable[str]) -> None:
+    """Mask these values in every text from now on (:func:`text`)."""
+    for value in values:
+        value = value.strip()
+        if len(value) >= MIN_SECRET:
+            _KNOWN.add(value)
+
+
+def secrets_of(assignments: Iterable[str], urls: Iterable[str | None] = ()) -> list[str]:
+    """The secret values among ``NAME=VALUE`` assignments (a secret name's value) and in URLs
+    (a userinfo's password, a secret query parameter's value)."""
+    out = [value for name, eq, value in (a.partition("=") for a in assignments)
+           if eq and secret_name(name)]
+    for u in urls:
+        if not u or "://" not in u:
+            continue
+        userinfo = u.split("://", 1)[1].split("/", 1)[0].rpartition("@")[0]
+        out += [userinfo.partition(":")[2] or userinfo] if userinfo else []
+        for part in u.partition("?")[2].partition("#")[0].split("&"):
+            name, eq, value = part.partition("=")
+            if eq and secret_name(name):
+                out.append(value)
+    return out
+
+
+def _known(s: str) -> str:
+    for value in sorted(_KNOWN, key=len, reverse=True):
+        s = s.replace(value, MASK)
+    return s
+
+
 def text(s: str) -> str:
     """Free text (a log line, an oracle's output, a command line, a whole report) with every
-    URL, secret assignment, header and known token shape in it redacted."""
+    known secret value, URL, secret assignment, header and known token shape in it
+    redacted."""
     if not s:
         return s
+    if _KNOWN:
+        s = _known(s)
     out, at = [], 0
     for start, end in _urls(s):
         out += [s[at:start], _in_text(s[start:end])]

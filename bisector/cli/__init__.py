@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from bisector.base import defaults
+from bisector.base import defaults, redact
 from bisector.base.errors import InterruptedBisection, StoreError, UsageError
 from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, failures, listing, tools, trust, watch, workers
@@ -374,6 +374,10 @@ def main(args: list[str] | None = None, prog_name: str | None = None) -> None:
     """The ``bisect`` command: ``args`` default to the process's own (tests pass theirs, and
     run it in-process through click's CliRunner). Every failure a user can act on is one line
     and an exit code (cli/failures.py)."""
+    # A secret variable's value inherited by every oracle is masked wherever output shows.
+    # (Paths are no credentials: SSH_AUTH_SOCK's would mask a socket's path everywhere.)
+    redact.remember(redact.secrets_of(f"{k}={v}" for k, v in os.environ.items()
+                                      if not v.startswith("/")))
     failures.run(cli, sys.argv[1:] if args is None else args, prog_name,
                  lambda: Ctx.last_db or default_db())
 

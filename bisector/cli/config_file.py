@@ -241,6 +241,11 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:
             for key, value in values.items():
                 if table == ALL and key not in opts:
                     continue  # [defaults] reaches only the commands that have the option
+                if key not in opts and not opts and isinstance(cmd, click.Group):
+                    subs = ", ".join(f"[{table}.{name}]" for name in sorted(cmd.commands))
+                    raise UsageError(f"{path} [{table}] {key}: `bisect {' '.join(cmd_path)}` "
+                                     f"takes no options, its commands do: put them in one of "
+                                     f"{subs}")
                 if key not in opts:
                     raise _unknown(f"option of `bisect {' '.join(cmd_path)}`", key,
                                    list(opts), f"{path} [{table}]")

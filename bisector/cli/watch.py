@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from bisector.base.errors import InterruptedBisection, UsageError
+from bisector.base.escape import safe
 from bisector.cli import complete, config_file
 from bisector.cli.console import err, escape, out
 from bisector.cli.context import Ctx
@@ -140,7 +141,9 @@ def watch(c: Ctx, json_out: bool, columns: int) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch import table as wt
 
-    data = wt.table_data(c.store(create=False, reads_only=True), columns)
+    # Every string as data (an oracle's metric or unit may hold a newline or an escape that
+    # would write a line of its choosing into the table), redacted, in both renderings.
+    data = safe(wt.table_data(c.store(create=False, reads_only=True), columns))
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return

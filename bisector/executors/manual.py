@@ -32,8 +32,9 @@ from bisector.core.verdict import classify
 from bisector.executors.base import RunResult, infra_skip
 from bisector.executors.envfiles import changed_files
 from bisector.executors.facts import learn_facts
-from bisector.executors.local import InstallFailed, LocalExecutor
+from bisector.executors.local import InstallFailed, LocalExecutor, in_use
 from bisector.executors.shell import shell_line, shell_rc
+from bisector.infra import inuse
 from bisector.oracle.manual import Answer, Asks, ManualProbe, TakeBack
 from bisector.oracle.script import Oracle
 
@@ -56,6 +57,14 @@ class ManualExecutor:
 
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
+        # Marked in use for as long as the person judges, as a probe is: `bisect gc` removing
+        # the environment they are in would have them judge a broken one (infra/inuse.py).
+        env = self.inner.env_dir(inst.key, oracle.meta.dependencies)
+        with inuse.using(in_use(inst, oracle, commit, env), f"judged by hand: {commit[:12]}"):
+            return self._run(inst=inst, oracle=oracle, commit=commit, run_dir=run_dir)
+
+    def _run(self, *, inst: Installable, oracle: Oracle, commit: str,
+             run_dir: Path) -> RunResult:
         run_dir.mkdir(parents=True, exist_ok=True)
         retried = 0
         while True:  # once, or again after each `retry`: a fresh tree, a checked environment

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,10 @@ from bisector.base.kinds import Verdict
 from bisector.project import history
 
 MAX_BYTES = 4 * 2**20  # a log of a million marks is not a bisect log
+# Marks a log may hold: a bisection of a million commits marks about 20, a flaky one with many
+# skips a few hundred; a 4 MiB file of marks (about 10 minutes of git before, one process a
+# mark and one per pair of marks) is not a bisect log.
+MAX_MARKS = 2000
 # The options ``git bisect start`` writes into its log that change nothing here.
 IGNORED_START = frozenset({"--no-checkout", "--first-parent"})
 # What git writes before ``git bisect start B G``: the commits B and G were when it started
@@ -160,6 +165,10 @@ def parse(text: str, name: str = "the log") -> BisectLog:
                 raise UsageError(f"{where}: {_shown(rev)} is not one commit: list the "
                                  f"commits one by one")
             marks.append(Mark(n, verdict, rev))
+        if len(marks) > MAX_MARKS:
+            raise UsageError(f"{where}: more than {MAX_MARKS} marks, not the log of one "
+                             f"bisection: give the output of git bisect log (or bisect log) of "
+                             f"one search")
     if not marks and bad is None:
         raise UsageError(f"{name} holds no git bisect start or marks: give the output of git "
                          f"bisect log (or bisect log)")
@@ -174,29 +183,63 @@ class Resolved:
     sha: str
 
 
+def _batch(repo: git.Repo, revs: list[str]) -> dict[str, str]:
+    """rev -> the commit it names, for every rev git resolves: one ``git cat-file
+    --batch-check`` for them all (a process per mark took minutes on a long log)."""
+    if not revs:
+        return {}
+    # Revs one a line: a rev holding a newline or a space would shift every answer after it.
+    revs = [r for r in revs if r.isprintable() and " " not in r]
+    try:
+        done = subprocess.run(["git", "--git-dir", str(repo.git_dir), "cat-file",
+                               "--batch-check"], input="".join(f"{r}^{{commit}}\n" for r in revs),
+                              capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if done.returncode != 0:
+        return {}
+    out: dict[str, str] = {}
+    for rev, line in zip(revs, done.stdout.splitlines(), strict=False):
+        sha, _, kind = line.partition(" ")
+        if kind.startswith("commit ") and len(sha) == 40:
+            out[rev] = sha
+    return out
+
+
 def resolve(repo: git.Repo, log: BisectLog) -> list[Resolved]:
     """Each mark's commit; an unknown one is a one-line error naming its line."""
+    found = _batch(repo, [r for r in dict.fromkeys(mk.rev for mk in log.marks)
+                          if history.nightly_date(r) is None and not r.startswith("-")])
     out = []
     for mk in log.marks:
-        try:
-            sha = history.resolve(repo, mk.rev, "marked")
-        except RepoError:
-            raise RepoError(f"{log.name} line {mk.line}: {_shown(mk.rev)} is not a commit of "
-                            f"{repo.working_dir}: fetch it, or give the log of this "
-                            f"repository") from None
+        sha = found.get(mk.rev)
+        if sha is None:  # a date, a tag git's batch did not peel, or not a commit: the slow way
+            try:
+                sha = history.resolve(repo, mk.rev, "marked")
+            except RepoError:
+                raise RepoError(f"{log.name} line {mk.line}: {_shown(mk.rev)} is not a commit "
+                                f"of {repo.working_dir}: fetch it, or give the log of this "
+                                f"repository") from None
         out.append(Resolved(mk, sha))
     return out
 
 
 def _outermost(repo: git.Repo, shas: list[str], newest: bool) -> str | None:
     """The one commit every other is an ancestor of (``newest``) or a descendant of; None
-    when they lie on different lines of history."""
-    for cand in dict.fromkeys(shas):
-        others = (s for s in shas if s != cand)
-        if all(history.is_ancestor(repo, s, cand) if newest else history.is_ancestor(repo, cand, s)
-               for s in others):
-            return cand
-    return None
+    when they lie on different lines of history. One git process either way: the commits none
+    of the others reach (``merge-base --independent``) must be one, or their common ancestor
+    (``merge-base --octopus``) must be one of them."""
+    distinct = list(dict.fromkeys(shas))
+    if len(distinct) == 1:
+        return distinct[0]
+    try:
+        if newest:
+            tips = str(repo.git.merge_base("--independent", *distinct)).split()
+            return tips[0] if len(tips) == 1 else None
+        base = str(repo.git.merge_base("--octopus", *distinct)).split()
+    except git.GitCommandError:
+        return None
+    return base[0] if len(base) == 1 and base[0] in distinct else None
 
 
 def endpoints(repo: git.Repo, log: BisectLog, marks: list[Resolved], good: str | None,

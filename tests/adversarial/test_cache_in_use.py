@@ -138,3 +138,34 @@ def test_gc_never_follows_a_link_out_of_the_cache(home: Path, cache: Path, tmp_p
         assert not (root / link).is_symlink()  # a link inside: removed as a link
     if link != "envs":
         assert not inner.is_symlink()
+
+
+def test_gc_keeps_the_environment_a_person_judges_in(
+        home: Path, cache: Path, world: SyntheticHistory) -> None:
+    """Issue 32, item 5: ``--manual`` held no in-use mark, so `bisect gc` removed the
+    environment a person was judging in, and their answer was recorded as "the environment
+    was changed in the shell"."""
+    proc = subprocess.Popen([*BISECT, "--db", str(home / "b.db"), "start", "--manual",
+                             "--repo", str(world.path), "--good", world.main[0], "--bad",
+                             world.main[-1], "--profile", "torchlet", "--no-confirm"],
+                            cwd=ROOT, env=os.environ.copy(), stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+    def asking() -> list[dict[str, object]]:
+        return [m for p in (cache / "in-use").glob("*.json")
+                for m in [json.loads(p.read_text())] if "judged by hand" in str(m["what"])]
+
+    try:
+        assert wait_for(lambda: asking() or proc.poll() is not None, timeout=400)
+        assert asking(), proc.communicate()[1]
+        envs = [p for p in (cache / "envs").iterdir() if p.is_dir()]
+        assert envs
+        _age(cache)
+        plan = _gc(home / "b.db")
+        assert all(e.is_dir() for e in envs), plan
+        kept = [k["reason"] for k in plan["kept"]]  # type: ignore[attr-defined]
+        assert any("judged by hand" in r for r in kept), kept
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

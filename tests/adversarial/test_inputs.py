@@ -215,3 +215,68 @@ def test_one_line_for_every_click_usage_error(home: Path, tmp_path: Path) -> Non
     assert r.exit_code != 0
     assert json.loads(r.stdout)["error"]["kind"] == "BadParameter"
     assert not (tmp_path / "b.db").exists()
+
+
+def test_a_huge_bisect_log_is_refused_at_once_and_a_long_one_is_read_in_one_go(
+        home: Path, world: SyntheticHistory, tmp_path: Path) -> None:
+    """Issue 32, item 7: a 4 MiB ``--from-log`` ran silently for about 10 minutes (a git
+    process per mark, and one per pair of marks): more marks than any search makes are one
+    line at once, and a long real log is resolved by one git process."""
+    import time
+
+    from bisector.project import bisect_log
+    from bisector.project.history import open_repo
+
+    huge = tmp_path / "huge.log"
+    huge.write_text(f"git bisect start {world.main[-1]} {world.main[0]}\n"
+                    + f"git bisect good {world.main[1]}\n" * (bisect_log.MAX_MARKS + 1))
+    start = time.monotonic()
+    one_line_error(invoke("--db", str(home / "b.db"), "start", "--repo", str(world.path),
+                          "--from-log", str(huge), "--manual"), "more than 2000 marks")
+    assert time.monotonic() - start < 20
+    assert not (home / "b.db").exists()
+    long = bisect_log.parse(f"git bisect start {world.main[-1]} {world.main[0]}\n"
+                            + "".join(f"git bisect skip {sha}\n" for sha in world.main[1:-1]))
+    start = time.monotonic()
+    marks = bisect_log.resolve(open_repo(str(world.path)), long)
+    assert [m.sha for m in marks][2:] == list(world.main[1:-1])
+    assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize(("make", "extra", "needle"), [
+    ("dir", (), "is a folder"),
+    ("zero", (), "not a regular file"),
+    ("urandom", ("--traceback", "/dev/urandom"), "not a regular file"),
+    ("dirfile", (), "is a file, not a folder"),
+    ("proc", (), "cannot write"),
+])
+def test_oracle_new_says_what_is_wrong_with_its_inputs(home: Path, tmp_path: Path, make: str,
+                                                       extra: tuple[str, ...],
+                                                       needle: str) -> None:
+    """Issue 32, item 8: a folder, /dev/zero or /dev/urandom "does not exist"; --dir naming
+    a file or /proc/1 printed tracebacks."""
+    repro = tmp_path / "repro.py"
+    repro.write_text("import sys\nsys.exit(1)\n")
+    out = tmp_path / "oracles"
+    if make == "dir":
+        repro = tmp_path / "a-folder"
+        repro.mkdir()
+    elif make == "zero":
+        repro = Path("/dev/zero")
+    elif make == "dirfile":
+        out.write_text("a file\n")
+    elif make == "proc":
+        out = Path("/proc/1")
+    r = invoke("oracle", "new", "t", "--from-repro", str(repro), "--dir", str(out),
+               "--no-run", *extra, cwd=tmp_path)
+    one_line_error(r, needle)
+
+
+def test_oracle_new_reads_a_repro_with_a_byte_order_mark(home: Path, tmp_path: Path) -> None:
+    repro = tmp_path / "repro.py"
+    repro.write_bytes(b"\xef\xbb\xbfimport sys\nsys.exit(1)\n")
+    out = tmp_path / "oracles"
+    r = invoke("oracle", "new", "bom", "--from-repro", str(repro), "--dir", str(out),
+               "--no-run", cwd=tmp_path)
+    assert r.exit_code == 0, r.stderr
+    assert (out / "bom.py").is_file()

@@ -183,3 +183,11 @@ def test_a_deep_path_in_the_output_never_hangs_a_bisection(hist: SyntheticHistor
         assert shown.returncode == 0, shown.stderr
         assert time.monotonic() - start < 30
         assert "AssertionError" in shown.stdout
+
+
+def test_a_folder_is_replaced_only_up_to_a_path_boundary() -> None:
+    """Issue 32, item 8: a clone at .../ev and an oracle at .../evorc.sh gave
+    ``-- sh <repo>orc.sh`` in the reproduce line."""
+    scrub = scrubber("/x/ev")
+    assert scrub("-- sh /x/evorc.sh") == "-- sh /x/evorc.sh"
+    assert scrub("/x/ev/a.py, '/x/ev' and /x/ev") == "<repo>/a.py, '<repo>' and <repo>"

@@ -165,3 +165,26 @@ def test_links_are_made_only_for_the_origins_own_github_repository(
         is None
     assert history.pr_link("pytorch/pytorch", 5, "https://github.com/other/repo/pull/5") is None
     assert history.pr_link("pytorch/pytorch", 5, None) == f"{OWN}pull/5"
+
+
+def test_a_metric_or_unit_cannot_write_a_line_into_the_watch_table(tmp_path: Path) -> None:
+    """Issue 32, item 6: a newline or control character in a performance oracle's metric or
+    unit was printed raw by ``bisect watch``: the oracle wrote a line of its choosing."""
+    from bisector.infra.owner import owner_id
+    from bisector.store import watch as ws
+    from bisector.store.db import open_store
+
+    db = tmp_path / "w.db"
+    store, me = open_store(str(db)), owner_id()
+    perf = {"samples": [10.0, 10.1, 10.2], "unit": "ms\n\x1b[2JFORGED unit line",
+            "metric": "t\nFORGED metric line", "direction": "lower-is-better"}
+    for day in ("01", "02", "03"):
+        key = ws.ResultKey("nightly", "timer", f"2.9.0.dev202501{day}+cpu", "a" * 40)
+        _, rec = ws.claim_result(store, key, source="index", git_version=None, me=me)
+        assert ws.finish_result(store, rec.id, me, ws.Finding(
+            "good", "pass", "exit 0", 0, 0.1, "", "0" * 64, {"perf": perf}))
+    for args in (("watch",), ("watch", "--json")):
+        r = invoke("--db", str(db), *args)
+        assert r.exit_code == 0, r.stderr
+        assert not CONTROL.search(r.stdout.replace("\n", "")), r.stdout
+        assert not any(ln.lstrip().startswith("FORGED") for ln in r.stdout.splitlines())

@@ -177,3 +177,35 @@ def test_a_notification_carries_no_secret(bisected: tuple[Path, dict[str, str]],
 ])
 def test_one_redaction_for_urls_variables_and_tokens(raw: str, shown: str) -> None:
     assert redact.text(raw) == shown
+
+
+PRINTS_IT = '''import os, sys, torchlet
+print("calling the service with key", os.environ["MY_API_KEY"])
+print("and the inherited", os.environ.get("SERVICE_TOKEN", "none"))
+sys.exit(0 if abs(torchlet.norm([3.0, 4.0]) - 5.0) < 1e-9 else 1)
+'''
+
+
+def test_a_secret_the_oracle_prints_is_masked_everywhere(
+        home: Path, private_cache: Path, hist: SyntheticHistory, tmp_path: Path) -> None:
+    """Issue 32, item 4: ``--env MY_API_KEY=...`` showed ``***`` where bisector printed it,
+    but the oracle printing the value put it verbatim into the issue, the Markdown, the HTML,
+    the JSON and ``reports/``; so did a secret variable the oracle inherits."""
+    key, inherited = "sk-live-4f9a8b7c6d", "tokINHERITED99"
+    oracle = tmp_path / "prints_it.py"
+    oracle.write_text(PRINTS_IT)
+    db = home / "p.db"
+    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
+                "--bad", hist.main[-1], "--oracle", str(oracle), "--no-confirm",
+                "--env", f"MY_API_KEY={key}", env={"SERVICE_TOKEN": inherited})
+    assert r.returncode == 0, r.stderr
+    seen = {"start": r.stdout + r.stderr}
+    for fmt in ("markdown", "issue", "html", "json"):
+        shown = run_cli("--db", str(db), "show", "1", "--format", fmt,
+                        env={"SERVICE_TOKEN": inherited})
+        assert shown.returncode == 0, shown.stderr
+        seen[fmt] = shown.stdout
+    for p in (home / "data" / "reports").glob("bisection-1-*"):
+        seen[p.name] = p.read_text()
+    assert "calling the service with key ***" in seen["markdown"]
+    assert {k for k, v in seen.items() if key in v or inherited in v} == set()

@@ -52,6 +52,9 @@ def test_tables_merge_user_then_repository_and_a_commands_table_beats_defaults(
     ("[start]\nbuild-env = \"A=1\"\n", r"must be a list"),
     ("[start\n", r"not a readable TOML file"),
     ("start = 3\n", r"\[start\] must be a table"),
+    # issue 32, item 8: "unknown option 'new'; known: " with an empty list
+    ("[oracle]\nnew = 3\n", r"`bisect oracle` takes no options, its commands do: put them "
+                            r"in one of \[oracle.new\]"),
 ])
 def test_a_bad_key_or_value_is_one_line_naming_the_file_key_and_fix(
         tmp_path: Path, text: str, message: str) -> None:
