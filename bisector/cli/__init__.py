@@ -301,9 +301,12 @@ def serve(c: Ctx, host: str, port: int) -> None:
     from bisector.web import server as web
 
     store = c.store(create=False, reads_only=True)
+    web.check_bind(host, port)  # a busy port or a host that does not resolve: one line first
     if host not in ("127.0.0.1", "localhost", "::1"):
         err.print(f"[yellow]note:[/] listening on {escape(host)}: anyone who can reach this "
-                  f"port can read every bisection, log and oracle in the store (no login)")
+                  f"port can read every bisection, log and oracle in the store (no login); "
+                  f"requests must name {escape(', '.join(web.bound_names(host)))} as their "
+                  f"Host")
     err.print(f"serving {escape(store.url)} read-only at http://{escape(host)}:{port}/ "
               f"(Ctrl-C stops)")
     web.serve(store, host, port)

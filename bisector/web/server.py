@@ -11,6 +11,7 @@ log is filtered here on its way out."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from bisector.app import views
 from bisector.app.reports import ListFilter
 from bisector.app.watch import table as watch_table
 from bisector.base import defaults, escape
-from bisector.base.errors import NotFoundError
+from bisector.base.errors import NotFoundError, UsageError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
 from bisector.store.db import Store
@@ -205,9 +206,44 @@ def _jsonable(d: dict[str, Any]) -> Any:
     return json.loads(json.dumps(d, default=str))
 
 
+def bound_names(host: str) -> list[str]:
+    """The Host headers a server bound to ``host`` answers: loopback's names on loopback, the
+    address itself (and the machine's names when that is every interface), so a page whose
+    domain a DNS rebinding points at this server is refused whatever it bound to."""
+    import socket
+
+    if host in LOOPBACK:
+        return list(LOOPBACK)
+    names = {host}
+    if host in ("0.0.0.0", "::", ""):
+        names |= {socket.gethostname(), socket.getfqdn(), *LOOPBACK}
+        with contextlib.suppress(OSError):
+            names |= {str(a[4][0]) for a in socket.getaddrinfo(socket.gethostname(), None)}
+    return sorted(n for n in names if n)
+
+
+def check_bind(host: str, port: int) -> None:
+    """One line before anything is served: a host that does not resolve, or a port in use."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise UsageError(f"--host {host}: cannot be resolved ({e.strerror or e}): give an "
+                         f"address of this machine, e.g. 127.0.0.1") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as e:
+            raise UsageError(f"--host {host} --port {port}: cannot listen there "
+                             f"({e.strerror or e}): pick another --port, or stop what uses "
+                             f"it") from None
+
+
 def serve(store: Store, host: str, port: int) -> None:
     import uvicorn
 
-    hosts = LOOPBACK if host in LOOPBACK else None
-    uvicorn.run(create_app(store, hosts), host=host, port=port, log_level="warning",
-                server_header=False)
+    uvicorn.run(create_app(store, bound_names(host)), host=host, port=port,
+                log_level="warning", server_header=False)

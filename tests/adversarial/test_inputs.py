@@ -280,3 +280,34 @@ def test_oracle_new_reads_a_repro_with_a_byte_order_mark(home: Path, tmp_path: P
                "--no-run", cwd=tmp_path)
     assert r.exit_code == 0, r.stderr
     assert (out / "bom.py").is_file()
+
+
+def test_serve_on_any_host_checks_the_host_header(home: Path, tmp_path: Path) -> None:
+    """Issue 32, item 8: ``serve --host 127.0.0.2`` (any host but the default) had no Host
+    check, so a DNS rebinding page read the store."""
+    from bisector.web.server import bound_names
+
+    store = open_store(str(tmp_path / "s.db"), create=True)
+    for host in ("127.0.0.2", "0.0.0.0"):
+        client = TestClient(create_app(store, bound_names(host)))
+        assert client.get("/", headers={"Host": "rebound.example"}).status_code == 400
+    assert TestClient(create_app(store, bound_names("127.0.0.2"))).get(
+        "/", headers={"Host": "127.0.0.2:8000"}).status_code == 200
+
+
+def test_serve_says_in_one_line_that_it_cannot_listen(home: Path, tmp_path: Path) -> None:
+    """Issue 32, item 8: a busy port printed "serving ..." then uvicorn's [Errno 98]; a host
+    that does not resolve printed a raw resolver error."""
+    import socket
+
+    db = tmp_path / "s.db"
+    open_store(str(db), create=True)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        r = invoke("--db", str(db), "serve", "--port", port)
+        one_line_error(r, "cannot listen there")
+        assert "serving" not in r.stderr
+    one_line_error(invoke("--db", str(db), "serve", "--host", "no-such-host.invalid"),
+                   "cannot be resolved")
