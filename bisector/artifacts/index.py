@@ -35,9 +35,10 @@ CHUNK = 1 << 20
 
 
 class IndexProblem(BisectorError):
-    """The index or a file on it is not usable (unreachable, garbage, missing, wrong hash)."""
+    """The index or a file on it is not usable (unreachable, garbage, missing, wrong hash).
+    Its own exit code: 10 means another process took a bisection over."""
 
-    exit_code = 10
+    exit_code = 14
 
 
 @dataclass(frozen=True)
