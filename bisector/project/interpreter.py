@@ -78,7 +78,25 @@ def _given(python: str) -> str:
         raise UsageError(f"--python {python}: no such interpreter"
                          f"{'' if os.sep in python else ' on PATH'}: give the path of a "
                          f"Python (e.g. --python /usr/bin/python3)")
-    return os.path.abspath(found)
+    return _runs_python(python, resolve(os.path.abspath(found)))
+
+
+def _runs_python(given: str, path: str) -> str:
+    """``path`` once it is seen to run Python code (a shim resolved, a wrapper script run
+    through): a non-Python binary or a broken shim is one line here, not a traceback from
+    the first environment made with it."""
+    try:
+        r = subprocess.run([path, "-c", "import sys; print(sys.version_info[0])"],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                           timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UsageError(f"--python {given}: cannot run it ({getattr(e, 'strerror', None) or e}"
+                         f"): give the path of a Python 3 interpreter") from None
+    if r.returncode != 0 or r.stdout.strip() != "3":
+        said = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:160]
+        raise UsageError(f"--python {given}: not a Python 3 interpreter ({said}): give the "
+                         f"path of one, e.g. --python /usr/bin/python3")
+    return path
 
 
 def resolve(python: str) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory
-from tests.support import copy_world, git, invoke, run_cli
+from tests.support import copy_world, git, invoke, one_line_error, run_cli
 
 pytestmark = [pytest.mark.adversarial]
 
@@ -144,3 +144,12 @@ def test_a_probe_whose_environment_lacks_the_package_is_never_bad(
         assert p["verdict"] == "skip", p
         assert p["reason"].startswith("the environment cannot import torchlet: "), p
     assert (shown.get("culprit") or {}).get("sha") != broke, shown.get("culprit")
+
+
+@pytest.mark.parametrize("python", ["/bin/false", "/bin/ls"])
+def test_a_python_that_is_no_python_is_one_line(home: Path, tmp_path: Path,
+                                                python: str) -> None:
+    """Issue 32, item 9: ``--python`` naming a non-Python binary (or a broken shim) gave a
+    44-line traceback."""
+    r = invoke("check", "--env", "system", "--python", python, "--", "true", cwd=tmp_path)
+    one_line_error(r, "not a Python 3 interpreter")
