@@ -147,7 +147,8 @@ def _rev_list(repo: git.Repo, *args: str) -> list[str]:
 
 
 def resolve_range(
-    repo: git.Repo, good_ref: str, bad_ref: str, *, first_parent: bool = True
+    repo: git.Repo, good_ref: str, bad_ref: str, *, first_parent: bool = True,
+    find_fix: bool = False,
 ) -> Range:
     """Resolve both refs and list the candidates oldest to newest.
 
@@ -178,7 +179,7 @@ def resolve_range(
     lower, merge_base_used = good, False
     if not (chain and _starts_at(repo, chain[0], good, first_parent)) and \
             not is_ancestor(repo, good, bad):
-        lower, more = _merge_base_side(repo, good_ref, bad_ref, good, bad)
+        lower, more = _merge_base_side(repo, good_ref, bad_ref, good, bad, find_fix)
         merge_base_used = True
         notes += more
         chain = _rev_list(repo, *walk, bad, f"^{lower}")
@@ -209,11 +210,16 @@ def _starts_at(repo: git.Repo, oldest: str, good: str, first_parent: bool) -> bo
     return (parents[:1] == [good]) if first_parent else good in parents
 
 
-def _merge_base_side(repo: git.Repo, good_ref: str, bad_ref: str, good: str, bad: str
-                     ) -> tuple[str, list[str]]:
+def _merge_base_side(repo: git.Repo, good_ref: str, bad_ref: str, good: str, bad: str,
+                     find_fix: bool = False) -> tuple[str, list[str]]:
     """Good is not an ancestor of bad (a release tag on its release branch): their
     merge-base, tested as the good endpoint as ``git bisect`` does, and notes on what only
     the good side has. Refused when bad is the ancestor (a fix hunt) or nothing is shared."""
+    if is_ancestor(repo, bad, good) and find_fix:
+        raise RepoError(
+            f"--bad {bad_ref} ({bad[:12]}) is older than --good {good_ref} ({good[:12]}): with "
+            f"--find-fix, --good is the older, broken ref and --bad the newer, fixed one: "
+            f"swap them")
     if is_ancestor(repo, bad, good):
         raise RepoError(
             f"bad {bad_ref} ({bad[:12]}) is an ancestor of good {good_ref} ({good[:12]}): "

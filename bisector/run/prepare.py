@@ -140,7 +140,8 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     path = req.from_log.resolve() if req.from_log is not None else None
     log = None if path is None else from_log.read(repo, path, req.good, req.bad, req.find_fix)
     good, bad = (log.good, log.bad) if log is not None else (req.good, req.bad)
-    span = history.resolve_range(repo, good, bad, first_parent=not req.ancestry_path)
+    span = history.resolve_range(repo, good, bad, first_parent=not req.ancestry_path,
+                                 find_fix=req.find_fix)
     oracle = manual_oracle() if req.manual else oracle_for(
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
         oracles_dir=oracles_dir)

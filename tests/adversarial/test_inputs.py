@@ -311,3 +311,13 @@ def test_serve_says_in_one_line_that_it_cannot_listen(home: Path, tmp_path: Path
         assert "serving" not in r.stderr
     one_line_error(invoke("--db", str(db), "serve", "--host", "no-such-host.invalid"),
                    "cannot be resolved")
+
+
+def test_find_fix_with_the_refs_the_wrong_way_says_so(home: Path,
+                                                      world: SyntheticHistory) -> None:
+    """Issue 32, item 9: ``--find-fix --bad OLD --good NEW`` was told to "swap the refs and
+    pass --find-fix" although it was passed."""
+    r = invoke("--db", str(home / "b.db"), "start", "--repo", str(world.path), "--find-fix",
+               "--bad", world.main[0], "--good", world.main[-1], "--oracle", "torchlet_norm")
+    one_line_error(r, "with --find-fix, --good is the older, broken ref")
+    assert "pass --find-fix" not in r.stderr
