@@ -11,6 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from bisector.base.errors import UsageError
 from bisector.base.escape import safe
 from bisector.cli import complete
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
@@ -45,6 +46,23 @@ def oracles(json_out: bool) -> None:
     out.print(t)
 
 
+def outside_paths(command: tuple[str, ...]) -> tuple[str, ...]:
+    """A command oracle's words that leave the tree (``../x.py``, which works in ``git bisect
+    run`` since it runs where the user stands) made absolute from where the user stands: the
+    command runs in each probed commit's own tree, where ``../x.py`` names nothing, and every
+    probe failed ("good is already bad"). One that names nothing from here is refused."""
+    out = []
+    for word in command:
+        if word.startswith("../"):
+            found = (Path.cwd() / word).resolve()
+            if not found.exists():
+                raise UsageError(f"-- ... {word}: no such file from here, and the command runs "
+                                 f"in each commit's tree: give its absolute path")
+            word = str(found)
+        out.append(word)
+    return tuple(out)
+
+
 def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
     """Options whose bisector.toml default does not apply to this oracle, dropped: an
     ``oracle`` when a command is typed after --, a ``timeout`` or ``dependency`` when there is
@@ -52,6 +70,8 @@ def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
     def configured(name: str) -> bool:
         return ctx.get_parameter_source(name) is ParameterSource.DEFAULT_MAP
 
+    if kw.get("command"):
+        kw = {**kw, "command": outside_paths(tuple(kw["command"]))}
     drop = ["oracle"] if kw.get("command") else ["timeout", "dependency"]
     if kw.get("from_log"):  # the log's range, unless typed on the line
         drop += ["good", "bad"]

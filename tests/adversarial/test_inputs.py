@@ -321,3 +321,23 @@ def test_find_fix_with_the_refs_the_wrong_way_says_so(home: Path,
                "--bad", world.main[0], "--good", world.main[-1], "--oracle", "torchlet_norm")
     one_line_error(r, "with --find-fix, --good is the older, broken ref")
     assert "pass --find-fix" not in r.stderr
+
+
+def test_a_command_oracle_outside_the_tree_is_taken_from_where_the_user_stands(
+        home: Path, world: SyntheticHistory, tmp_path: Path) -> None:
+    """Issue 32, item 9: ``-- python ../x.py`` (which works in git bisect run) ran in each
+    commit's tree, where ``../x.py`` names nothing: "good is already bad"."""
+    from tests.support import copy_world, run_cli
+
+    hist = copy_world(world, tmp_path / "clone" / "repo")
+    (tmp_path / "clone" / "judge.py").write_text(
+        "import sys, torchlet\nsys.exit(0 if abs(torchlet.norm([3.0, 4.0]) - 5.0) < 1e-9 "
+        "else 1)\n")
+    r = run_cli("--db", str(home / "b.db"), "start", "--repo", ".", "--good", hist.main[0],
+                "--bad", hist.main[-1], "--no-confirm", "--json", "--", "python",
+                "../judge.py", cwd=hist.path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
+    one_line_error(invoke("--db", str(home / "b.db"), "start", "--repo", ".", "--good",
+                          hist.main[0], "--bad", hist.main[-1], "--", "python", "../nope.py",
+                          cwd=hist.path), "no such file from here")
