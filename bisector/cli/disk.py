@@ -10,6 +10,7 @@ import click
 from bisector.base.errors import StoreError, UsageError
 from bisector.cli.console import err, escape, out
 from bisector.cli.context import Ctx
+from bisector.store.location import absent
 
 if TYPE_CHECKING:
     from bisector.store.db import Store
@@ -27,8 +28,11 @@ def du(c: Ctx, json_out: bool) -> None:
 
     try:
         store: Store | None = c.store(create=False, reads_only=True)
-    except StoreError:
-        store = None  # no store yet: the files alone still say what is there
+    except StoreError as e:
+        store = None  # the files alone still say what is there
+        if not absent(c.db):  # a store that is there but cannot be read is said, not skipped
+            err.print(f"[yellow]note:[/] {escape(e.message)}; sizes below are from the files "
+                      f"alone (nothing said of which bisection uses what)")
     data = disk.du(store)
     if json_out:
         click.echo(json.dumps(data, indent=2))

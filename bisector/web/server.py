@@ -12,10 +12,12 @@ log is filtered here on its way out."""
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.exc import DatabaseError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -32,7 +34,7 @@ from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError, UsageError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
-from bisector.store.db import Store
+from bisector.store.db import Store, damaged
 
 LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
 LIST_LIMIT = 200
@@ -182,6 +184,14 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
     async def not_found(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=404)
 
+    async def store_failed(request: Request, exc: Exception) -> Response:
+        """A damaged store is one line saying so (503: the server is fine, its store is not),
+        never a bare 500; anything else is left to raise."""
+        line = damaged(exc, store.url)
+        if line is None:
+            raise exc
+        return PlainTextResponse(line.message, status_code=503)
+
     routes = [
         Route("/", index), Route("/bisections/{bisection_id:int}", page),
         Route("/bisections/{bisection_id:int}/report.md", issue_md),
@@ -196,7 +206,9 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     return Starlette(routes=routes, middleware=middleware,
-                     exception_handlers={NotFoundError: not_found})
+                     exception_handlers={NotFoundError: not_found,
+                                         DatabaseError: store_failed,
+                                         sqlite3.DatabaseError: store_failed})
 
 
 def _jsonable(d: dict[str, Any]) -> Any:

@@ -136,7 +136,25 @@ def test_a_large_store_is_read_whole_only_before_a_write(tmp_path: Path) -> None
         open_store(str(f))
     one_line_error(invoke("--db", str(f), "gc", "--max-size", "50G", "--dry-run"),
                    "damaged SQLite database", code=StoreError.exit_code)
+    # Issue 32, item 9: the web view answered HTTP 500; it says what is wrong, as list does.
+    from starlette.testclient import TestClient
+
+    from bisector.web.server import create_app
+
+    client = TestClient(create_app(open_store(str(f), reads_only=True)),
+                        raise_server_exceptions=False)
+    got = client.get("/")
+    assert got.status_code == 503 and "is a damaged SQLite database" in got.text
     assert f.read_bytes() == before
+
+
+def test_du_says_a_store_it_cannot_read(tmp_path: Path) -> None:
+    """Issue 32, item 9: ``du`` on a damaged small store silently fell back to the files."""
+    f = tmp_path / "b.db"
+    f.write_bytes(b"SQLite format 3\x00" + b"\xff" * 8000)
+    r = invoke("--db", str(f), "du")
+    assert r.exit_code == 0, r.stderr
+    assert "note:" in r.stderr and "sizes below are from the files alone" in r.stderr
 
 
 def test_a_command_that_only_reads_leaves_the_file_as_it_was(tmp_path: Path) -> None:
