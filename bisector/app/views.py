@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bisector.app import disk
+from bisector.app import disk, log_text
 from bisector.app import reports as report
 from bisector.app.html import render_report
 from bisector.app.issue import issue_markdown
@@ -86,11 +86,11 @@ def listing(store: Store, limit: int,
 
 
 def log(store: Store, bisection_id: int) -> str:
-    return report.log_text(show(store, bisection_id))
+    return log_text.log_text(show(store, bisection_id))
 
 
 def log_data(store: Store, bisection_id: int) -> list[dict[str, Any]]:
-    return report.log_data(show(store, bisection_id))
+    return log_text.log_data(show(store, bisection_id))
 
 
 def report_paths(store: Store, bisection_id: int) -> tuple[Path, Path]:

@@ -77,9 +77,9 @@ def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) ->
     pf = d["result"]["perf"]
     rows = {row["sha"]: row for row in pf["commits"]}
     assert rows[culprit]["verdict"] == "bad" and rows[culprit]["change"] > 1.0  # > +100 %
-    # 3 baseline runs, or 8 when the first 3 disagreed (then each run counts as its median).
+    # Paired: the good endpoint ran beside the candidates, at least one pair's worth each.
     assert pf["threshold"] == 0.5
-    assert pf["baseline_runs"] == (8 if pf["compared"] == "run medians" else 3)
+    assert pf["compared"] == "paired" and pf["baseline_runs"] >= 7
     assert all(p["raw_verdict"] == "good" for p in d["probes"] if "raw_verdict" in p)
     assert d["result"]["confirmation"]["culprit_verdict"] == "bad"
     text = run_cli("show", str(d["id"]), check=True).stdout
