@@ -156,10 +156,14 @@ def test_gc_keeps_the_environment_a_person_judges_in(
         return [m for p in (cache / "in-use").glob("*.json")
                 for m in [json.loads(p.read_text())] if "judged by hand" in str(m["what"])]
 
+    def ready() -> list[Path]:  # the environment made, the person asked about it
+        return [p.parent for p in (cache / "envs").glob("*/.bisector-ready")
+                if not p.parent.name.startswith("skeleton-")]  # a template, used by none
+
     try:
-        assert wait_for(lambda: asking() or proc.poll() is not None, timeout=400)
-        assert asking(), proc.communicate()[1]
-        envs = [p for p in (cache / "envs").iterdir() if p.is_dir()]
+        assert wait_for(lambda: (asking() and ready()) or proc.poll() is not None, timeout=400)
+        assert asking() and ready(), proc.communicate()[1]
+        envs = ready()
         assert envs
         _age(cache)
         plan = _gc(home / "b.db")

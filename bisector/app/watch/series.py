@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bisector.base import defaults, escape
+from bisector.base.escape import line
 from bisector.core import changepoint
 from bisector.core.perf import Direction, median
 from bisector.store import watch as ws
@@ -85,7 +86,9 @@ def all_series(store: Store, suite: str | None = None,
         perf = _perf(r)
         if perf is None:
             continue
-        metric = perf.get("metric") or r.key.oracle
+        # An oracle's words, one line each: a newline or an escape in them would write a line
+        # of the oracle's choosing into the watch's table.
+        metric = line(str(perf.get("metric") or r.key.oracle))
         groups.setdefault((r.key.suite, r.key.oracle, str(metric)), []).append((r, perf))
     out = []
     for (s, o, metric), rows in groups.items():
@@ -95,7 +98,8 @@ def all_series(store: Store, suite: str | None = None,
             direction = Direction(last.get("direction", Direction.LOWER.value))
         except ValueError:
             direction = Direction.LOWER
-        out.append(Series(s, o, metric, last.get("unit"), direction, tuple(
+        unit = last.get("unit")
+        out.append(Series(s, o, metric, line(str(unit)) if unit else None, direction, tuple(
             Point(r.id, r.key.torch_version, r.key.commit_sha, build_date(r),
                   tuple(float(x) for x in perf["samples"])) for r, perf in rows)))
     return out
