@@ -224,8 +224,15 @@ def cancel(store: Store, bisection_id: int) -> dict[str, Any]:
                 queue.abort(job)
         finally:
             queue.close()
+    # A run in the coordinator's own process has no queue tasks: its round in flight is what
+    # the coordinator itself stops (it said "no probe was in flight" while one ran).
+    own: list[str] = []
+    if not stopped and not nobody and rec.in_flight:
+        cands = bisections.candidates(store, bisection_id)
+        own = [cands[p] for p in rec.in_flight.get("positions", []) if 0 <= p < len(cands)]
     return {"bisection": bisection_id, "coordinator": rec.owner,
             "stopped": [{"commit": t.commit_sha, "worker": t.worker, "attempt": t.attempt,
-                         "state": t.state.value} for t in stopped]}
+                         "state": t.state.value} for t in stopped],
+            "in_process": own}
 
 

@@ -152,7 +152,10 @@ def cancel(c: Ctx, bisection_id: int, json_out: bool) -> None:
     stopped = data["stopped"]
     where = "; ".join(f"{s['commit'][:12]}" + (f" on {s['worker']}" if s["worker"] else
                                                 " (waiting)") for s in stopped)
+    own = data.get("in_process") or []
     err.print(f"cancelled bisection {bisection_id}: "
               + (f"stopped {len(stopped)} probe(s) in flight ({escape(where)})" if stopped
-                 else "no probe was in flight")
+                 else f"its coordinator ({escape(str(data['coordinator']))}) stops the "
+                      f"{len(own)} probe(s) it runs ({', '.join(s[:12] for s in own)}) within "
+                      f"a second" if own else "no probe was in flight")
               + f"; `bisect resume {bisection_id}` finishes it")

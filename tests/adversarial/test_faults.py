@@ -184,11 +184,14 @@ def test_a_store_that_stays_away_is_one_line_and_resume_finishes(
 
 # -- bisect cancel -----------------------------------------------------------------------------
 
-def _cancel_and_wait(db: str, proc: subprocess.Popen[str], pids: list[int]) -> str:
+def _cancel_and_wait(db: str, proc: subprocess.Popen[str], pids: list[int],
+                     said: str | None = None) -> str:
     """`bisect cancel 1`; the coordinator and ``pids`` must be gone within PROMPT_S."""
     t0 = time.monotonic()
     r = run_cli("--db", db, "cancel", "1")
     assert r.returncode == 0, r.stderr
+    if said is not None:
+        assert said in r.stderr, r.stderr
     try:
         _, err = proc.communicate(timeout=PROMPT_S + 30)
     finally:
@@ -211,7 +214,8 @@ def test_cancel_stops_an_in_process_oracle_run(home: Path, world: SyntheticHisto
     proc = _start(db, world, oracle, "--no-confirm")
     pids = wait_for(lambda: _running(marks), timeout=300)
     assert pids, proc.stderr
-    _cancel_and_wait(db, proc, pids)
+    # Issue 32, item 8: it said "no probe was in flight" while one ran in its own process.
+    _cancel_and_wait(db, proc, pids, said="stops the 1 probe(s) it runs")
     assert _runs(db) == 0  # the killed run was not judged
 
 
