@@ -92,3 +92,17 @@ def test_manual_with_an_oracle_or_several_probes_is_refused(home: Path, tmp_path
     r = run_cli(*base, "--jobs", "2")
     assert r.returncode == 2 and "one probe at a time" in r.stderr
     assert not (home / "data" / "bisector.db").exists()
+
+
+def test_an_endpoint_judged_the_wrong_way_says_its_reason_once(home: Path,
+                                                               tmp_path: Path) -> None:
+    """Issue 32, item 8: an endpoint error in manual mode printed its reason twice ("judged by
+    hand: it shows the bug; judged by hand: it shows the bug")."""
+    hist = generate(tmp_path / "t", commits=8, culprit=5, broken=(), seed=11,
+                    release_at=None, side_branch_at=None)
+    p = subprocess.run([*BISECT, "start", "--repo", str(hist.path), "--good", hist.main[0],
+                        "--bad", hist.main[-1], "--manual"], cwd=ROOT, input="bad\nbad\n",
+                       capture_output=True, text=True, timeout=300)
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 7 and len(errors) == 1, p.stderr
+    assert errors[0].count("judged by hand: it shows the bug") == 1, errors[0]

@@ -181,7 +181,9 @@ def _last_line(view: View, position: int) -> str:
         return ""
     lines = [x.strip() for x in runs[0].output_tail.splitlines() if x.strip()]
     code = _reason(view, position)
-    return _short("; ".join(x for x in (code, lines[-1] if lines else "") if x))
+    last = lines[-1] if lines else ""
+    # A manual answer's output is its reason ("judged by hand: ..."): said once, not twice.
+    return _short("; ".join(dict.fromkeys(x for x in (code, last) if x)))
 
 
 def _short(text: str) -> str:
