@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from bisector.app.evidence import evidence
 from bisector.app.phases import phase_rows
 from bisector.app.reports import culprit_facts
 from bisector.app.watch.picture import geometry
@@ -160,7 +161,7 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
             "prior_line": prior_note(d["prior"]) if d.get("prior") else "",
             "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
             "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": phase_rows(d),
-            "phase_names": PHASES}
+            "phase_names": PHASES, "ev": evidence(d)}
 
 
 def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:

@@ -70,6 +70,10 @@ class Integrated:
         first, _, w = max(self._segments, key=lambda s: (s[2], -s[0]))
         return first, w / self._z
 
+    def segments(self) -> list[tuple[int, int, float]]:
+        """(first, last, probability of each commit in it): culprits sharing one split."""
+        return [(f, l_, w / self._z) for f, l_, w in self._segments]
+
     def prob(self, c: int) -> float:
         for first, last, w in self._segments:
             if first <= c <= last:

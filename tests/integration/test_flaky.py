@@ -64,6 +64,9 @@ def test_an_oracle_wrong_one_time_in_five_finds_the_planted_commit(
     assert "Flaky oracle: probability" in text
     issue = run_cli("show", str(d["id"]), "--format", "issue", check=True).stdout
     assert "Flaky oracle: probability" in issue
+    # Issue 31, item 6: the report draws the posterior over commits, the culprit's the tallest.
+    page = run_cli("show", str(d["id"]), "--format", "html", check=True).stdout
+    assert 'data-kind="posterior"' in page and 'class="posterior"' in page
     # `bisect log` replays in git although the runs disagree: one mark per commit.
     log = tmp_path / "bisect.log"
     log.write_text(run_cli("log", str(d["id"]), check=True).stdout + "\n")

@@ -84,3 +84,9 @@ def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) ->
     assert d["result"]["confirmation"]["culprit_verdict"] == "bad"
     text = run_cli("show", str(d["id"]), check=True).stdout
     assert "Performance: good endpoint median" in text and "| change |" in text
+    # Issue 31, item 6: the report draws what was measured: each judged commit's paired
+    # change, the threshold, and the reference's own medians in the order they ran.
+    page = run_cli("show", str(d["id"]), "--format", "html", check=True).stdout
+    assert 'class="evidence"' in page and 'data-kind="perf"' in page
+    assert page.count('class="change bad"') >= 1 and 'class="threshold"' in page
+    assert page.count('class="reference"') == pf["baseline_runs"]

@@ -1,0 +1,41 @@
+"""What the HTML report draws beside the timeline for a performance or flaky answer."""
+
+from __future__ import annotations
+
+import pytest
+
+from bisector.app.evidence import evidence
+
+pytestmark = pytest.mark.unit
+
+
+def _d(result: dict[str, object], probes: list[dict[str, object]], n: int = 10
+       ) -> dict[str, object]:
+    return {"candidates": n, "result": result, "probes": probes}
+
+
+def test_a_performance_answer_draws_changes_threshold_and_drift() -> None:
+    rows = [{"position": 5, "sha": "a" * 40, "verdict": "bad", "change": 0.45, "runs": 7,
+             "pairs": 7}, {"position": 4, "sha": "b" * 40, "verdict": "good", "change": 0.01,
+                           "runs": 7, "pairs": 7}]
+    probes = [{"position": 0, "facts": {"perf": {"samples": [1.0 + i / 10] * 3}}}
+              for i in range(4)]
+    g = evidence(_d({"perf": {"threshold": 0.2, "unit": "ms", "commits": rows}}, probes))
+    assert g is not None and g["kind"] == "perf"
+    bad, good = g["points"]
+    assert bad["y"] < g["threshold"] < good["y"] <= g["zero"] + 1  # up = worse
+    assert bad["x"] > good["x"]
+    assert len(g["drift"]) == 4 and g["drift"][0]["y"] > g["drift"][-1]["y"]  # it slowed
+
+
+def test_a_flaky_answer_draws_the_posterior_tallest_at_the_culprit() -> None:
+    probes = [{"position": p, "verdict": v} for p, v in
+              [(0, "good")] * 3 + [(9, "bad")] * 3 + [(5, "bad")] * 6 + [(4, "good")] * 6]
+    g = evidence(_d({"noisy": {"probability": 0.99}}, probes))
+    assert g is not None and g["kind"] == "posterior"
+    tallest = max(g["bars"], key=lambda b: b["h"])
+    assert tallest["title"].startswith("commit 5:")
+
+
+def test_a_plain_answer_draws_nothing_more() -> None:
+    assert evidence(_d({"kind": "culprit"}, [])) is None
