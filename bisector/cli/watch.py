@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from bisector.app.watch.config import WatchConfig
     from bisector.store.db import Store
 
-STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan"}
+STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan",
+         "measured": "default"}
 
 
 def _sigterm(_signum: int, _frame: Any) -> NoReturn:

@@ -14,6 +14,7 @@ from bisector.app.reports import effective_state
 from bisector.app.watch import series as perf_series
 from bisector.app.watch.picture import sparkline
 from bisector.base import escape
+from bisector.core.perf import median
 from bisector.store import bisections
 from bisector.store import watch as ws
 from bisector.store.db import Store
@@ -38,9 +39,11 @@ def table_data(store: Store, columns: int = COLUMNS) -> dict[str, Any]:
         shown = torches[:columns]
         oracles = list(dict.fromkeys(r.key.oracle for r in rows))
         cells: dict[tuple[str, str, str], dict[str, Any]] = {}
-        for r in rows:
+        before: dict[str, float] = {}  # oracle -> the median of its previous build
+        for r in sorted(rows, key=ws.build_order):
             cell = {"result": r.id, "verdict": r.verdict if r.state == ws.DONE else "running",
                     "reason": r.reason, "at": r.at.isoformat(timespec="seconds")}
+            measured(cell, r, before)
             f = by_result.get(r.id)
             if f is not None:
                 cell["flip"] = f.kind
@@ -60,6 +63,20 @@ def table_data(store: Store, columns: int = COLUMNS) -> dict[str, Any]:
     # Reasons and messages came from oracles: redacted and printable, like every view.
     table: dict[str, Any] = escape.safe({"suites": out})
     return table
+
+
+def measured(cell: dict[str, Any], r: ws.ResultRecord, before: dict[str, float]) -> None:
+    """A performance oracle's cell shows what it measured and the change from the build
+    before, never ``good`` (its exit code says nothing of a build 66 % slower)."""
+    perf = r.facts.get("perf") if r.state == ws.DONE else None
+    if not isinstance(perf, dict) or not perf.get("samples"):
+        return
+    samples = perf["samples"]
+    level = median([float(x) for x in samples])
+    prev = before.get(r.key.oracle)
+    before[r.key.oracle] = level
+    cell.update(verdict="measured", median=level, unit=perf.get("unit") or "",
+                change=None if not prev else round(level / prev - 1, 4))
 
 
 def _flip(store: Store, f: ws.FlipRecord) -> dict[str, Any]:
@@ -102,6 +119,11 @@ def cell_text(cell: dict[str, Any] | None) -> str:
     if cell is None:
         return "-"
     text = str(cell["verdict"])
+    if cell.get("median") is not None:
+        unit = f" {cell['unit']}" if cell.get("unit") else ""
+        change = cell.get("change")
+        text = f"{cell['median']:.4g}{unit}" + (f" {100 * change:+.0f}%" if change is not None
+                                                  else "")
     if cell.get("bisection") is not None:
         text += f" #{cell['bisection']}"
     return text
