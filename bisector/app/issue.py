@@ -28,11 +28,12 @@ from bisector.app.result_text import (
     suspect_probabilities,
     suspects_heading,
 )
+from bisector.base import oracle_env
 from bisector.base.escape import code, fence, md
 from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
-from bisector.run.config import Request, reproduce_command
+from bisector.run.config import VARIANT, Request, reproduce_command
 from bisector.run.prior import note as prior_note
 
 # A path-like word (no spaces, quotes or colons) and the package folders inside one. Found in
@@ -127,9 +128,21 @@ def _clone_name(d: dict[str, Any]) -> str:
     return (d["github"] or "").rsplit("/", 1)[-1] or Path(d["repo"]).name
 
 
+def _probed_variant(d: dict[str, Any]) -> str | None:
+    """The variant the probed torches were (``+cu130`` of ``2.11.0+cu130``), when every probe
+    that says agrees: the line must name what ran, not the profile's default."""
+    found = {str(v).rpartition("+")[2] for p in d.get("probes", [])
+             if (v := (p.get("facts") or {}).get("package_version")) and "+" in str(v)}
+    return found.pop() if len(found) == 1 and VARIANT.fullmatch(next(iter(found))) else None
+
+
 def reproduce(d: dict[str, Any], req: Request) -> str:
     name = _clone_name(d)
-    line = reproduce_command(portable(d, req))
+    # The variables the box's image describes itself with (CUDA_VERSION, TORCH_CUDA_ARCH_LIST)
+    # are facts of that box, not choices to repeat; the variant is the one probed.
+    env = tuple(w for w in req.env if not oracle_env.describes_image(w.partition("=")[0]))
+    variant = _probed_variant(d) or req.variant
+    line = reproduce_command(portable(d, replace(req, env=env, variant=variant)))
     if d["github"]:
         return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
     return line

@@ -34,6 +34,16 @@ _HOST_SUFFIXES = ("_HOME", "_PATH", "_DIR", "_ROOT")
 _PLACEMENT = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"})
 
 
+# What a box's image says about itself (``CUDA_VERSION=12.8.1``, the architectures its torch
+# was built for): recorded and keyed as inherited, never put into a reproduce line as if the
+# user had chosen it.
+_IMAGE = frozenset({"TORCH_CUDA_ARCH_LIST", "CUDA_DRIVER_VERSION", "NV_CUDA_LIB_VERSION"})
+
+
+def describes_image(name: str) -> bool:
+    return name in _IMAGE or name.endswith("_VERSION")
+
+
 def parse(pairs: Iterable[str], flag: str = "--env") -> dict[str, str]:
     """``NAME=VALUE`` words as a dict (later wins); a bad word is a one-line usage error."""
     out: dict[str, str] = {}

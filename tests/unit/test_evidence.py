@@ -39,3 +39,22 @@ def test_a_flaky_answer_draws_the_posterior_tallest_at_the_culprit() -> None:
 
 def test_a_plain_answer_draws_nothing_more() -> None:
     assert evidence(_d({"kind": "culprit"}, [])) is None
+
+
+def test_the_issue_reproduce_line_names_what_ran_and_what_the_user_chose() -> None:
+    """Issue 31, item 5: the line said ``--variant cu128`` for +cu130 torches and carried the
+    box image's CUDA_VERSION and TORCH_CUDA_ARCH_LIST."""
+    from pathlib import Path
+
+    from bisector.app.issue import reproduce
+    from bisector.run.config import Request
+
+    req = Request(good="v1", bad="v2", oracle="name_mangling", repo=Path("/x/pytorch"),
+                  variant="cu128", env=("CUDA_VERSION=12.8.1", "TORCH_CUDA_ARCH_LIST=9.0",
+                                        "TORCH_LOGS=recompiles"))
+    d = {"github": "pytorch/pytorch", "repo": "/x/pytorch", "good": {}, "bad": {},
+         "probes": [{"facts": {"package_version": "2.11.0+cu130"}}] * 3}
+    line = reproduce(d, req)
+    assert "--variant cu130" in line and "cu128" not in line
+    assert "TORCH_LOGS=recompiles" in line
+    assert "CUDA_VERSION" not in line and "TORCH_CUDA_ARCH_LIST" not in line
