@@ -133,6 +133,45 @@ def configured_index() -> str | None:
         return None
 
 
+def check_requires_python(repo: git.Repo, bad_sha: str, python: str, given: bool) -> None:
+    """A Python the project says it does not support, refused in one line before anything is
+    built (it was accepted silently, and every build or install failed as a skip). Read from
+    the bad commit's ``pyproject.toml`` ``[project] requires-python``; nothing to check when
+    there is none, it does not parse, or the interpreter cannot say its version."""
+    # lazy: only a start or plan reads the project's metadata
+    import tomllib
+
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        text = repo.git.show(f"{bad_sha}:pyproject.toml")
+        spec = tomllib.loads(text).get("project", {}).get("requires-python")
+        wanted = SpecifierSet(spec) if isinstance(spec, str) else None
+    except (git.GitCommandError, tomllib.TOMLDecodeError, InvalidSpecifier, AttributeError):
+        return
+    version = python_version(python)
+    if wanted is None or version is None or wanted.contains(version, prereleases=True):
+        return
+    how = "--python" if given else "the Python chosen (pass --python)"
+    raise UsageError(f"{how} {python} is Python {version}, and the project at {bad_sha[:12]} "
+                     f"requires-python {spec!r}: give an interpreter that fits "
+                     f"(--python /path/to/python3.X)")
+
+
+def python_version(python: str) -> str | None:
+    """``3.11.7`` of an interpreter, or None when it cannot say."""
+    import subprocess
+
+    try:
+        r = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
+                           capture_output=True, text=True, timeout=30, check=False,
+                           stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    out = r.stdout.strip()
+    return out if r.returncode == 0 and out[:1].isdigit() else None
+
+
 def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     """Check every input without touching the store, and resolve the run configuration."""
     req.check()
@@ -160,6 +199,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     # The user's interpreter, not bisector's own; the note names it in `plan`, `start`, `show`.
     interpreter = choose_python(req.python, profile.import_name)
     python = interpreter.path
+    check_requires_python(repo, span.bad_sha, python, given=req.python is not None)
     span = replace(span, notes=(*span.notes, interpreter.note))
     # The oracle environment: what a local run inherits (TORCH_LOGS, TORCHINDUCTOR_*, ...)
     # and --env, stored in the request: the key, the facts and the reproduce line hold it,

@@ -153,3 +153,21 @@ def test_a_python_that_is_no_python_is_one_line(home: Path, tmp_path: Path,
     44-line traceback."""
     r = invoke("check", "--env", "system", "--python", python, "--", "true", cwd=tmp_path)
     one_line_error(r, "not a Python 3 interpreter")
+
+
+def test_a_python_the_project_does_not_support_is_one_line(home: Path, tmp_path: Path) -> None:
+    """Issue 32, item 9: a Python older than the project's ``Requires-Python`` was accepted
+    silently (and every build failed as a skip)."""
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "1"\n'
+                                         'requires-python = ">=3.99"\n')
+    for i in range(3):
+        (repo / "p.py").write_text(f"X = {i}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"c{i}")
+    r = invoke("--db", str(home / "b.db"), "start", "--repo", str(repo), "--good", "main~2",
+               "--bad", "main", "--", "true")
+    one_line_error(r, "requires-python '>=3.99'")
+    assert not (home / "b.db").exists()
