@@ -341,3 +341,16 @@ def test_a_command_oracle_outside_the_tree_is_taken_from_where_the_user_stands(
     one_line_error(invoke("--db", str(home / "b.db"), "start", "--repo", ".", "--good",
                           hist.main[0], "--bad", hist.main[-1], "--", "python", "../nope.py",
                           cwd=hist.path), "no such file from here")
+
+
+def test_an_oracle_missing_a_module_is_not_told_to_pick_an_older_good(
+        home: Path, world: SyntheticHistory, tmp_path: Path) -> None:
+    """Issue 32, item 9: a program or module the oracle needs, missing here, was reported as
+    "good is already bad ... pick an older --good"."""
+    oracle = tmp_path / "needs.py"
+    oracle.write_text("import numpy_that_is_not_installed_here\n")
+    r = invoke("-q", "--db", str(home / "b.db"), "start", "--repo", str(world.path), "--good",
+               world.main[0], "--bad", world.main[-1], "--oracle", str(oracle), "--no-confirm",
+               "--any-failure")
+    one_line_error(r, "fails before it tests anything")
+    assert "pick an older --good" not in r.stderr

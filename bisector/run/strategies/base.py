@@ -137,6 +137,16 @@ def answer_for(view: View, step: Step, extra: dict[str, object] | None = None,
                   stop=True)
 
 
+# What a run prints when the oracle could not start what it tests: a program or module that is
+# not there (the shell's 127, Python's import error, exec's missing file).
+_MISSING = ("exit 127", "exit 126", "command not found", "No module named",
+            "No such file or directory", "cannot execute")
+
+
+def _missing(said: str) -> bool:
+    return any(words in said for words in _MISSING)
+
+
 def stop_message(view: View, step: Stop) -> str:
     """Why the search cannot start, and what to do about it."""
     b = view.record
@@ -148,6 +158,11 @@ def stop_message(view: View, step: Stop) -> str:
         # What it said, so a failure of the oracle itself (an import missing at both ends)
         # is not taken for an older change.
         said = _last_line(view, step.position)
+        if _missing(said):
+            return (f"{good_desc} ({sha}) fails before it tests anything ({said}): a program "
+                    f"or module the oracle needs is missing here, not an older change; install "
+                    f"it (a command oracle takes --dependency) and check with bisect check "
+                    f"--commit {sha}")
         return (f"{good_desc} ({sha}) is already {new}{f' ({said})' if said else ''}: if "
                 f"that is the failure you hunt, the change is older: pick an older --good; "
                 f"if not, fix the oracle (bisect check --commit {sha})")
