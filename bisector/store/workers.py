@@ -103,14 +103,18 @@ def listing(store: Store, *, stale_s: float = defaults.WORKER_STALE_S,
                          .where(m.WorkerRow.heartbeat_at >= after)
                          .order_by(m.WorkerRow.id)).all()
     out = []
-    for w, t in rows:
+    for w, task in rows:
         beat_at = _aware(w.heartbeat_at)
+        # A task retried by another worker is not what this (dead) one runs: attempt 2 was
+        # shown beside the worker killed during attempt 1.
+        t: m.ProbeTask | None = (None if task is not None and task.worker is not None
+                                 and task.worker != w.name else task)
         alive = (w.state != WorkerState.STOPPED.value
                  and owner_alive(w.owner, beat_at, stale_s)
                  and datetime.now(UTC) - beat_at < timedelta(seconds=stale_s))
         out.append(WorkerRecord(
             w.id, w.name, w.owner, w.host, w.pid, w.gpu, list(w.queues or []),
-            WorkerState(w.state), alive, w.task_id, t.bisection_id if t else None,
+            WorkerState(w.state), alive, t.id if t else None, t.bisection_id if t else None,
             t.commit_sha if t else None, t.attempt if t else None, w.jobs,
             _aware(w.started_at), beat_at))
     return sorted(out, key=lambda r: (not r.alive, r.id))

@@ -474,3 +474,25 @@ def _run(sha: str, outcome: Outcome) -> NewRun:
 def _verdicts(store: Store) -> int:
     with store.engine.connect() as c:
         return int(c.execute(text("SELECT count(*) FROM run")).scalar() or 0)
+
+
+def test_a_killed_worker_is_not_shown_beside_the_attempt_another_ran(
+        tmp_path: Path, home: Path) -> None:
+    """Issue 32, item 8: ``bisect workers`` showed a worker killed with -9 beside attempt 2,
+    which another worker ran."""
+    from bisector.store import workers as ws
+
+    store = open_store(str(tmp_path / "b.db"))
+    bid, _key, shas = _bisection(store)
+    [t] = tasks.open_round(store, bid, "coord:1:1", 1, [(0, shas[0])]) or []
+    a = ws.register(store, name="box-a/gpu0", owner="box-a:11:1", host="box-a", pid=11,
+                    gpu="0", queues=["probe"])
+    b = ws.register(store, name="box-b/gpu0", owner="box-b:22:1", host="box-b", pid=22,
+                    gpu="0", queues=["probe"])
+    tasks.start(store, t.id, owner="box-a:11:1", worker="box-a/gpu0")
+    ws.busy(store, a, t.id)  # then killed: its row keeps the task
+    tasks.start(store, t.id, owner="box-b:22:1", worker="box-b/gpu0")
+    ws.busy(store, b, t.id)
+    rows = {w.name: w for w in ws.listing(store)}
+    assert rows["box-b/gpu0"].attempt == 2
+    assert rows["box-a/gpu0"].task_id is None and rows["box-a/gpu0"].attempt is None
