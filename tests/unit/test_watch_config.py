@@ -109,3 +109,30 @@ def test_the_schedule_is_cron(tmp_path: Path) -> None:
     assert next_time("0 3 * * *", datetime(2026, 1, 1, 2, 59)) == datetime(2026, 1, 1, 3, 0)
     with pytest.raises(BisectorError, match="not a cron expression"):
         next_time("every day", datetime(2026, 1, 1))
+
+
+def test_a_timed_out_notifier_takes_its_setsid_child_with_it(tmp_path: Path) -> None:
+    """Issue 32, item 8: a notifier's ``setsid`` child left the process group the timeout
+    killed, while the warning said everything it started was stopped."""
+    import os
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    event = {"event": "flip", "text": "x", "issue_file": str(tmp_path / "x.md")}
+    hangs = Notify(command=("sh", "-c", f"setsid sleep 300 & echo $! > {pid_file}; sleep 30"),
+                   timeout_s=1.0)
+    assert "ran past" in str(send(hangs, dict(event)))
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        with open(f"/proc/{pid}/stat") as f:  # a zombie waiting for its parent is gone too
+            if f.read().split(") ")[-1].startswith("Z"):
+                break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError(f"the notifier's setsid child {pid} outlived it")

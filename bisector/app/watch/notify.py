@@ -19,13 +19,16 @@ the body go through :mod:`bisector.base.redact` here, whoever built them.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
 from bisector.app.watch.config import Notify
 from bisector.base import redact
 from bisector.base.escape import code, fence
-from bisector.infra.proc import call_bounded
+from bisector.infra.owner import owner_id
+from bisector.infra.proc import call_bounded, reaped, reaper_env
 
 
 def write_event(folder: Path, stem: str, event: dict[str, Any], markdown: str,
@@ -55,8 +58,13 @@ def send(cfg: Notify, event: dict[str, Any]) -> str | None:
     if not cfg.command or event["event"] not in cfg.on:
         return None
     payload = json.dumps(redact.data(event), default=str)
+    # Under the reaper (a child subreaper), so that "everything it started" is true: a
+    # `setsid` child leaves the process group a timeout kills, never the reaper's care.
     try:
-        r, timed_out = call_bounded(cfg.command, input=payload, timeout_s=cfg.timeout_s)
+        if shutil.which(cfg.command[0]) is None:
+            raise FileNotFoundError(2, "no such program")
+        r, timed_out = call_bounded(reaped(cfg.command, f"{owner_id()}|notify"), input=payload,
+                                    env=reaper_env(os.environ), timeout_s=cfg.timeout_s)
     except OSError as e:
         return (f"warning: the notify command {cfg.command[0]!r} could not start "
                 f"({e.strerror or e}); fix [notify] command ({event['event']} event kept in "
