@@ -53,6 +53,11 @@ NOT_REPRODUCIBLE_BELOW = 0.5
 CONFIRM_ROUNDS = 3
 
 
+# The revert's entry when there is none to run.
+NO_REVERT = {"applied": False, "reason": "git revert of the culprit does not apply cleanly onto "
+                                         "the bad endpoint (or the repository is not here)"}
+
+
 class Confirmation(enum.StrEnum):
     CONFIRMED = "confirmed"
     NOT_REPRODUCIBLE = "not reproducible"
@@ -200,9 +205,7 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
     }
     revert = ctx.revert(cands[position], cands[-1])
     if revert is None:
-        out["revert"] = {"applied": False,
-                         "reason": "git revert of the culprit does not apply cleanly onto the "
-                                   "bad endpoint (or the repository is not here)"}
+        out["revert"] = dict(NO_REVERT)
     else:
         n = len(cands)
         reverted: Side = (n - 1, revert, lambda: ctx.source.obtain_commit(revert, n - 1),
@@ -314,9 +317,7 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
             status = Confirmation.INCONCLUSIVE
     revert = ctx.revert(cands[position], cands[-1])
     if revert is None:
-        out["revert"] = {"applied": False,
-                         "reason": "git revert of the culprit does not apply cleanly onto the "
-                                   "bad endpoint (or the repository is not here)"}
+        out["revert"] = dict(NO_REVERT)
     else:
         n = len(cands)
         seen, verdict = _runs(ctx, lambda: ctx.source.obtain_commit(revert, n - 1),
