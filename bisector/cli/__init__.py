@@ -249,10 +249,14 @@ def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> N
 @click.option("--limit", default=50, show_default=True, type=Whole(1, defaults.MAX_LIMIT))
 @click.option("--wide", is_flag=True, help="Full values (culprit sha, repo, range) on a terminal "
               "too; output that is not a terminal always has them.")
+@click.option("--all", "show_all", is_flag=True, help="Also the bisections that stopped at "
+              "their endpoints before the newest one (hidden from the table by default).")
 @click.pass_obj
-def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
+def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool, show_all: bool) -> None:
     """List past and running bisections (on a terminal, one line each: long values end in
-    an ellipsis; --wide or a pipe shows them whole)."""
+    an ellipsis; --wide or a pipe shows them whole). Starts that stopped at their endpoints
+    (a wrong ref, an oracle that could not run) are hidden but for the newest: --all shows
+    them; --json always has every row."""
     if absent(c.db):
         # Nothing was ever stored there: say so without creating the file (or loading the
         # store's code); a --db or $BISECTOR_DB that names no file is more likely a typo.
@@ -272,7 +276,11 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool) -> None:
         _note("no bisections in this store yet: start one with bisect start (bisect demo "
               "shows one)")
         return
-    listing.print_rows(rows, wide)
+    shown, hidden = listing.without_failed_starts(rows, show_all)
+    listing.print_rows(shown, wide)
+    if hidden:
+        _note(f"{hidden} older bisection(s) that stopped at their endpoints are not shown: "
+              f"bisect list --all")
 
 
 @cli.command()

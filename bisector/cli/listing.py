@@ -28,6 +28,18 @@ LONG_COLUMNS = ("repo", "range", "oracle")  # what a terminal's table cuts to fi
 ORACLE_KEPT = 16  # an oracle name up to this long is never cut in `list`'s table
 
 
+def without_failed_starts(rows: list[dict[str, Any]], show_all: bool
+                          ) -> tuple[list[dict[str, Any]], int]:
+    """The rows a person sees, and how many are hidden: a start that stopped at its endpoints
+    (``failed``) says nothing worth a line once a newer bisection exists, and a few wrong
+    refs filled the table with them. The newest row always stays."""
+    if show_all or not rows:
+        return rows, 0
+    newest = max(int(r["id"]) for r in rows)
+    kept = [r for r in rows if r.get("state") != "failed" or int(r["id"]) == newest]
+    return kept, len(rows) - len(kept)
+
+
 def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
     """The rows of ``app/views.listing`` on standard output."""
     # lazy: rich (the table) and git (printable), once there is something to show

@@ -5,6 +5,7 @@ only the store that the refusals must leave untouched is made by a real bisectio
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -160,3 +161,25 @@ def test_unusable_database(home: Path, hist: SyntheticHistory, make: object,
     assert_refused(r, 5, needle)
     assert p.read_bytes() == before
     assert_refused(invoke("--db", str(p), "list"), 5, needle)
+
+
+def test_list_hides_older_starts_that_stopped_at_their_endpoints(
+        home: Path, world: SyntheticHistory, tmp_path: Path) -> None:
+    """Issue 32, item 9: every start refused at its endpoints stayed in `bisect list`, which
+    filled with them; the table keeps the newest row and says how many it hides."""
+    bad = tmp_path / "always_bad.py"
+    bad.write_text("import sys\nsys.exit(1)\n")
+    db = str(home / "b.db")
+    for _ in range(2):
+        r = invoke("-q", "--db", db, "start", "--repo", str(world.path), "--good",
+                   world.main[0], "--bad", world.main[-1], "--oracle", str(bad), "--no-confirm")
+        assert r.exit_code == 7, r.stderr
+    shown = invoke("--db", db, "list")
+    assert shown.stdout.count("failed") == 1  # the newest one stays
+    r = invoke("-q", "--db", db, "start", "--repo", str(world.path), "--good", world.main[0],
+               "--bad", world.main[-1], "--oracle", "torchlet_norm", "--no-confirm")
+    assert r.exit_code == 0, r.stderr
+    shown = invoke("--db", db, "list")
+    assert "failed" not in shown.stdout and "2 older bisection(s)" in shown.stderr
+    assert invoke("--db", db, "list", "--all").stdout.count("failed") == 2
+    assert len(json.loads(invoke("--db", db, "list", "--json").stdout)) == 3
