@@ -163,6 +163,7 @@ def test_unusable_database(home: Path, hist: SyntheticHistory, make: object,
     assert_refused(invoke("--db", str(p), "list"), 5, needle)
 
 
+@pytest.mark.adversarial
 def test_list_hides_older_starts_that_stopped_at_their_endpoints(
         home: Path, world: SyntheticHistory, tmp_path: Path) -> None:
     """Issue 32, item 9: every start refused at its endpoints stayed in `bisect list`, which

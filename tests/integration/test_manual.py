@@ -10,6 +10,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from tests.support import BISECT, ROOT, run_cli
 
@@ -94,6 +96,7 @@ def test_manual_with_an_oracle_or_several_probes_is_refused(home: Path, tmp_path
     assert not (home / "data" / "bisector.db").exists()
 
 
+@pytest.mark.adversarial
 def test_an_endpoint_judged_the_wrong_way_says_its_reason_once(home: Path,
                                                                tmp_path: Path) -> None:
     """Issue 32, item 8: an endpoint error in manual mode printed its reason twice ("judged by

@@ -148,6 +148,7 @@ def test_a_large_store_is_read_whole_only_before_a_write(tmp_path: Path) -> None
     assert f.read_bytes() == before
 
 
+@pytest.mark.adversarial
 def test_du_says_a_store_it_cannot_read(tmp_path: Path) -> None:
     """Issue 32, item 9: ``du`` on a damaged small store silently fell back to the files."""
     f = tmp_path / "b.db"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from bisector.infra.owner import owner_id
@@ -14,6 +15,7 @@ from bisector.web.server import create_app
 from tests.support import invoke
 
 
+@pytest.mark.adversarial
 def test_a_slowed_nightly_reads_as_its_measurement(tmp_path: Path) -> None:
     db = tmp_path / "w.db"
     store, me = open_store(str(db)), owner_id()

@@ -476,6 +476,7 @@ def _verdicts(store: Store) -> int:
         return int(c.execute(text("SELECT count(*) FROM run")).scalar() or 0)
 
 
+@pytest.mark.adversarial
 def test_a_killed_worker_is_not_shown_beside_the_attempt_another_ran(
         tmp_path: Path, home: Path) -> None:
     """Issue 32, item 8: ``bisect workers`` showed a worker killed with -9 beside attempt 2,

@@ -111,6 +111,7 @@ def test_the_schedule_is_cron(tmp_path: Path) -> None:
         next_time("every day", datetime(2026, 1, 1))
 
 
+@pytest.mark.adversarial
 def test_a_timed_out_notifier_takes_its_setsid_child_with_it(tmp_path: Path) -> None:
     """Issue 32, item 8: a notifier's ``setsid`` child left the process group the timeout
     killed, while the warning said everything it started was stopped."""
