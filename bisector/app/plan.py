@@ -34,9 +34,8 @@ from bisector.app.costs import (
 )
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.artifacts.ranking import COST
-from bisector.base import defaults
 from bisector.base.events import Events, QuietEvents
-from bisector.core import noisy
+from bisector.core import noisy, paired
 from bisector.core.sampling import (
     PLAIN,
     Kind,
@@ -66,7 +65,9 @@ SAMPLE = 256
 NOISY_SAMPLE = 64
 # Runs a performance commit is priced at on average: most commits are far from the threshold
 # and decided by their first one or two runs; the worst case is the oracle's ``max-runs``.
-PERF_MEAN_RUNS = 2
+# A performance probe is decided at 7 pairs (core/paired.MIN_PAIRS): its 7 runs and the
+# reference's 7 beside them.
+PERF_MEAN_RUNS = 2 * paired.MIN_PAIRS
 
 
 class Ranking(Protocol):
@@ -167,7 +168,10 @@ def _confirmation(provider: Ranking, costs: Mapping[str, float], culprit: int,
     if not sampling.confirm_runs:
         return 0, 0, 0.0
     revert = "overlay" if provider.kind(culprit) == "overlay" else "build"
-    runs = 3 * sampling.confirm_runs
+    # A performance culprit is confirmed paired: parent, culprit, ..., parent, twice (the
+    # culprit, then the revert, each beside the parent).
+    runs = (4 * paired.MIN_PAIRS + 2 if sampling.kind is Kind.PERFORMANCE
+            else 3 * sampling.confirm_runs)
     return runs, int(revert == "build"), costs[revert] + runs * costs["oracle"]
 
 
@@ -188,11 +192,9 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
     per_probe, fixed = 1, (0, 0, 0.0)
     if sampling.kind is Kind.PERFORMANCE:
         seeded.setdefault(0, Verdict.GOOD)  # judged by its baseline runs, priced here
-        per_probe = perf_max_runs(sampling.max_runs) if worst else PERF_MEAN_RUNS
-        # Worst case: the baseline's runs disagree and it grows to its split size.
-        base = defaults.PERF_SPLIT_BASELINE_RUNS if worst else sampling.endpoint_runs
-        fixed = (base, int(provider.kind(0) == "build"),
-                 costs[provider.kind(0)] + base * costs["oracle"])
+        # Paired: each commit's runs come with as many of the reference's (worst: the cap).
+        per_probe = 2 * perf_max_runs(sampling.max_runs) if worst else PERF_MEAN_RUNS
+        fixed = (1, int(provider.kind(0) == "build"), costs[provider.kind(0)] + costs["oracle"])
     if not isinstance(next_step(n, seeded, cost=provider.cost), Next):
         return [(0, 0, 0.0)]  # the stored verdicts already answer: a run only reports them
     culprits = consistent_culprits(n, seeded) or list(range(1, n))
@@ -300,13 +302,13 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
                    f"{sampling.endpoint_runs} runs of each endpoint, confidence "
                    f"{sampling.confidence}; stored runs of this oracle are not counted")
     elif sampling.kind is Kind.PERFORMANCE:
-        out.append(f"performance oracle: {sampling.endpoint_runs} baseline runs, then "
-                   f"{PERF_MEAN_RUNS} runs a commit on average; at most "
-                   f"{defaults.PERF_SPLIT_BASELINE_RUNS} baseline runs (when they disagree, "
-                   f"each run counts once and commits need 4 or more) and max-runs a commit")
+        out.append(f"performance oracle, paired: {PERF_MEAN_RUNS} runs a commit on average "
+                   f"({paired.MIN_PAIRS} of its own, as many of the good endpoint's beside "
+                   f"them); at most twice max-runs pairs a commit")
     if sampling.confirm_runs:
         out.append(f"confirmation included: culprit, parent and revert run "
-                   f"{sampling.confirm_runs} time(s) each (--no-confirm leaves it out)")
+                   f"{sampling.confirm_runs} time(s) each, a performance oracle's paired "
+                   f"{paired.MIN_PAIRS} times beside its parent (--no-confirm leaves it out)")
     return out
 
 

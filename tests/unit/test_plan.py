@@ -158,15 +158,17 @@ def test_a_flaky_oracle_costs_more_runs_than_probes_and_each_commit_is_obtained_
     assert max(r for r, _, _ in capped) == 6 + 5
 
 
-def test_a_performance_oracle_pays_its_baseline_and_several_runs_a_commit() -> None:
+def test_a_performance_oracle_pays_its_pairs_a_commit() -> None:
     n = 100
     sampling = Sampling(Kind.PERFORMANCE, max_runs=8, endpoint_runs=3)
     rep = make_plan(Kinds({0: "cached"}), n, COSTS, [], [], [], [], sampling=sampling)
     plain = make_plan(Kinds({0: "cached"}), n, COSTS, [], [], [], [])
-    probes = plain.probes_max - 1  # the good endpoint is not probed: its runs are the baseline
-    assert rep.probes_max == 8 + 8 * probes  # a split baseline, every commit at its cap
+    probes = plain.probes_max - 1  # the good endpoint is the reference, priced with each
+    # Paired: every commit at its cap of pairs (max-runs 8, never under 7), each pair its own
+    # run and the reference's beside it.
+    assert rep.probes_max == 1 + 2 * 8 * probes
     assert rep.sampling == "performance"
-    assert any("baseline" in note for note in rep.notes)
+    assert any("paired" in note for note in rep.notes)
 
 
 def test_the_sampling_follows_the_oracles_metadata() -> None:
