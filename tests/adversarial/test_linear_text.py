@@ -42,8 +42,8 @@ FRAGMENTS = ["/a", "a.", "a-", "A=", "A_", " ", "_", "`", "]", "[", "(", 'File "
              "Error", "Error:", ".py", ":1: ", "\n", "\t", "&", "#", "/home/", "/root/",
              "torchinductor_", "site-packages", "authorization: ", "compile(", "in f\n",
              "Traceback (most recent call last)\n", "\x1b[", "\u202e", "é", "*", "\\"]
-MS_PER_KB = 10.0  # measured worst here: 0.65 ms/KB (redact, md); a quadratic one is ~100
-FLOOR_S = 0.05
+MS_PER_KB = 20.0  # measured worst here: 0.65 ms/KB (redact, md); a quadratic one is ~100
+FLOOR_S = 0.5  # a loaded, shared machine: a pause is not a pattern gone quadratic
 
 
 def _compile_source(s: str) -> bool:
