@@ -9,6 +9,7 @@ from typing import Any
 
 import git
 
+from bisector.app.result_text import commit_lines
 from bisector.base.escape import md
 from bisector.project import merges
 from bisector.project.history import merge_parents, unwalked_side
@@ -98,14 +99,7 @@ def markdown(d: dict[str, Any]) -> list[str]:
     if c:
         out = [f"Inside the merge: `{c['sha']}`"
                + (" (the merge's own tree)" if c.get("same_tree") else ""), ""]
-        if c.get("subject"):
-            out.append(f"- **{md(c['subject'])}**")
-            out.append(f"- Author: {md(c.get('author') or '')} "
-                       f"({md(c.get('author_email') or '')}), {c.get('date')}")
-        if c.get("pr"):
-            link = f" ({c['pr_url']})" if c.get("pr_url") else ""
-            out.append(f"- Pull request: #{c['pr']}{link}")
-        return [*out, ""]
+        return [*out, *commit_lines(c), ""]
     line = said(d)
     return [f"Inside the merge: {md(line)}", ""] if line else []
 

@@ -14,6 +14,7 @@ import git
 from bisector.app import compile_debug, hunted, merge_text
 from bisector.app.phases import phase_markdown
 from bisector.app.result_text import (
+    commit_lines,
     confirmation_summary,
     noisy_summary,
     perf_table,
@@ -257,15 +258,7 @@ def show_markdown(d: dict[str, Any]) -> str:
         title = (f"Suspected first {new} commit, {d['state']}: `{c['sha']}`"
                  if d["state"] in ("not reproducible", "inconclusive")
                  else f"First {new} commit: `{c['sha']}`")
-        lines += [title, ""]
-        if c.get("subject"):
-            lines.append(f"- **{md(c['subject'])}**")
-            lines.append(f"- Author: {md(c.get('author') or '')} "
-                         f"({md(c.get('author_email') or '')}), {c.get('date')}")
-        if c.get("pr"):
-            link = f" ({c['pr_url']})" if c.get("pr_url") else ""
-            lines.append(f"- Pull request: #{c['pr']}{link}")
-        lines += ["", *merge_text.markdown(d)]
+        lines += [title, "", *commit_lines(c), "", *merge_text.markdown(d)]
     elif d["suspects"]:
         lines += [suspects_heading(d), ""]
         for x, q in zip(d["suspects"], suspect_probabilities(d), strict=False):

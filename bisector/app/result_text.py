@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bisector.base.escape import md
+
 
 def suspects_heading(d: dict[str, Any]) -> str:
     new = d["terms"]["new"]
@@ -97,4 +99,18 @@ def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
         verdict = {"good": old, "bad": new}.get(row["verdict"], row["verdict"])
         out.append(f"| `{row['sha'][:12]}` | {row['runs']} | {row.get('pairs', '')} | {med} "
                    f"| {change} | {verdict} | {p} |")
+    return out
+
+
+def commit_lines(c: dict[str, Any]) -> list[str]:
+    """A named commit's subject, author and pull request as Markdown list items (the culprit,
+    or the commit inside a merge): the same words wherever a commit is named."""
+    out = []
+    if c.get("subject"):
+        out.append(f"- **{md(c['subject'])}**")
+        out.append(f"- Author: {md(c.get('author') or '')} "
+                   f"({md(c.get('author_email') or '')}), {c.get('date')}")
+    if c.get("pr"):
+        link = f" ({c['pr_url']})" if c.get("pr_url") else ""
+        out.append(f"- Pull request: #{c['pr']}{link}")
     return out
