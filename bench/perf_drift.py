@@ -103,15 +103,29 @@ def _paired_hunt(s: Setting, culprit: int, rng: random.Random) -> tuple[str, int
 
 
 def _confirm_paired(m: Machine, c: int, rule: object) -> str:
+    """As ``run/confirm.py``'s ``_beside``: parent, culprit, parent, ..., growing on the
+    search's schedule while undecided, up to the search's cap of pairs."""
     from bisector.core import paired, perf
 
     assert isinstance(rule, paired.Rule)
     refs: list[paired.Timed] = []
     tests: list[paired.Timed] = []
-    for i in range(2 * paired.MIN_PAIRS + 1):
-        t, samples = m.run(c - 1 if i % 2 == 0 else c)
-        (refs if i % 2 == 0 else tests).append(paired.Timed(t, perf.median(samples)))
-    got = paired.compare(paired.differences(refs, tests, rule), rule)
+    cap = paired.DEFAULT_MAX_PAIRS
+
+    def run(p: int, into: list[paired.Timed]) -> None:
+        t, samples = m.run(p)
+        into.append(paired.Timed(t, perf.median(samples)))
+
+    run(c - 1, refs)
+    target = paired.MIN_PAIRS
+    while True:
+        while len(tests) < target:
+            run(c, tests)
+            run(c - 1, refs)
+        got = paired.compare(paired.differences(refs, tests, rule), rule)
+        if got.verdict is not perf.PerfVerdict.UNDECIDED or len(tests) >= cap:
+            break
+        target = paired.next_look(len(tests), cap)
     if got.verdict is perf.PerfVerdict.BAD:
         return "right" if c == m.culprit else "wrong"
     return "unsure"

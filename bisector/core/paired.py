@@ -134,6 +134,12 @@ def due(pairs: int, cap: int) -> int:
     return max(0, min(point, cap) - pairs) if pairs < cap else 0
 
 
+def next_look(made: int, cap: int) -> int:
+    """The pairs of the next comparison after an undecided one at ``made``: the schedule's
+    next point (:func:`due`), at most ``cap``. A confirmation grows by it as the search does."""
+    return min(cap, made + due(made + 1, cap) + 1)
+
+
 def drift(refs: Sequence[Timed]) -> dict[str, float] | None:
     """How the reference itself moved over the bisection: its first and last run medians,
     their ratio, and the range over all its runs (``None`` under two runs)."""

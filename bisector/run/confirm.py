@@ -152,19 +152,18 @@ Side = tuple[int, str, Callable[[], Obtained | Unobtainable], str]  # position, 
 
 
 def _beside(ctx: Context, ref: Side, test: Side, rule: paired.Rule,
-            pairs: int) -> tuple[Seen, Seen, paired.Paired | None]:
+            pairs: int, cap: int) -> tuple[Seen, Seen, paired.Paired | None]:
     """A performance oracle's paired check: ``ref, test, ref, test, ..., ref`` (``pairs``
     runs of ``test``, each between two of ``ref``), so a machine drifting meanwhile moves
-    both alike; the test's runs against the reference's by :func:`paired.compare`. None when
-    either commit cannot be obtained."""
+    both alike; the test's runs against the reference's by :func:`paired.compare`, growing
+    on the search's schedule (:func:`paired.due`: 7, 14, 28 pairs, ...) while undecided, up
+    to ``cap`` pairs. A single look at 7 pairs confirmed a 10 % slowdown against a 5 %
+    threshold on a noisy box only 4 times in 10 (simulated, ``make bench`` section 13).
+    None when either commit cannot be obtained."""
     keep_r, pipe_r, got_r = _group(ctx, ref[2], ref[3])
     keep_t, pipe_t, got_t = _group(ctx, test[2], test[3])
     if isinstance(got_r, Unobtainable) or isinstance(got_t, Unobtainable):
         return keep_r.seen, keep_t.seen, None
-    pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
-    for _ in range(pairs):
-        pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
-        pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
 
     def timed(facts: list[dict[str, Any]], odd: int) -> list[paired.Timed]:
         out = []
@@ -174,8 +173,20 @@ def _beside(ctx: Context, ref: Side, test: Side, rule: paired.Rule,
                 out.append(paired.Timed(2.0 * i + odd, perf.median(samples)))
         return out
 
-    diffs = paired.differences(timed(keep_r.facts, 0), timed(keep_t.facts, 1), rule)
-    return keep_r.seen, keep_t.seen, paired.compare(diffs, rule)
+    pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
+    cap = max(cap, pairs)
+    made, target = 0, pairs
+    while True:
+        while made < target:
+            pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
+            pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
+            made += 1
+        got = paired.compare(paired.differences(timed(keep_r.facts, 0),
+                                                timed(keep_t.facts, 1), rule), rule)
+        if got.verdict is not perf.PerfVerdict.UNDECIDED or made >= cap:
+            break
+        target = paired.next_look(made, cap)
+    return keep_r.seen, keep_t.seen, got
 
 
 def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str, Any]:
@@ -184,12 +195,13 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
     cap: "inconclusive"), and its revert on the bad endpoint beside the parent must not."""
     cands = ctx.candidates
     pairs = max(paired.MIN_PAIRS, sampling.confirm_runs(ctx.oracle.meta))
+    cap = sampling.perf_max_runs(ctx.oracle.meta.max_runs)
     ctx.events.note(f"confirming {cands[position][:12]}: the culprit beside its parent, "
-                    f"{pairs} pairs, then its revert")
+                    f"{pairs} pairs (up to {max(cap, pairs)} while undecided), then its revert")
     parent: Side = (position - 1, cands[position - 1],
                     lambda: ctx.source.obtain(position - 1), "parent")
     culprit: Side = (position, cands[position], lambda: ctx.source.obtain(position), "culprit")
-    ref_seen, seen, got = _beside(ctx, parent, culprit, rule, pairs)
+    ref_seen, seen, got = _beside(ctx, parent, culprit, rule, pairs, cap)
     verdict = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
         got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
     status = {Verdict.BAD: Confirmation.CONFIRMED,
@@ -210,7 +222,7 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
         n = len(cands)
         reverted: Side = (n - 1, revert, lambda: ctx.source.obtain_commit(revert, n - 1),
                           "revert")
-        _, seen, got = _beside(ctx, parent, reverted, rule, pairs)
+        _, seen, got = _beside(ctx, parent, reverted, rule, pairs, cap)
         said = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
             got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
         out["revert"] = {"applied": True, "sha": revert, "verdict": said.value,

@@ -129,6 +129,56 @@ def test_a_culprit_that_does_not_hold_up_is_never_done(store: Store) -> None:
     assert rec.state is State.NOT_REPRODUCIBLE and State.NOT_REPRODUCIBLE.exit_code == 13
 
 
+class OneFastRun(Timer):
+    """A Timer whose culprit, once ``confirming`` is set, runs once at its parent's speed: of
+    the first 7 pairs one goes the other way, and 7 pairs can then decide nothing."""
+
+    confirming = False
+    culprit_runs = 0
+
+    def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
+            gpu: str | None = None) -> RunResult:
+        slowdown = self.slowdown
+        if self.confirming and self.position[commit] == self.culprit:
+            self.culprit_runs += 1
+            if self.culprit_runs == 2:
+                self.slowdown = 1.0
+        try:
+            return super().run(inst=inst, oracle=oracle, commit=commit, run_dir=run_dir,
+                               gpu=gpu)
+        finally:
+            self.slowdown = slowdown
+
+
+def test_a_confirmation_undecided_at_7_pairs_grows_as_the_search_does(store: Store) -> None:
+    """One fresh culprit run of seven as fast as its parent: a single look at 7 pairs called
+    such culprits inconclusive (4 times in 10 for a 10 % slowdown against 5 % on a noisy box,
+    simulated); the confirmation grows to 14 pairs and confirms."""
+    cands = shas(20)
+    bid = new_bisection(store, cands, oracle=PERF)
+    ex = OneFastRun(cands, 12, 1.3, 8)
+    r = make_runner(store, bid, cands, ex, oracle=PERF)
+    r.confirm = True
+    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+    real = perf_search.Performance.decide
+
+    def then_confirm(self: perf_search.Performance) -> object:
+        got = real(self)
+        ex.confirming = not isinstance(got.then, Round)
+        return got
+
+    perf_search.Performance.decide = then_confirm  # type: ignore[assignment,method-assign]
+    try:
+        rec = r.run().record
+    finally:
+        perf_search.Performance.decide = real  # type: ignore[method-assign]
+    conf = rec.result["confirmation"]
+    assert rec.culprit_sha == cands[12] and conf["status"] == "confirmed"
+    assert conf["pairs"] == 2 * paired.MIN_PAIRS and len(conf["culprit"]) == conf["pairs"]
+    assert len(conf["parent"]) == conf["pairs"] + 1
+    assert rec.state is State.DONE
+
+
 def test_a_change_below_the_threshold_is_not_a_regression(store: Store) -> None:
     cands = shas(40)
     bid = new_bisection(store, cands, oracle=PERF)
