@@ -5,11 +5,13 @@ culprit on (the bad side always fails, as a broken test does, with the flakes on
 *flake-only* range has no culprit at all. Each hunt is driven by the very functions of the
 shipped search (``run/strategies/noisy.py``'s ``endpoints`` and ``endpoint_runs``,
 ``core/contrast.py``, ``core/noisy.py``, ``run/confirm.py``'s ``weigh``) in the loop of
-``Noisy.decide`` at one slot, with confirmation's 3 + 3 runs counted. Rows: flake-only ranges
+``Noisy.decide`` at one slot, with confirmation's groups of 3 + 3 runs counted (more groups
+only while it is undecided). Rows: flake-only ranges
 (right = "no regression"), real regressions (right = ``done`` on the culprit) and a
 FACF-like mix (60 % real, 40 % flake-only). The floor beside the runs: the bits to name one of
 n - 1 commits over the capacity of the oracle as a Z channel (false failures only), about 16
-runs at 1000 commits and 20 %.
+runs at 1000 commits and 20 %, and the same plus the log2(1 / (1 - 0.99)) = 6.6 bits of
+being 0.99 sure (about 27 runs there), which any search stopping at that confidence pays.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ class Setting:
     hunts: int
 
 
-def floor_runs(n: int, rate: float) -> float:
-    """log2(n - 1) over the Z channel's capacity log2(1 + (1 - p) p^(p / (1 - p)))."""
+def floor_runs(n: int, rate: float, confidence: float | None = None) -> float:
+    """log2(n - 1) over the Z channel's capacity log2(1 + (1 - p) p^(p / (1 - p))); with
+    ``confidence``, plus the log2(1 / (1 - confidence)) bits of being that sure (6.6 at
+    0.99), which no search that stops at that confidence can do without."""
     capacity = math.log2(1 + (1 - rate) * rate ** (rate / (1 - rate)))
-    return math.log2(n - 1) / capacity
+    sure = math.log2(1 / (1 - confidence)) if confidence is not None else 0.0
+    return (math.log2(n - 1) + sure) / capacity
 
 
 def hunt(n: int, culprit: int | None, rate: float, rng: random.Random) -> tuple[str, int]:
@@ -42,7 +47,7 @@ def hunt(n: int, culprit: int | None, rate: float, rng: random.Random) -> tuple[
     from bisector.base import defaults
     from bisector.core import noisy
     from bisector.run.confirm import CONFIRM_ROUNDS, Confirmation, weigh
-    from bisector.run.strategies.noisy import Ending, Evidence, plan
+    from bisector.run.strategies.noisy import Ending, Evidence, estimated_rates, plan
 
     def run(p: int) -> bool:
         return (culprit is not None and p >= culprit) or rng.random() < rate
@@ -51,7 +56,7 @@ def hunt(n: int, culprit: int | None, rate: float, rng: random.Random) -> tuple[
     reports: list[tuple[int, bool]] = []
     while True:
         ev = Evidence(tuple(reports), {})
-        fp, fn = noisy.estimate_rates(ev.at(0), ev.at(n - 1))
+        fp, fn = estimated_rates(ev, n)
         post = noisy.Posterior.from_observations(n, fp, fn, reports)
         cap = noisy.default_max_runs(n, *noisy.cautious_rates(ev.at(0), ev.at(n - 1)), conf)
         got = plan(ev, n, want, conf, post, post, cap, len(reports), 1)
@@ -99,13 +104,17 @@ def bench_flaky_regression(line: Callable[[str, str], None]) -> None:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=min(len(settings), os.cpu_count() or 1)) as pool:
         rows = list(pool.map(_setting, settings))
+    from bisector.core import noisy
+
+    conf = noisy.DEFAULT_CONFIDENCE
     print(f"  {'range':>10} {'n':>5} {'flakes':>6} | {'right':>6} {'wrong':>6} {'unsure':>6} "
-          f"{'runs':>6} | floor")
+          f"{'runs':>6} | floor (bits of n)  | floor with {conf} asked")
     for s, (right, wrong, unsure, runs) in zip(settings, rows, strict=True):
         kind = {0.0: "flake-only", 1.0: "real"}.get(s.real, "60/40 mix")
-        floor = floor_runs(s.n, s.rate)
+        floor, sure = floor_runs(s.n, s.rate), floor_runs(s.n, s.rate, conf)
         print(f"  {kind:>10} {s.n:>5} {s.rate:>6.0%} | {right:>6.1%} {wrong:>6.1%} "
-              f"{unsure:>6.1%} {runs:>6.1f} | {floor:5.1f} ({runs / floor:.1f}x)"
+              f"{unsure:>6.1%} {runs:>6.1f} | {floor:5.1f} ({runs / floor:.1f}x)      | "
+              f"{sure:5.1f} ({runs / sure:.1f}x)"
               if s.real else
               f"  {kind:>10} {s.n:>5} {s.rate:>6.0%} | {right:>6.1%} {wrong:>6.1%} "
               f"{unsure:>6.1%} {runs:>6.1f} |")

@@ -51,6 +51,8 @@ class Integrated:
         total_bad = sum(c[1] for c in at.values())
         before_runs = before_bad = 0
         segments: list[tuple[int, int, float]] = []  # (first c, last c, log weight per c)
+        # (failures before, runs before, passes after, runs after) of each segment
+        splits: list[tuple[int, int, int, int]] = []
         for j in range(len(bounds) - 1):
             lo, hi = bounds[j], bounds[j + 1]
             runs_lo, bad_lo = at.get(lo, [0, 0])
@@ -61,7 +63,9 @@ class Integrated:
             logw = _log_marginal(before_bad, before_runs) + _log_marginal(after_good,
                                                                           after_runs)
             segments.append((lo + 1, hi, logw))
+            splits.append((before_bad, before_runs, after_good, after_runs))
         top = max(w for _, _, w in segments)
+        self._splits = splits
         self._segments = [(f, l_, math.exp(w - top)) for f, l_, w in segments]
         self._z = sum((l_ - f + 1) * w for f, l_, w in self._segments)
 
@@ -79,3 +83,12 @@ class Integrated:
             if first <= c <= last:
                 return w / self._z
         return 0.0
+
+    def rates(self) -> tuple[float, float]:
+        """(false failures, false passes) read off every run at the most likely split: the
+        share of failures before the most likely culprit and of passes from it on, each with
+        one imagined run of either kind (the Beta(1, 1) mean)."""
+        first, _, _ = max(self._segments, key=lambda s: (s[2], -s[0]))
+        j = next(i for i, (f, _, _) in enumerate(self._segments) if f == first)
+        bad_before, before, good_after, after = self._splits[j]
+        return (bad_before + 1) / (before + 2), (good_after + 1) / (after + 2)

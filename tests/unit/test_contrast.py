@@ -14,12 +14,37 @@ pytestmark = pytest.mark.unit
 
 
 def test_a_clear_rise_is_a_regression_and_equal_rates_are_not() -> None:
-    assert contrast.regression_probability([False] * 10, [True] * 10, 0.25) > 0.999
+    ends = [(0, False)] * 10 + [(99, True)] * 10
+    assert contrast.regression_probability(100, ends, 0.25) > 0.99
     rng = random.Random(1)
-    same = ([rng.random() < 0.4 for _ in range(60)], [rng.random() < 0.4 for _ in range(60)])
-    assert contrast.regression_probability(*same, 0.25) < 0.01
+    same = [(p, rng.random() < 0.4) for p in (0, 99) for _ in range(60)]
+    assert contrast.regression_probability(100, same, 0.25) < 0.01
     # Three runs each say little either way.
-    assert 0.2 < contrast.regression_probability([False, True, False], [True] * 3, 0.25) < 0.9
+    few = [(0, False), (0, True), (0, False)] + [(99, True)] * 3
+    assert 0.05 < contrast.regression_probability(100, few, 0.25) < 0.95
+
+
+def test_the_search_s_own_runs_count_as_evidence() -> None:
+    """The same three runs at each endpoint, and the search's runs around a clean split: the
+    passes before it and the failures after it make the regression sure; the same number of
+    runs at 40 % failures everywhere lean the other way, and the endpoints' runs settle it."""
+    ends = [(0, False), (0, True), (0, False)] + [(99, True)] * 3
+    split = [(p, p >= 60) for p in (50, 55, 58, 59, 60, 61, 65, 70) for _ in range(2)]
+    assert contrast.regression_probability(100, ends, 0.25) < 0.95
+    assert contrast.regression_probability(100, ends + split, 0.25) > 0.99
+    rng = random.Random(2)
+    flaky = [(p, rng.random() < 0.4) for p in range(0, 100, 2) for _ in range(3)]
+    assert contrast.regression_probability(100, flaky, 0.25) < 0.5
+    more = [(p, rng.random() < 0.4) for p in (0, 99) for _ in range(30)]
+    assert contrast.regression_probability(100, flaky + more, 0.25) < 0.01
+
+
+def test_a_rise_below_the_contrast_is_no_regression() -> None:
+    # 10 % -> 20 %: a rise, but under the 25 points a regression must show.
+    rng = random.Random(3)
+    small = [(p, rng.random() < (0.2 if p >= 50 else 0.1)) for p in range(0, 100) for _ in
+             range(4)]
+    assert contrast.regression_probability(100, small, 0.25) < 0.05
 
 
 def test_a_failing_majority_of_a_flaky_good_endpoint_is_not_enough() -> None:
@@ -35,3 +60,9 @@ def test_the_integrated_posterior_names_a_clean_split_and_doubts_few_runs() -> N
     few = [(4, False)] * 2 + [(5, True)] * 2
     assert Integrated(10, few).best()[1] < 0.9  # the rates are unknown: two runs prove little
     assert abs(sum(Integrated(10, runs).prob(c) for c in range(1, 10)) - 1.0) < 1e-9
+
+
+def test_the_rates_are_read_off_every_run_at_the_most_likely_split() -> None:
+    runs = [(p, p >= 50 or i == 0) for p in range(0, 100, 5) for i in range(5)]
+    fp, fn = Integrated(100, runs).rates()
+    assert 0.15 < fp < 0.3 and fn < 0.05  # one failure in five before 50, none missed after

@@ -6,17 +6,18 @@ from every run stored under the bisection's (oracle, environment) key, its own a
 bisection's (confirmation runs and others' passing skips left out: :func:`gather`), so reuse and
 resume need nothing special: the same evidence gives the same next probe. Each endpoint is run a
 few times first; that both checks the endpoints and, when the oracle's metadata gives no error
-rates, estimates them (a "bad" at the good endpoint is a false positive, a "good" at the bad
-endpoint a false negative). Then each round probes where the expected information gain is
+rates, gives their first estimate (a "bad" at the good endpoint is a false positive, a "good" at
+the bad endpoint a false negative), which every later run refines (:func:`estimated_rates`).
+Then each round probes where the expected information gain is
 highest (K places with K slots) until the most likely commit reaches the oracle's confidence, or
 the run cap is hit and the answer is "most likely", not "found".
 
 "No regression" is an answer too (:mod:`bisector.core.contrast`): a flaky test over a range
 where nothing changed fails as often at the bad endpoint as at the good one, and a posterior
-search would still end on some commit. So a culprit is named only once the endpoints' runs say,
-at the oracle's confidence, that the bad endpoint fails more often by at least
-:data:`~bisector.base.defaults.NOISY_MIN_CONTRAST`; while they do not, the endpoints run more
-(only they, while "no regression" is the likelier), until the answer is a culprit, "no
+search would still end on some commit. So a culprit is named only once every run says, at the
+oracle's confidence, that the runs from some commit on fail more often by at least
+:data:`~bisector.base.defaults.NOISY_MIN_CONTRAST`; while they do not, the endpoints run beside
+the search (only they, while "no regression" is the likelier), until the answer is a culprit, "no
 regression" (its own state and exit code, with both endpoints' failure rates), or
 "inconclusive" at the endpoints' cap.
 """
@@ -123,16 +124,27 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
     return tuple(short)
 
 
+def estimated_rates(ev: Evidence, n: int) -> tuple[float, float]:
+    """(false positive, false negative) read off every run at the most likely split
+    (:meth:`Integrated.rates`), clamped. Read off the endpoints' few runs alone, a rate of
+    40 % looked like 45 % or 10 %, and the search then chose its probes badly enough to end
+    at its run cap now and then (simulated, ``make bench`` section 14). Before any run
+    between the endpoints it is the endpoints' estimate (:func:`noisy.estimate_rates`)."""
+    fp, fn = Integrated(n, ev.reports).rates()
+    return (min(noisy.RATE_MAX, max(noisy.RATE_MIN, fp)),
+            min(noisy.RATE_MAX, max(noisy.RATE_MIN, fn)))
+
+
 def rates(view: View, ev: Evidence) -> tuple[float, float, str]:
     """(false positive, false negative, where they came from)."""
     meta = view.meta
-    est_fp, est_fn = noisy.estimate_rates(ev.at(0), ev.at(view.n - 1))
+    est_fp, est_fn = estimated_rates(ev, view.n)
     fp = meta.false_positive if meta.false_positive is not None else est_fp
     fn = meta.false_negative if meta.false_negative is not None else est_fn
     given = meta.false_positive is not None and meta.false_negative is not None
-    source = ("from the oracle's metadata" if given else "estimated from the endpoints' runs"
+    source = ("from the oracle's metadata" if given else "estimated from every run"
               if meta.false_positive is None and meta.false_negative is None
-              else "one from the oracle's metadata, one estimated from the endpoints' runs")
+              else "one from the oracle's metadata, one estimated from every run")
 
     def clamp(rate: float) -> float:  # a rate near 0.5 would make the run cap unbounded
         return min(noisy.RATE_MAX, max(noisy.RATE_MIN, rate))
@@ -224,8 +236,8 @@ class Planned:
 def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posterior,
          chooser: noisy.Posterior, cap: int, paid: int, width: int) -> Planned:
     """The flaky search's next step from its evidence alone (pure: ``make bench`` drives the
-    same function): the endpoints first, then "is there a regression at all" from the
-    endpoints' runs (:mod:`bisector.core.contrast`), then the posterior search, with the
+    same function): the endpoints first, then "is there a regression at all" from every run
+    (:mod:`bisector.core.contrast`), then the posterior search, with the
     endpoints run beside it while a regression is not yet sure; a culprit only once it is."""
     short = endpoints(ev, n, want)
     if isinstance(short, Stop) and short.problem is Problem.BAD_IS_GOOD:
@@ -237,8 +249,7 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
         return Planned(end=short)
     if short:
         return Planned(short)
-    p_reg = contrast.regression_probability(ev.at(0), ev.at(n - 1),
-                                            defaults.NOISY_MIN_CONTRAST)
+    p_reg = contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST)
     if p_reg <= 1 - confidence:
         return Planned(end=Ending.NO_REGRESSION, regression=p_reg)
     more = endpoint_runs(ev, n, p_reg, confidence)
