@@ -2,7 +2,9 @@
 
 Each simulated hunt bisects 40 commits with a slowdown at a random culprit, on a machine whose
 speed drifts (up to 2x slower over the bisection's expected runs, as a loaded shared box does)
-and whose runs may fall into a slow mode (bimodal: one run in five 8 % slower). A run prints 5
+and whose runs may fall into a slow mode (bimodal: one run in five 8 % slower); in the last two
+rows another job's load comes and goes (2.3x slower for 11 runs, then 11 runs idle, as a
+matrix-product load switched every 40 s did on an H100). A run prints 5
 samples. The *paired* hunt is the shipped search: the very functions of
 ``bisector/run/strategies/perf.py`` (``assess``, ``layout``) and ``core/paired.py``, driven by
 the same loop as ``Performance.decide``, with paired confirmation of the culprit beside its
@@ -33,6 +35,7 @@ RUN_SIGMA = 0.01
 SLOW_MODE = 0.08
 SLOW_MODE_P = 0.2
 EXPECTED_RUNS = 120  # the drift reaches its full size after this many runs
+LOAD = 2.3  # another job on the GPU: runs this much slower while it is on (as on the H100)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,7 @@ class Setting:
     drift: float  # the machine's slowdown over EXPECTED_RUNS runs (1.0: twice as slow)
     bimodal: bool
     hunts: int
+    load: int = 0  # another job's load on for this many runs, off for as many (0: none)
 
 
 class Machine:
@@ -55,6 +59,8 @@ class Machine:
         level = (1 + self.s.drift) ** (self.t / EXPECTED_RUNS)
         level *= (1 + self.s.slowdown) if position >= self.culprit else 1.0
         level *= math.exp(self.rng.gauss(0, RUN_SIGMA))
+        if self.s.load and (self.t // self.s.load) % 2 == 1:
+            level *= LOAD
         if self.s.bimodal and self.rng.random() < SLOW_MODE_P:
             level *= 1 + SLOW_MODE
         return float(self.t), tuple(10.0 * level * math.exp(self.rng.gauss(0, SAMPLE_SIGMA))
@@ -174,7 +180,7 @@ def _setting(s: Setting) -> dict[str, tuple[float, float, float, float]]:
                                                   if hasattr(paired._p, "__wrapped__")
                                                   else paired._p)
     paired._p = lambda x, alternative: cached(tuple(x), alternative)  # type: ignore[assignment]
-    seed = round(s.slowdown * 1000 + s.threshold * 100 + s.drift * 10) + s.bimodal
+    seed = round(s.slowdown * 1000 + s.threshold * 100 + s.drift * 10) + s.bimodal + s.load
     culprits = random.Random(seed).choices(range(1, N), k=s.hunts)
     out = {}
     hunts: dict[str, Callable[[Setting, int, random.Random], tuple[str, int]]] = {
@@ -193,22 +199,24 @@ def bench_perf_drift(line: Callable[[str, str], None]) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
     hunts = int(os.environ.get("BENCH_PERF_HUNTS", "500"))
-    settings = [Setting(sd, th, dr, bi, hunts) for sd, th, dr, bi in (
-        (0.50, 0.20, 0.0, False), (0.50, 0.20, 1.0, False), (0.50, 0.20, 1.0, True),
-        (0.30, 0.10, 1.0, True), (0.20, 0.10, 0.5, True), (0.10, 0.05, 0.0, False),
-        (0.10, 0.05, 1.0, True), (0.50, 0.05, 1.0, True))]
+    settings = [Setting(sd, th, dr, bi, hunts, load) for sd, th, dr, bi, load in (
+        (0.50, 0.20, 0.0, False, 0), (0.50, 0.20, 1.0, False, 0), (0.50, 0.20, 1.0, True, 0),
+        (0.30, 0.10, 1.0, True, 0), (0.20, 0.10, 0.5, True, 0), (0.10, 0.05, 0.0, False, 0),
+        (0.10, 0.05, 1.0, True, 0), (0.50, 0.05, 1.0, True, 0), (0.50, 0.20, 0.0, False, 11),
+        (0.20, 0.10, 1.0, True, 11))]
     print(f"13. performance on a drifting machine: {hunts} hunts a row, {N} commits, "
           f"right / WRONG done / unsure / mean oracle runs")
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=min(len(settings), os.cpu_count() or 1)) as pool:
         rows = list(pool.map(_setting, settings))
-    print(f"  {'slow':>5} {'thr':>4} {'drift':>5} {'modes':>5} | {'paired (shipped)':>30} | "
+    print(f"  {'slow':>5} {'thr':>4} {'drift':>5} {'modes':>5} {'load':>4} | "
+          f"{'paired (shipped)':>30} | "
           f"{'unpaired (replaced)':>30}")
     for s, row in zip(settings, rows, strict=True):
         cells = [f"{r:6.1%} {w:5.1%} {u:5.1%} {runs:6.1f}" for r, w, u, runs in
                  (row["paired"], row["unpaired"])]
         print(f"  {s.slowdown:>5.0%} {s.threshold:>4.0%} {1 + s.drift:>4.1f}x "
-              f"{'2' if s.bimodal else '1':>5} | " + " | ".join(cells))
+              f"{'2' if s.bimodal else '1':>5} {s.load or '-':>4} | " + " | ".join(cells))
     right = min(row["paired"][0] for row in rows)
     wrong = sum(row["paired"][1] for row in rows)
     line("goal: paired >= 99 % right, 0 wrong culprits done",

@@ -38,6 +38,15 @@ DEFAULT_MAX_PAIRS = 32
 """Pairs a commit may get before an undecided one is a skip ("cannot tell")."""
 
 
+STRADDLED = 2.0
+"""A run whose two reference runs (before and after it) differ by more than this many times
+the threshold's margin is left out: the machine changed under it (another job's load came or
+went), and the mean of the two is a level the run never met. On an H100 with a load of our
+own making switched every 40 s, such pairs gave differences of +-40 % for a commit changing
+nothing, and their large ranks kept the Wilcoxon test from deciding in 32 pairs (``make
+bench`` section 13 has the row). A steady drift moves two neighbouring runs far less."""
+
+
 @dataclass(frozen=True)
 class Timed:
     """One run as the pairing sees it: when it started (seconds, any origin) and its median."""
@@ -80,7 +89,8 @@ class Paired:
 def differences(refs: Sequence[Timed], runs: Sequence[Timed], rule: Rule) -> list[float]:
     """Each run's oriented log median minus its reference: the mean of the oriented log
     medians of the nearest reference run started before it and the nearest started after it
-    (one of them where only one exists). A run with no reference at all gives nothing."""
+    (one of them where only one exists). A run with no reference at all gives nothing, nor
+    one whose two references differ by more than :data:`STRADDLED` margins."""
     ordered = sorted(refs, key=lambda r: r.start)
     starts = [r.start for r in ordered]
     out: list[float] = []
@@ -92,7 +102,10 @@ def differences(refs: Sequence[Timed], runs: Sequence[Timed], rule: Rule) -> lis
         near = [ordered[i] for i in (before, after) if 0 <= i < len(ordered)]
         if not near:
             continue
-        ref = sum(rule.oriented(r.median) for r in near) / len(near)
+        levels = [rule.oriented(r.median) for r in near]
+        if max(levels) - min(levels) > STRADDLED * rule.margin:
+            continue  # the machine changed under this pair, not the commit
+        ref = sum(levels) / len(levels)
         out.append(rule.oriented(run.median) - ref)
     return out
 

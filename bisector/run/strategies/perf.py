@@ -141,15 +141,18 @@ def assess(runs: list[Run], refs: list[Run], like: Run, rule: paired.Rule,
     k = len(diffs)
     if n - len(valid) >= UNTESTABLE_SKIPS + cap:  # mostly runs without samples: give up
         return Assessed(Verdict.SKIP, 0, n, None, mismatched, level)
-    left = paired.due(k, cap)
-    if left:  # between two points of the schedule: finish the batch first
-        return Assessed(None, left, n, paired.compare(diffs, rule), mismatched, level)
     cmp = paired.compare(diffs, rule)
+    # Runs whose pairs were left out (the machine changed under them) count towards a second
+    # bound, twice the cap, so a machine that never holds still ends in a skip.
+    spent = len(valid) >= 2 * cap
+    left = paired.due(k, cap)
+    if left and not spent:  # between two points of the schedule: finish the batch first
+        return Assessed(None, left, n, cmp, mismatched, level)
     if cmp.verdict is perf.PerfVerdict.BAD:
         return Assessed(Verdict.BAD, 0, n, cmp, mismatched, level)
     if cmp.verdict is perf.PerfVerdict.GOOD:
         return Assessed(Verdict.GOOD, 0, n, cmp, mismatched, level)
-    if k >= cap:  # cannot tell at the cap: a skip, never a guess
+    if k >= cap or spent:  # cannot tell at the cap: a skip, never a guess
         return Assessed(Verdict.SKIP, 0, n, cmp, mismatched, level)
     return Assessed(None, paired.due(k + 1, cap) + 1, n, cmp, mismatched, level)
 
