@@ -154,6 +154,16 @@ RANGE_OPTIONS = [
                  help="When the first-parent culprit is a merge, go on among the commits it "
                  "brings and name the one that did it beside the merge (deterministic "
                  "oracles); --no-into-merge stops at the merge."),
+    click.option("--path", "path", multiple=True, metavar="PATH", help="Only commits "
+                 "touching PATH are candidates (repeatable), as git bisect start -- PATHS; "
+                 "the report says how many of the range's commits that leaves."),
+    click.option("--skip", "skip", multiple=True, metavar="REF|A..B", help="Commits known "
+                 "untestable up front (repeatable), as git bisect skip: never probed, and a "
+                 "culprit among them is answered with every commit it could be."),
+    click.option("--term-old", default=None, metavar="WORD", help="The word for the old "
+                 "behaviour in every output (with --term-new), as git bisect --term-old."),
+    click.option("--term-new", default=None, metavar="WORD", help="The word for the new "
+                 "behaviour (the one sought), as git bisect --term-new."),
     click.option("--profile", default=None, help="Project profile (default: detected)."),
     click.option("--python", "python", default=None,
                  help="Interpreter for builds and probe environments (default: the first "

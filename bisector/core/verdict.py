@@ -17,9 +17,11 @@ install failure is a SKIP with a reason the report shows.
 from __future__ import annotations
 
 import enum
+import re
 import signal
 from dataclasses import dataclass
 
+from bisector.base.errors import UsageError
 from bisector.base.kinds import Polarity as Polarity  # a typed choice of the CLI: base/kinds
 from bisector.core.search import Verdict
 
@@ -48,6 +50,9 @@ class Rules:
     polarity: Polarity = Polarity.FAILURE
     find_fix: bool = False
     on_timeout: TimeoutRule = TimeoutRule.SKIP
+    # --term-old/--term-new: the user's words for the two sides (git bisect's terms).
+    term_old: str | None = None
+    term_new: str | None = None
 
     def judge(self, outcome: Outcome) -> Verdict:
         """BAD means "the new behaviour we search for": the bug, or its fix under find-fix."""
@@ -64,7 +69,33 @@ class Rules:
     @property
     def terms(self) -> tuple[str, str]:
         """The words for the old and the new behaviour in reports and ``git bisect log``."""
+        if self.term_old and self.term_new:
+            return self.term_old, self.term_new
         return ("broken", "fixed") if self.find_fix else ("good", "bad")
+
+
+# git bisect's own subcommands: a term spelled like one would make ``git bisect TERM`` ambiguous
+# in a replayed log (git refuses them for the same reason).
+RESERVED_TERMS = frozenset({"help", "start", "skip", "next", "reset", "visualize", "view",
+                            "replay", "log", "run", "terms"})
+TERM = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}")
+
+
+def check_terms(old: str | None, new: str | None) -> None:
+    """``--term-old``/``--term-new`` as git accepts them: both or neither, one word each, not
+    a ``git bisect`` subcommand, not each other, and ``good``/``bad`` only on their own side."""
+    if old is None and new is None:
+        return
+    if not old or not new:
+        raise UsageError("give --term-old and --term-new together (the words for the old and "
+                         "the new behaviour), or neither")
+    for flag, word, other in (("--term-old", old, "bad"), ("--term-new", new, "good")):
+        if not TERM.fullmatch(word) or word in RESERVED_TERMS or word == other:
+            raise UsageError(f"{flag} {word!r}: give one word of letters, digits, - or _ "
+                             f"(not a git bisect subcommand, and not {other!r} on this side), "
+                             f"like fast/slow")
+    if old == new:
+        raise UsageError(f"--term-old and --term-new are both {old!r}: give two words")
 
 
 @dataclass(frozen=True)

@@ -100,6 +100,8 @@ def resolve_nightly(repo: git.Repo, day: str, ref: str, role: str) -> str:
     """The main-line commit of the nightly of ``day``, named by ``ref`` (a date or a nightly
     version), with a one-line error naming the nearest dates that do exist."""
     dates = nightlies(repo)
+    if not dates and not ref.startswith("nightly:"):
+        return day_commit(repo, day, ref, role)
     if not dates:
         raise RepoError(f"--{role} {ref}: the clone has no nightly branch to find that date "
                         f"in; git fetch origin nightly:nightly (or give a tag or sha)")
@@ -111,6 +113,21 @@ def resolve_nightly(repo: git.Repo, day: str, ref: str, role: str) -> str:
         raise RepoError(f"--{role} {ref}: no nightly of {day} on the nightly branch (nearest: "
                         f"{near}); pick one of those dates, or git fetch origin nightly")
     return resolve(repo, sha, role)
+
+
+def day_commit(repo: git.Repo, day: str, ref: str, role: str) -> str:
+    """A project without nightlies: the state of its main line at the end of ``day`` (UTC),
+    the newest first-parent commit of HEAD committed by then, as ``git bisect`` users write
+    ``git rev-list -1 --first-parent --before=DAY HEAD``."""
+    try:
+        out = str(repo.git.rev_list("-1", "--first-parent", f"--before={day}T23:59:59Z",
+                                    "HEAD", "--")).strip()
+    except git.GitCommandError:
+        out = ""
+    if not out:
+        raise RepoError(f"--{role} {ref}: HEAD has no commit on or before {day}: give a later "
+                        f"date, or a tag or sha")
+    return out
 
 
 def resolve(repo: git.Repo, ref: str, role: str) -> str:
@@ -159,9 +176,13 @@ def resolve_range(
     """
     good = resolve(repo, good_ref, "good")
     bad = resolve(repo, bad_ref, "bad")
-    dated = [f"--{role} {ref} is the nightly of {nightly_date(ref)}, cut from {sha[:12]}"
-             for role, ref, sha in (("good", good_ref, good), ("bad", bad_ref, bad))
-             if nightly_date(ref) is not None]
+    dated: list[str] = []
+    if nightly_date(good_ref) or nightly_date(bad_ref):
+        cut = "is the nightly of {}, cut from" if nightlies(repo) else \
+            "is the last first-parent commit of HEAD on {} (UTC):"
+        dated = [f"--{role} {ref} {cut.format(nightly_date(ref))} {sha[:12]}"
+                 for role, ref, sha in (("good", good_ref, good), ("bad", bad_ref, bad))
+                 if nightly_date(ref) is not None]
     if good == bad:
         raise RepoError(
             f"good and bad are the same commit ({good[:12]}): "

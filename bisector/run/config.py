@@ -25,7 +25,7 @@ from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base import defaults, oracle_env, redact
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
-from bisector.core.verdict import Polarity, Rules, TimeoutRule
+from bisector.core.verdict import Polarity, Rules, TimeoutRule, check_terms
 from bisector.oracle.command import check_match
 
 # A wheel variant (``--variant``) is a PEP 440 local version label, ``+cu128``: what an index's
@@ -86,6 +86,10 @@ class Request:
     manual: bool = False  # a person answers for each probe (manual.py)
     prior: PriorMode = PriorMode.AUTO  # weigh candidates by what the failure names (prior.py)
     from_log: Path | None = None  # a `git bisect log` whose marks seed the search (from_log.py)
+    path: tuple[str, ...] = ()  # only commits touching these are candidates (project/limits.py)
+    skip: tuple[str, ...] = ()  # REF or A..B: untestable up front, never probed (as git's)
+    term_old: str | None = None  # the words for good and bad in every output (as git's)
+    term_new: str | None = None
 
     @property
     def gpu_list(self) -> tuple[str, ...]:
@@ -125,6 +129,7 @@ class Request:
                                  "bug: give --match REGEX for one failure, --any-failure for "
                                  "every failure, not both")
         oracle_env.parse(self.env)
+        check_terms(self.term_old, self.term_new)
         if self.oracle and self.command:
             raise UsageError(f"--oracle {self.oracle} and a command after -- both name the "
                              f"oracle: give one of them")

@@ -1,6 +1,6 @@
 """``bisect start --from-log FILE``: a ``git bisect log`` (git's, or ``bisect log``'s) seeds the
-bisection, then the search goes on with the oracle given (``--oracle``, a command) or by hand
-(``--manual``).
+bisection (and ``--skip``'s commits, as skip marks), then the search goes on with the oracle
+given (``--oracle``, a command) or by hand (``--manual``).
 
 Every mark becomes a person's verdict, stored as a run of a *manual oracle* (a judgement
 nobody can run again) with a probe of the new bisection pointing at it, written in the
@@ -62,12 +62,12 @@ def read(repo: git.Repo, path: Path, good: str, bad: str, find_fix: bool) -> Log
     return Log(log, marks, g, b)
 
 
-def refuse_sampled(oracle: Oracle) -> None:
+def refuse_sampled(oracle: Oracle, option: str = "--from-log") -> None:
     """A flaky or performance oracle weighs runs, not verdicts: a mark is not a run of it."""
     if oracle.meta.sampled:
-        raise UsageError(f"--from-log seeds a search that takes one verdict per commit; the "
+        raise UsageError(f"{option} seeds a search that takes one verdict per commit; the "
                          f"oracle {oracle.name} is flaky or a performance oracle and weighs "
-                         f"its own runs: drop --from-log, or use a deterministic oracle")
+                         f"its own runs: drop {option}, or use a deterministic oracle")
 
 
 def outcome_for(rules: Rules, verdict: Verdict) -> Outcome:
@@ -101,3 +101,26 @@ def seeding(read_log: Log, candidates: list[str], rules: Rules, oracle: Oracle,
         notes.append(f"{outside} mark(s) of {name} fall outside the range "
                      f"{candidates[0][:12]}..{candidates[-1][:12]} and were left out")
     return Seeding(under, tuple(seeds), tuple(notes))
+
+
+def skipping(positions: list[int], candidates: list[str], skips: tuple[str, ...],
+             rules: Rules, oracle: Oracle, manual: bool,
+             seeded: Seeding | None) -> Seeding:
+    """``--skip``'s commits as skip marks, stored as a log's marks are (beside the log's own,
+    which win where both name a commit): the search never probes them, and a culprit hidden
+    among them is answered as git does, with every commit it could be."""
+    if not manual:
+        refuse_sampled(oracle, "--skip")
+    under = seeded.oracle if seeded is not None else oracle if manual else manual_oracle()
+    taken = {s.position for s in seeded.seeds} if seeded is not None else set()
+    now = datetime.now(UTC)
+    said = f"skipped up front: --skip {' '.join(skips)}"
+    outcome = outcome_for(rules, Verdict.SKIP)
+    seeds = [Seed(p, NewRun(commit_sha=candidates[p], outcome=outcome, reason=said,
+                            reusable=False, started_at=now, exit_code=EXIT[outcome],
+                            output_tail=said, facts={"manual": said, "skip": list(skips)}),
+                  Verdict.SKIP.value) for p in positions if p not in taken]
+    note = f"{len(positions)} commit(s) skipped up front (--skip), never probed"
+    old = seeded.seeds if seeded is not None else ()
+    notes = seeded.notes if seeded is not None else ()
+    return Seeding(under, (*old, *seeds), (*notes, note))

@@ -44,7 +44,7 @@ from bisector.infra.owner import owner_id
 from bisector.oracle.command import oracle_for
 from bisector.oracle.manual import manual_oracle
 from bisector.oracle.script import Oracle, bundled_oracles_dir
-from bisector.project import history
+from bisector.project import history, limits
 from bisector.project.interpreter import choose_python
 from bisector.project.profiles import Profile, detect_profile, get_profile
 from bisector.run import from_log
@@ -185,14 +185,21 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
         oracles_dir=oracles_dir)
     oracle, rules = judge_for(oracle, req.regress, req.find_fix, req.match)
+    rules = replace(rules, term_old=req.term_old, term_new=req.term_new)
     refuse_for_performance(req, oracle)
+    span = limits.limit_to_paths(repo, span, req.path, first_parent=not req.ancestry_path)
     seeding = None
     if log is not None:
         from_log.refuse_sampled(oracle)
         seeding = from_log.seeding(log, list(span.candidates), rules, oracle, req.manual)
-        span = replace(span, notes=(*span.notes, *seeding.notes))
         # The range and the file as resolved: the reproduce line names both.
         req = replace(req, good=good, bad=bad, from_log=path)
+    if req.skip:
+        skipped = limits.skipped(repo, req.skip, span.candidates)
+        seeding = from_log.skipping(skipped, list(span.candidates), req.skip, rules, oracle,
+                                    req.manual, seeding)
+    if seeding is not None:
+        span = replace(span, notes=(*span.notes, *seeding.notes))
     if req.executor is ExecutorKind.DOCKER and not docker_runs(oracle):
         raise UsageError(DOCKER_REFUSAL)
     profile = pick_profile(repo, span.bad_sha, req.profile)
