@@ -148,7 +148,7 @@ def test_files_the_build_leaves_out_stay_out(home: Path, tmp_path: Path) -> None
 
     def commit(message: str) -> str:
         repo.git.add("-A")
-        repo.git.commit("-q", "-m", message, "--author", "Dev <dev@example.com>")
+        run_git(hist.path, "commit", "-q", "-m", message)  # its own identity: a new machine
         return repo.head.commit.hexsha
 
     notes.write_text("one\n")
@@ -189,7 +189,7 @@ def test_check_tells_each_step_it_waits_on(home: Path, tmp_path: Path) -> None:
     repo = git.Repo(hist.path)
     (hist.path / "MANIFEST.in").write_text("include CHANGES.md\n")  # no assembling: a build
     repo.git.add("-A")
-    repo.git.commit("-q", "-m", "manifest", "--author", "Dev <dev@example.com>")
+    run_git(hist.path, "commit", "-q", "-m", "manifest")
     sha = repo.head.commit.hexsha
     heard = _Phases()
     res = check(CheckRequest(command=("python", "-c", ORACLE), repo=hist.path, commit=sha,
