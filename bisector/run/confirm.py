@@ -37,6 +37,7 @@ from bisector.core.verdict import Outcome, Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
 from bisector.project import history
+from bisector.project.revert import revert_commit
 from bisector.run.hunt import DIFFERENTLY, Hunt
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
@@ -73,7 +74,7 @@ def make_revert(repo_path: str, culprit: str, onto: str) -> str | None:
         repo = history.open_repo(repo_path)
     except Exception:
         return None
-    return history.revert_commit(repo, culprit, onto)
+    return revert_commit(repo, culprit, onto)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import git
 import pytest
 
 from bisector.app.demo.torchlet import generate
-from bisector.project.history import revert_commit
+from bisector.project.revert import revert_commit
 from tests.support import run_cli
 
 
@@ -62,7 +62,7 @@ def test_an_old_git_reverts_by_reverse_patch_with_the_same_answers(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A git older than 2.40 has no `merge-tree --write-tree`: the reverse patch in a
     # throwaway index gives the same trees, and the same refusal on a conflict.
-    monkeypatch.setattr("bisector.project.history.MERGE_TREE_GIT", (99, 0))
+    monkeypatch.setattr("bisector.project.revert.MERGE_TREE_GIT", (99, 0))
     repo = git.Repo.init(tmp_path / "r")
     root = Path(repo.working_dir)
 

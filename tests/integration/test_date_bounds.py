@@ -39,11 +39,17 @@ def test_a_date_and_a_nightly_version_name_that_days_main_commit(tmp_path: Path)
         history.resolve(repo, "1999-01-01", "good")
 
 
-def test_without_a_nightly_branch_the_error_says_to_fetch_it(tmp_path: Path) -> None:
+def test_without_a_nightly_branch_a_date_is_the_main_line_that_day(tmp_path: Path) -> None:
+    """A nightly version needs the nightly branch (the error says to fetch it); a plain date
+    is the newest first-parent commit of HEAD by the end of that day, as for any project."""
     hist = generate(tmp_path / "t", commits=8, culprit=5, broken=(), seed=5114,
                     release_at=None, side_branch_at=None)
+    repo = git.Repo(hist.path)
     with pytest.raises(RepoError, match=r"no nightly branch.*git fetch origin nightly"):
-        history.resolve(git.Repo(hist.path), "2025-01-10", "bad")
+        history.resolve(repo, "nightly:2025-01-10", "bad")
+    assert history.resolve(repo, "2999-01-10", "bad") == repo.head.commit.hexsha
+    with pytest.raises(RepoError, match=r"HEAD has no commit on or before 1971-01-01"):
+        history.resolve(repo, "1971-01-01", "good")
 
 
 def test_a_bisection_between_two_dates_names_the_culprit(home: Path, tmp_path: Path) -> None:

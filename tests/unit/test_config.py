@@ -43,7 +43,8 @@ EVERYTHING = Request(
     dependency=("pytest", "expecttest>=0.2"),
     env=("TORCH_LOGS=+dynamo,recompiles", "MY_FLAG=a b"),
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
-    from_log=Path("/abs/bisect log.txt"),
+    from_log=Path("/abs/bisect log.txt"), path=("torch/_inductor/", "a b.py"),
+    skip=("v2.8.1..v2.8.2", "abc123"), term_old="fast", term_new="slow",
 )
 
 

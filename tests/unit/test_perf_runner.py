@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -30,7 +31,7 @@ from bisector.run.strategies.base import Round
 from bisector.run.strategies.perf import Run
 from bisector.store import runs as run_store
 from bisector.store.db import Store
-from bisector.store.records import NewRun
+from bisector.store.records import BisectionRecord, NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
 
 PERF = replace(ORACLE, content=b"# perf\n", meta=replace(ORACLE.meta, threshold=0.05))
@@ -102,28 +103,39 @@ def test_a_drifting_machine_still_gets_the_right_culprit(store: Store) -> None:
     assert rec.result["confirmation"]["status"] == "confirmed"
 
 
-def test_a_culprit_that_does_not_hold_up_is_never_done(store: Store) -> None:
-    """The search's verdicts said 27; fresh runs of it beside its parent say no change (the
-    machine's slowdown went away): the state is ``not reproducible``, not ``done``."""
-    cands = shas(20)
+def confirmed_after(store: Store, ex: Timer, cands: list[str],
+                    on_answer: Callable[[], None]) -> BisectionRecord:
+    """A bisection with confirmation (no revert) whose executor is told, by ``on_answer``,
+    when the search has answered: what it runs from then on is confirmation."""
     bid = new_bisection(store, cands, oracle=PERF)
-    ex = Timer(cands, 12, 1.3, 8)
     r = make_runner(store, bid, cands, ex, oracle=PERF)
     r.confirm = True
     r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
     real = perf_search.Performance.decide
 
-    def then_no_change(self: perf_search.Performance) -> object:
+    def then(self: perf_search.Performance) -> object:
         got = real(self)
         if not isinstance(got.then, Round):
-            ex.slowdown = 1.0  # from confirmation on, the culprit is as fast as its parent
+            on_answer()
         return got
 
-    perf_search.Performance.decide = then_no_change  # type: ignore[assignment,method-assign]
+    perf_search.Performance.decide = then  # type: ignore[assignment,method-assign]
     try:
-        rec = r.run().record
+        return r.run().record
     finally:
         perf_search.Performance.decide = real  # type: ignore[method-assign]
+
+
+def test_a_culprit_that_does_not_hold_up_is_never_done(store: Store) -> None:
+    """The search's verdicts said 27; fresh runs of it beside its parent say no change (the
+    machine's slowdown went away): the state is ``not reproducible``, not ``done``."""
+    cands = shas(20)
+    ex = Timer(cands, 12, 1.3, 8)
+
+    def no_change() -> None:  # from confirmation on, the culprit is as fast as its parent
+        ex.slowdown = 1.0
+
+    rec = confirmed_after(store, ex, cands, no_change)
     assert rec.culprit_sha == cands[12]
     assert rec.result["confirmation"]["status"] == "not reproducible"
     assert rec.state is State.NOT_REPRODUCIBLE and State.NOT_REPRODUCIBLE.exit_code == 13
@@ -155,23 +167,12 @@ def test_a_confirmation_undecided_at_7_pairs_grows_as_the_search_does(store: Sto
     such culprits inconclusive (4 times in 10 for a 10 % slowdown against 5 % on a noisy box,
     simulated); the confirmation grows to 14 pairs and confirms."""
     cands = shas(20)
-    bid = new_bisection(store, cands, oracle=PERF)
     ex = OneFastRun(cands, 12, 1.3, 8)
-    r = make_runner(store, bid, cands, ex, oracle=PERF)
-    r.confirm = True
-    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
-    real = perf_search.Performance.decide
 
-    def then_confirm(self: perf_search.Performance) -> object:
-        got = real(self)
-        ex.confirming = not isinstance(got.then, Round)
-        return got
+    def confirming() -> None:
+        ex.confirming = True
 
-    perf_search.Performance.decide = then_confirm  # type: ignore[assignment,method-assign]
-    try:
-        rec = r.run().record
-    finally:
-        perf_search.Performance.decide = real  # type: ignore[method-assign]
+    rec = confirmed_after(store, ex, cands, confirming)
     conf = rec.result["confirmation"]
     assert rec.culprit_sha == cands[12] and conf["status"] == "confirmed"
     assert conf["pairs"] == 2 * paired.MIN_PAIRS and len(conf["culprit"]) == conf["pairs"]
