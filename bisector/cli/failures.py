@@ -13,8 +13,9 @@ from typing import NoReturn
 
 import click
 
-from bisector.base.errors import BisectorError
+from bisector.base.errors import BisectorError, UsageError
 from bisector.base.escape import safe_text
+from bisector.base.extras import missing_extra
 from bisector.cli.console import err, escape, set_quiet
 
 
@@ -56,6 +57,11 @@ def run(group: click.Group, args: list[str], prog_name: str | None,
         err.print("error: interrupted")
         json_error(args, "interrupted", "KeyboardInterrupt", 130)
         sys.exit(130)
+    except ModuleNotFoundError as e:
+        needed = missing_extra(e)
+        if needed is None:
+            raise
+        fail(args, UsageError(needed), debug)
     except Exception as e:
         # A damaged SQLite page met by a query (a large store is not read whole when a command
         # that only reads opens it): one line as well. Anything else is a bug, with its

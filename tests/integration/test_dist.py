@@ -1,5 +1,7 @@
 """`make dist`'s wheel installs into a clean virtualenv and runs the demo from there: the
-bundled oracles and the store's migrations travel inside it (issue 24, installable)."""
+bundled oracles and the store's migrations travel inside it (issue 24, installable). The
+install is the core only (issue 36): no numpy, scipy, ruptures, starlette or uvicorn, and a
+command that needs one of them says which extra in one line."""
 
 from __future__ import annotations
 
@@ -36,3 +38,14 @@ def test_the_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
                                 "import bisector; print(bisector.__file__)"], env=env, cwd=tmp_path,
                                capture_output=True, text=True, check=True).stdout
     assert str(venv) in installed and str(ROOT) not in installed  # the wheel, not the clone
+    for module in ("numpy", "scipy", "ruptures", "starlette", "uvicorn"):
+        gone = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {module}"],
+                              env=env, cwd=tmp_path, capture_output=True, text=True)
+        assert gone.returncode != 0, f"{module} came with the core install"
+    serve = subprocess.run([str(venv / "bin" / "bisect"), "serve", "--port", "0"], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert serve.returncode == 2, serve.stderr[-2000:]
+    assert serve.stderr.strip().splitlines() == [
+        "error: this needs bisector's [web] extra, for bisect serve (starlette is not "
+        "installed here): pip install 'bisector[web]' (or uv tool install 'bisector[web]')"
+    ], serve.stderr
