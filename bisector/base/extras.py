@@ -10,6 +10,10 @@ missing one says which extra to install instead of printing a traceback.
 
 from __future__ import annotations
 
+import importlib.util
+
+from bisector.base.errors import UsageError
+
 EXTRA_OF = {
     "numpy": ("perf", "flaky and performance oracles and the watch's change points"),
     "scipy": ("perf", "flaky and performance oracles and the watch's change points"),
@@ -30,3 +34,13 @@ def missing_extra(e: ModuleNotFoundError) -> str | None:
     extra, serves = EXTRA_OF[top]
     return (f"this needs bisector's [{extra}] extra, for {serves} ({top} is not installed "
             f"here): pip install 'bisector[{extra}]' (or uv tool install 'bisector[{extra}]')")
+
+
+def require(extra: str) -> None:
+    """Refuse now, before anything is stored, when ``extra``'s modules are not installed (a
+    flaky or performance bisection would otherwise stop at its first decision)."""
+    for module, (name, _) in EXTRA_OF.items():
+        if name == extra and importlib.util.find_spec(module) is None:
+            needed = missing_extra(ModuleNotFoundError(name=module))
+            assert needed is not None
+            raise UsageError(needed)

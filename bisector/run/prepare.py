@@ -35,7 +35,7 @@ from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import InstalledBase, find_installed
 from bisector.artifacts.nightly_urls import DIRECT
 from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
-from bisector.base import oracle_env
+from bisector.base import extras, oracle_env
 from bisector.base.errors import UsageError
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.base.paths import cache_dir, data_dir
@@ -187,6 +187,8 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     oracle, rules = judge_for(oracle, req.regress, req.find_fix, req.match)
     rules = replace(rules, term_old=req.term_old, term_new=req.term_new)
     refuse_for_performance(req, oracle)
+    if oracle.meta.sampled:  # flaky and performance oracles weigh runs with numpy and scipy
+        extras.require("perf")
     span = limits.limit_to_paths(repo, span, req.path, first_parent=not req.ancestry_path)
     seeding = None
     if log is not None:
