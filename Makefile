@@ -54,9 +54,10 @@ bench: $(STAMP) ## Benchmarks as ratios against baselines of the same run (SECTI
 bench-changepoints: $(STAMP) ## Only the bench of change points over simulated nightly series
 	$(BIN)/python -m bench.changepoints
 
-dist: $(STAMP) ## Build the wheel and sdist into dist/ (pip install dist/bisector-*.whl)
+dist: $(STAMP) ## Build the wheel and sdist into dist/, then check the core install runs the demo
 	rm -rf dist
 	$(BIN)/uv build --out-dir dist
+	$(BIN)/pytest -q -p no:cacheprovider tests/integration/test_dist.py  # a clean venv, core only
 
 clean: ## Remove the virtualenv, caches and the demo store
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache .hypothesis
