@@ -6,12 +6,12 @@ Markdown and the JSON can never disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import git
 
 from bisector.app import compile_debug, hunted, merge_text
+from bisector.app.list_rows import commit_facts, effective_state, open_clone
 from bisector.app.phases import phase_markdown
 from bisector.app.result_text import (
     commit_lines,
@@ -23,9 +23,8 @@ from bisector.app.result_text import (
 )
 from bisector.base import defaults
 from bisector.base.escape import code, fence, md
-from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.core.verdict import Polarity
-from bisector.infra.owner import owner_alive
 from bisector.project import history
 from bisector.project.profiles import report_names as project_words
 from bisector.run.config import RunConfig, reproduce_command
@@ -33,55 +32,6 @@ from bisector.run.prior import note as prior_note
 from bisector.run.prior import view as prior_view
 from bisector.store import bisections, views
 from bisector.store.db import Store
-from bisector.store.records import BisectionRecord
-
-
-@dataclass(frozen=True)
-class ListFilter:
-    """What ``bisect serve``'s list (and its JSON) narrows to; empty fields match everything.
-
-    ``culprit`` is a sha prefix or a pull request number (``143328`` or ``#143328``)."""
-
-    oracle: str = ""
-    state: str = ""
-    repo: str = ""
-    culprit: str = ""
-
-    def keep(self, row: dict[str, Any]) -> bool:
-        want = self.culprit.strip().lstrip("#").lower()
-        return ((not self.oracle or row["oracle"] == self.oracle)
-                and (not self.state or row["state"] == self.state)
-                and (not self.repo or self.repo in row["repo"])
-                and (not want or (bool(row["culprit"]) and (
-                    row["culprit"].startswith(want) or str(row.get("culprit_pr")) == want
-                    or (row.get("inside") or "-").startswith(want)))))
-
-
-def list_data(store: Store, limit: int = 50,
-              where: ListFilter | None = None) -> list[dict[str, Any]]:
-    rows = []
-    repos: dict[str, git.Repo | None] = {}
-    for b in bisections.listing(store, limit if where is None else max(limit, 1000)):
-        row = {
-            "id": b.id,
-            "repo": b.repo_path,
-            "range": f"{b.good_ref}..{b.bad_ref}",
-            "oracle": b.oracle_name,
-            # A run whose controller is gone (kill -9, a crash) is not running any more.
-            "state": effective_state(b),
-            "culprit": b.culprit_sha,
-            "culprit_pr": None,
-            # The commit inside a merge culprit that the search named (run/into_merge.py).
-            "inside": ((b.result or {}).get("into_merge") or {}).get("sha"),
-            "created": b.created_at.isoformat(timespec="seconds"),
-        }
-        if b.culprit_sha:
-            if b.repo_path not in repos:
-                repos[b.repo_path] = _open(b.repo_path)
-            row["culprit_pr"] = _commit(repos[b.repo_path], b.culprit_sha, None).get("pr")
-        if where is None or where.keep(row):
-            rows.append(row)
-    return rows[:limit]
 
 
 def _portable_ref(repo: git.Repo | None, ref: str, sha: str) -> str:
@@ -96,37 +46,9 @@ def _portable_ref(repo: git.Repo | None, ref: str, sha: str) -> str:
     return sha
 
 
-def effective_state(b: BisectionRecord) -> str:
-    """A run whose controller is gone (kill -9, a crash) is not running any more."""
-    if b.state is State.RUNNING and not owner_alive(b.owner, b.heartbeat_at):
-        return State.INTERRUPTED.value
-    return b.state.value
-
-
-def _open(path: str) -> git.Repo | None:
-    """The clone a bisection ran in, or None when it is gone (the store outlives clones)."""
-    try:
-        return history.open_repo(path)
-    except Exception:
-        return None
-
-
-def _commit(repo: git.Repo | None, sha: str, slug: str | None) -> dict[str, Any]:
-    info: dict[str, Any] = {"sha": sha}
-    if repo is None:
-        return info
-    try:
-        c = history.commit_info(repo, sha)
-    except (ValueError, git.BadName, git.GitCommandError):
-        return info
-    info.update(subject=c.subject, author=c.author, author_email=c.author_email, date=c.date,
-                pr=c.pr_number, pr_url=history.pr_link(slug, c.pr_number, c.pr_url))
-    return info
-
-
 def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]:
     b = bisections.get(store, bisection_id)
-    repo = _open(b.repo_path)
+    repo = open_clone(b.repo_path)
     slug = history.github_slug(repo) if repo else None
     old, new = cfg.rules.terms
     oracle = bisections.get_oracle(store, b.oracle_sha256)
@@ -161,10 +83,10 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "notes": [*b.notes, *merge_text.notes(store, b, repo, cfg)],
         "message": b.message,
         "result": b.result,
-        "culprit": _commit(repo, b.culprit_sha, slug) if b.culprit_sha else None,
-        "inside": merge_text.inside(b.result, lambda sha: _commit(repo, sha, slug)),
+        "culprit": commit_facts(repo, b.culprit_sha, slug) if b.culprit_sha else None,
+        "inside": merge_text.inside(b.result, lambda sha: commit_facts(repo, sha, slug)),
         "merge_at": merge_text.merge_at(store, b),  # the walk's position of that merge
-        "suspects": [_commit(repo, x, slug) for x in b.result.get("suspects", [])],
+        "suspects": [commit_facts(repo, x, slug) for x in b.result.get("suspects", [])],
         "reproduce": reproduce_command(cfg.request),
         # Which prior the search used (--prior), its evidence, and the probes it saved.
         "prior": prior_view((b.result or {}).get("prior") or {
@@ -210,7 +132,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
                 **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
             }
         if repo is not None:
-            entry["subject"] = _commit(repo, p.commit_sha, None).get("subject", "")
+            entry["subject"] = commit_facts(repo, p.commit_sha, None).get("subject", "")
         data["probes"].append(entry)
         data["oracle_runs"] += 0 if p.reused or p.exit_code is None else 1
     decided = _perf_verdicts(b.result)

@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bisector.app import disk, log_text
+from bisector.app import disk, list_rows, log_text
 from bisector.app import reports as report
 from bisector.app.html import render_report
 from bisector.app.issue import issue_markdown
@@ -75,13 +75,13 @@ def progress(store: Store, bisection_id: int) -> dict[str, Any]:
     small reads (not ``show``'s git look-ups, which a page asking every two seconds would pay
     for each time)."""
     b = bisections.get(store, bisection_id)
-    return {"id": b.id, "state": report.effective_state(b),
+    return {"id": b.id, "state": list_rows.effective_state(b),
             "probes": len(runs.probes(store, bisection_id))}
 
 
 def listing(store: Store, limit: int,
-            where: report.ListFilter | None = None) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = escape.safe(report.list_data(store, limit, where))
+            where: list_rows.ListFilter | None = None) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = escape.safe(list_rows.list_data(store, limit, where))
     return rows
 
 

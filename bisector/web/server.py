@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bisector.app import html as html_report
 from bisector.app import views
-from bisector.app.reports import ListFilter
+from bisector.app.list_rows import ListFilter
 from bisector.app.watch import table as watch_table
 from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError, UsageError

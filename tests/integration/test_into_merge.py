@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bisector.app.html import timeline
-from bisector.app.reports import ListFilter, list_data
+from bisector.app.list_rows import ListFilter, list_data
 from bisector.store.db import open_store
 from tests.support import BISECT, ROOT, invoke, run_cli
 from tests.support import git as run_git

@@ -157,7 +157,7 @@ def view(store: Store, series: Series, flips: list[ws.FlipRecord] | None = None
     version, commit, samples, median and spread; the steps the watch acted on, each with its
     bisection's state and culprit."""
     # lazy: reports reads bisections' rows; only views with steps need it
-    from bisector.app.reports import effective_state
+    from bisector.app.list_rows import effective_state
     from bisector.store import bisections
 
     points = [{"result": p.result_id, "version": p.version, "commit": p.commit,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisector.app.reports import effective_state
+from bisector.app.list_rows import effective_state
 from bisector.app.watch import series as perf_series
 from bisector.app.watch.picture import sparkline
 from bisector.base import escape
