@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,13 @@ def learn_facts(venv: Path, told: Path | None, import_name: str | None) -> dict[
     learned = {k: v for k, v in learned.items() if k != "env"}
     facts = {**learned, **known, "facts_from": how}
     if "facts_error" not in facts:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(facts, sort_keys=True))
-        tmp.replace(path)
+        # A temporary name of this writer's own: two probes of one environment at once (K
+        # slots, or two bisections sharing the cache) each learn the same facts, and with one
+        # shared name the second rename found nothing and failed the probe.
+        fd, tmp = tempfile.mkstemp(prefix="bisector-facts.", suffix=".tmp", dir=venv)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(facts, sort_keys=True))
+        os.replace(tmp, path)
     return facts
 
 

@@ -139,3 +139,29 @@ def test_a_pyc_planted_in_the_environment_is_never_read(tmp_path: Path, home: Pa
     oracle_file.write_text("import sys, m\nprint(m.X)\nsys.exit(0 if m.X == 1 else 1)\n")
     res = run_oracle(str(py), load_oracle(str(oracle_file)), "0" * 40, tmp_path / "run", {})
     assert res.exit_code == 0, res.output_tail
+
+
+@pytest.mark.integration
+def test_two_probes_learning_one_environment_s_facts_at_once_both_succeed(
+        tmp_path: Path) -> None:
+    """Two probes of one environment at once (K slots, or two bisections sharing the cache)
+    each learn its facts; with one shared temporary name the second rename found nothing and
+    failed its probe (FileNotFoundError, seen in the suite)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    told = tmp_path / "told"
+    told.mkdir()
+    (told / "facts-1.json").write_text(json.dumps({"package": "colorsys", "python": "3"}))
+    pending = json.dumps({"obtained": "wheel", PENDING: True})
+
+    def learn(_: int) -> dict[str, object]:
+        return learn_facts(venv, told, "colorsys")
+
+    for _ in range(20):
+        (venv / FACTS_FILE).write_text(pending)
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(learn, range(8)))
+        assert all(g.get("package") == "colorsys" for g in got)
+    assert [p.name for p in venv.iterdir()] == [FACTS_FILE]  # no temporary file left
