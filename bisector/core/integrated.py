@@ -88,7 +88,7 @@ class Integrated:
         """(false failures, false passes) read off every run at the most likely split: the
         share of failures before the most likely culprit and of passes from it on, each with
         one imagined run of either kind (the Beta(1, 1) mean)."""
-        first, _, _ = max(self._segments, key=lambda s: (s[2], -s[0]))
+        first, _ = self.best()
         j = next(i for i, (f, _, _) in enumerate(self._segments) if f == first)
         bad_before, before, good_after, after = self._splits[j]
         return (bad_before + 1) / (before + 2), (good_after + 1) / (after + 2)
