@@ -108,6 +108,17 @@ class Strategy(Protocol):
 
     def decide(self) -> Decision: ...
 
+    def ahead(self, r: Round) -> list[tuple[int, float]]:
+        """The positions worth preparing while round ``r`` runs (``run/prefetch.py``), each
+        with the probability it is probed soon, most likely first; never a decision."""
+        ...
+
+
+def in_round_later(view: View, r: Round) -> list[tuple[int, float]]:
+    """The positions of round ``r`` that wait for a free slot (the two endpoints with one
+    GPU): certain to be probed, after the first ``width``."""
+    return [(p, 1.0) for p in r.positions[view.width:]]
+
 
 def prior_for(view: View, ready: bool) -> Prior | None:
     """The prior the search splits, once ``ready`` (the bad endpoint has shown the failure:

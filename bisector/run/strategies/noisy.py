@@ -39,6 +39,7 @@ from bisector.run.strategies.base import (
     Round,
     View,
     answer_for,
+    in_round_later,
     is_confirmation,
     prior_for,
 )
@@ -178,6 +179,11 @@ class Noisy:
     def __init__(self, view: View) -> None:
         self.view = view
         self.round: int | None = None
+
+    def ahead(self, r: Round) -> list[tuple[int, float]]:
+        """Only the round's own later runs: its next commits hang on samples, not on one
+        verdict, and a commit probed again needs nothing made."""
+        return in_round_later(self.view, r)
 
     def decide(self) -> Decision:
         v, meta = self.view, self.view.meta

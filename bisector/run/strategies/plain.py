@@ -13,10 +13,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bisector.core.lookahead import next_rounds
 from bisector.core.search import Next, Verdict, next_step, remaining_estimate
 from bisector.core.verdict import Rules
 from bisector.run.hunt import Hunt, judged
-from bisector.run.strategies.base import Adopted, Decision, Round, View, answer_for, prior_for
+from bisector.run.strategies.base import (
+    Adopted,
+    Decision,
+    Round,
+    View,
+    answer_for,
+    in_round_later,
+    prior_for,
+)
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -89,3 +98,18 @@ class Plain:
         self.round = max(self.round, number)
         return Decision(Round(number, tuple(v.offset + p for p in positions),
                               remaining_estimate(v.n, have)), adopted, number)
+
+    def ahead(self, r: Round) -> list[tuple[int, float]]:
+        """Round ``r``'s later positions, then every commit the next round may probe, by the
+        chance of each way ``r`` can come out (:func:`bisector.core.lookahead.next_rounds`)."""
+        v = self.view
+        have, _ = known(v)
+        ready = have.get(0) is Verdict.GOOD and have.get(v.n - 1) is Verdict.BAD
+        mine = [p - v.offset for p in r.positions if v.offset <= p < v.offset + v.n]
+        # The endpoints' round ends well only one way: good, then bad (its prior is then read
+        # from the bad endpoint's run, so the next round is priced without it).
+        nxt = next_rounds(v.n, have, mine, width=v.width, cost=v.cost,
+                          prior=prior_for(v, ready))
+        later = in_round_later(v, r)
+        seen = {p for p, _ in later}
+        return [*later, *((v.offset + p, w) for p, w in nxt if v.offset + p not in seen)]
