@@ -15,6 +15,7 @@ from typing import Any
 from bisector.app import gc as cleanup
 from bisector.app.views import write_reports
 from bisector.artifacts.cache import sweep_scratch
+from bisector.base import defaults
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind, State
@@ -79,7 +80,15 @@ def runner(store: Store, bisection_id: int, events: Events | None = None,
                   reconfirm=cfg.request.reconfirm, remote=remote,
                   prior=FailurePrior(cfg.request.prior, parts.repos, cfg.request.command),
                   hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)),
-                  into_merge=into_merge(cfg, oracle))
+                  into_merge=into_merge(cfg, oracle), prefetch=prefetch_slots(cfg, len(slots)),
+                  spare_builds=max(0, cfg.build_jobs - len(slots)))
+
+
+def prefetch_slots(cfg: RunConfig, width: int) -> int:
+    """Commits made ahead at once (run/prefetch.py): ``--prefetch``, else
+    :data:`defaults.PREFETCH_PER_SLOT` per probe slot."""
+    asked = cfg.request.prefetch
+    return defaults.PREFETCH_PER_SLOT * width if asked is None else asked
 
 
 def into_merge(cfg: RunConfig, oracle: Oracle) -> bool:

@@ -116,3 +116,15 @@ ORACLE_ENV_PREFIXES = ("TORCH_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TRITON_", "C
 # builds, a step may move as more nightlies arrive and still be the one already acted on.
 WATCH_STEP_ALPHA = 0.01
 WATCH_STEP_MOVE_BUILDS = 6
+
+# Preparing the next probes while the oracle runs (run/prefetch.py): how many commits per GPU
+# slot are made ahead at once (one per side of a probe: the two midpoints of the two halves),
+# never while the cache's disk has less than PREFETCH_FREE_BYTES free (a CUDA nightly and its
+# Triton are GBs). A source build is made ahead only on a build slot the round's probes do not
+# need (--build-jobs beyond --jobs) and only when chance x build time exceeds the build time
+# priced at SPECULATIVE_BUILD_PRICE of the GPU's (cores are cheaper than a GPU that waits):
+# with one GPU both halves' midpoints (0.5 each) pay, with three GPUs' twelve candidates (1/4
+# each) none does.
+PREFETCH_PER_SLOT = 2
+PREFETCH_FREE_BYTES = 8 * 2**30
+SPECULATIVE_BUILD_PRICE = 0.25

@@ -122,3 +122,22 @@ class Every:
             return False
         self._last = now
         return True
+
+
+# Set in the threads that prepare probes ahead of need (run/prefetch.py): their steps belong
+# to no probe yet, so a display shows none of them as a probe's row (the probe's own line
+# says later how much was made ahead).
+_AHEAD: ContextVar[bool] = ContextVar("bisector_ahead", default=False)
+
+
+@contextmanager
+def made_ahead() -> Iterator[None]:
+    token = _AHEAD.set(True)
+    try:
+        yield
+    finally:
+        _AHEAD.reset(token)
+
+
+def is_ahead() -> bool:
+    return _AHEAD.get()

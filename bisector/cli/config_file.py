@@ -46,8 +46,8 @@ INERT = frozenset({
     "good", "bad", "regress", "find-fix", "ancestry-path", "into-merge", "confirm", "match",
     "any-failure",
     "timeout", "profile", "variant", "prebuilt", "offline", "manual", "cuda-arch", "max-jobs",
-    "jobs", "build-jobs", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json", "format",
-    "limit", "wide", "columns", "description",
+    "jobs", "build-jobs", "prefetch", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json",
+    "format", "limit", "wide", "columns", "description",
 })  # ctx.meta: (command path, param name) -> where it came from
 # Options given as text that are a path when they hold a slash (an interpreter, an oracle's
 # file): relative ones resolve against the file's folder, as click.Path options do.

@@ -197,6 +197,11 @@ RANGE_OPTIONS = [
                  "GPU of --gpus, else 1). Each round the search picks that many split points."),
     click.option("--build-jobs", type=JOBS, default=defaults.BUILD_JOBS, show_default=True,
                  help="Source builds at once."),
+    click.option("--prefetch", type=click.IntRange(min=0), default=None, metavar="N",
+                 help="Commits the next round may probe made ready while the oracle runs "
+                 "(download, overlay, environment; a source build only when it pays), at most "
+                 f"N at once (default: {defaults.PREFETCH_PER_SLOT} per probe at once); 0: "
+                 "none."),
     click.option("--manual", is_flag=True, help="Judge each probe yourself, as git bisect "
                  "good/bad: bisector prepares the commit's environment and tree, prints a "
                  "command that opens a shell there, and asks whether the bug shows."),

@@ -34,7 +34,7 @@ from rich.text import Text
 
 from bisector.base import defaults
 from bisector.base.escape import safe_line
-from bisector.base.events import MEASURED
+from bisector.base.events import MEASURED, is_ahead
 from bisector.cli.console import err, escape, out, real
 from bisector.core.search import Verdict
 
@@ -256,6 +256,8 @@ class RichEvents:
             self.progress.update(task, completed=done, total=total)
 
     def phase(self, sha: str, text: str) -> None:
+        if is_ahead():  # a step of a probe prepared ahead: no probe's row yet
+            return
         text = safe_line(text)  # rows are rich Text, not markup: filtered, not escaped
         with self._lock:
             task = self._steps.get(sha)
@@ -266,6 +268,8 @@ class RichEvents:
                 self._said[task] = _Said()
 
     def build_line(self, sha: str, text: str) -> None:
+        if is_ahead():
+            return
         with self._lock:
             task = self._steps.get(sha)
             if task is not None:

@@ -63,3 +63,12 @@ class Executor(Protocol):
             gpu: str | None = None) -> RunResult:
         """Run once; ``gpu`` pins the run to that GPU index (None: as configured)."""
         ...
+
+
+def prepare(executor: Executor, inst: Installable, oracle: Oracle) -> None:
+    """Make ahead what ``executor`` would make for a probe of ``inst`` (its environment), for
+    an executor that knows how (``prepare``); one that makes nothing ahead (the system
+    Python) is left alone."""
+    ahead = getattr(executor, "prepare", None)
+    if ahead is not None:
+        ahead(inst, oracle)

@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import uuid
+from collections import defaultdict
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -174,6 +176,8 @@ class DockerExecutor:
         self.labels = dict(labels or {})
         self.data = cache_dir() / "docker"
         self._ready: set[str] = set()
+        # One maker per environment: a probe waits for the one a prefetch is making.
+        self._making: defaultdict[str, threading.Lock] = defaultdict(threading.Lock)
 
     @cached_property
     def docker(self) -> Any:
@@ -221,6 +225,11 @@ class DockerExecutor:
             raise UsageError("--installed-base works with the local executor only: the "
                              "container cannot see the host's installed torch")
         name = self.env_name(inst.key, deps)
+        with self._making[name]:
+            return self._ensure_env(inst, deps, name, gpu)
+
+    def _ensure_env(self, inst: Installable, deps: tuple[str, ...], name: str,
+                    gpu: str | None) -> str:
         final = self.data / "envs" / name
         # On disk, not only remembered: gc may have removed it since this process made it.
         if (final / ".bisector-ready").exists():
@@ -260,6 +269,11 @@ class DockerExecutor:
                                f"{tail(log, 6)}")
         self._ready.add(name)
         return name
+
+    def prepare(self, inst: Installable, oracle: Oracle) -> None:
+        """Make the environment a probe of ``inst`` will run in, ahead of the probe (the
+        prefetch, ``run/prefetch.py``)."""
+        self.ensure_env(inst, oracle.meta.dependencies)
 
     def _env_facts(self, name: str, inst: Installable) -> dict[str, Any]:
         env_dir = self.data / "envs" / name

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -73,6 +74,9 @@ class LocalExecutor:
         self.trees = trees  # a command oracle's working folder per commit (artifacts/trees)
         # The oracle environment (base/oracle_env.py); None: the host's, as it is.
         self.env = env
+        # One maker per environment: a probe asking for the one a prefetch is making waits
+        # for it instead of making it a second time.
+        self._making: defaultdict[Path, threading.Lock] = defaultdict(threading.Lock)
 
     def fingerprint_facts(self) -> dict[str, Any]:
         return with_env({
@@ -93,6 +97,11 @@ class LocalExecutor:
     def env_dir(self, artifact_key: str, deps: tuple[str, ...]) -> Path:
         return cache_dir() / "envs" / env_name(artifact_key, deps, python_tag(self.python))
 
+    def prepare(self, inst: Installable, oracle: Oracle) -> None:
+        """Make the environment a probe of ``inst`` will run in, ahead of the probe (the
+        prefetch, ``run/prefetch.py``); the probe then finds it made."""
+        self.ensure_env(inst, oracle.meta.dependencies)
+
     def ensure_env(self, inst: Installable, deps: tuple[str, ...]) -> Path:
         """The environment for an installable, made once and reused by every later probe.
 
@@ -101,6 +110,10 @@ class LocalExecutor:
         environment is never trusted.
         """
         final = self.env_dir(inst.key, deps)
+        with self._making[final]:
+            return self._ensure_env(inst, deps, final)
+
+    def _ensure_env(self, inst: Installable, deps: tuple[str, ...], final: Path) -> Path:
         if (final / READY).exists():
             if not changed_files(final):
                 _mark_used(final)

@@ -55,6 +55,10 @@ class ManualExecutor:
     def fingerprint_facts(self) -> dict[str, Any]:
         return self.inner.fingerprint_facts()
 
+    def prepare(self, inst: Installable, oracle: Oracle) -> None:
+        """The environment made ahead, while the person judges the probe before."""
+        self.inner.prepare(inst, oracle)
+
     def run(self, *, inst: Installable, oracle: Oracle, commit: str, run_dir: Path,
             gpu: str | None = None) -> RunResult:
         # Marked in use for as long as the person judges, as a probe is: `bisect gc` removing

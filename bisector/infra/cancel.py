@@ -6,7 +6,10 @@ registers how to kill it here while it runs; :func:`stop_all` kills them all, an
 worker then gets back (a process killed by a signal) is never recorded as a verdict, because
 :func:`stopping` is set first.
 
-One registry per process: a controller runs one bisection at a time.
+One registry per process: a controller runs one bisection at a time. Work done ahead of
+need (``run/prefetch.py``: the next probes' downloads while an oracle runs) runs in a
+:class:`Scope` of its own, so that work alone can be dropped when it is no longer needed: in its
+thread :func:`stopping` is true once the scope is abandoned, and what it started is killed.
 """
 
 from __future__ import annotations
@@ -26,8 +29,43 @@ class Stopped(Exception):
     """Raised in a worker that was about to start something after a stop was asked for."""
 
 
+class Scope:
+    """Work that may be dropped on its own (a prefetch): :meth:`abandon` makes
+    :func:`stopping` true in the threads that run inside it and kills their children."""
+
+    def __init__(self) -> None:
+        self.abandoned = threading.Event()
+        self._live: dict[int, Callable[[], None]] = {}
+
+    @contextmanager
+    def inside(self) -> Iterator[None]:
+        """Run the block in this scope (in the calling thread)."""
+        before = getattr(_local, "scope", None)
+        _local.scope = self
+        try:
+            yield
+        finally:
+            _local.scope = before
+
+    def abandon(self) -> None:
+        self.abandoned.set()
+        with _lock:
+            kills = list(self._live.values())
+        for kill in kills:
+            with suppress(Exception):
+                kill()
+
+
+_local = threading.local()
+
+
+def _scope() -> Scope | None:
+    return getattr(_local, "scope", None)
+
+
 def stopping() -> bool:
-    return _stopping.is_set()
+    scope = _scope()
+    return _stopping.is_set() or (scope is not None and scope.abandoned.is_set())
 
 
 def reset() -> None:
@@ -38,16 +76,21 @@ def reset() -> None:
 @contextmanager
 def killable(kill: Callable[[], None]) -> Iterator[None]:
     """Register ``kill`` while the block runs; if a stop came first, do not start at all."""
+    scope = _scope()
     with _lock:
-        if _stopping.is_set():
+        if _stopping.is_set() or (scope is not None and scope.abandoned.is_set()):
             raise Stopped("stopping")
         key = next(_ids)
         _live[key] = kill
+        if scope is not None:
+            scope._live[key] = kill
     try:
         yield
     finally:
         with _lock:
             _live.pop(key, None)
+            if scope is not None:
+                scope._live.pop(key, None)
 
 
 def stop_all() -> None:

@@ -32,7 +32,7 @@ from bisector.oracle.command import check_match
 # file names carry, what prebuilt.pick_wheels compares, and what goes into the index URL.
 VARIANT = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 # Options that change how fast a run goes, never what it finds: left out of the reproduce line.
-SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm"})
+SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm", "prefetch"})
 # NAME=VALUE options: a secret-named variable's value is shown as *** in the reproduce line.
 ENV_FIELDS = frozenset({"env", "build_env"})
 
@@ -71,6 +71,9 @@ class Request:
     build_env: tuple[str, ...] = ()
     jobs: int | None = None  # None: one per GPU of --gpus, else defaults.JOBS
     build_jobs: int = defaults.BUILD_JOBS
+    # Commits made ahead while the oracle runs (run/prefetch.py); None: PREFETCH_PER_SLOT per
+    # probe slot; 0: none (each probe obtains its torch when chosen).
+    prefetch: int | None = None
     confirm: bool = True  # re-run the culprit, its parent and its revert before answering
     reconfirm: bool = False  # fresh confirmation runs even where one under the key exists
     match: str | None = None  # the failure that is the bug (core/signature.py)

@@ -159,6 +159,9 @@ class Beside:
     def cost(self, pos: int) -> int:
         return self.source.cost(pos if pos < self.walked else self.near())
 
+    def kind(self, pos: int) -> str:
+        return self.source.kind(pos) if pos < self.walked else "overlay"
+
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         return self.source.obtain_commit(sha, near)
 

@@ -51,6 +51,10 @@ class Source(Protocol):
 
     def obtain(self, pos: int) -> Obtained | Unobtainable: ...
     def cost(self, pos: int) -> int: ...
+    def kind(self, pos: int) -> str:
+        """How ``pos`` would be obtained (``cached``, ``prebuilt``, ``overlay``, ``build``,
+        ``broken``), without obtaining it: what the prefetch weighs (run/prefetch.py)."""
+        ...
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         """A commit outside the candidates (a culprit's revert), obtained like ``near``."""
         ...
@@ -266,6 +270,10 @@ class Pipeline:
         probe_s = time.monotonic() - t0
         facts = {**run.facts, "artifact_fresh": got.fresh, "probe_s": round(probe_s, 3),
                  "phases": phases(run, obtain_s, probe_s), "obtained_as": obtained_as(got)}
+        if isinstance(got, Obtained) and got.ahead:
+            # Made while an earlier oracle ran (run/prefetch.py): seconds each phase took
+            # before this probe asked, beside what it still waited ("phases").
+            facts["ahead"] = dict(got.ahead)
         if cancel.stopping():
             raise cancel.Stopped("stopped by the user; this run is not recorded")
         verdict, why = self.verdict(position, run.outcome, failure or None, run.output_tail)

@@ -26,7 +26,7 @@ from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import State
 from bisector.core.search import Verdict
 from bisector.core.verdict import Rules
-from bisector.executors.base import Executor
+from bisector.executors.base import Executor, prepare
 from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
 from bisector.oracle.script import Oracle
@@ -35,6 +35,7 @@ from bisector.run.hunt import Hunt
 from bisector.run.into_merge import Inside, go_inside
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, Source, StoreRecorder
+from bisector.run.prefetch import Prefetcher
 from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote, cancelled_message
 from bisector.run.strategies import strategy_for
@@ -77,6 +78,8 @@ class Runner:
         prior: FailurePrior | None = None,
         hunt: Hunt | None = None,
         into_merge: bool = False,
+        prefetch: int = 0,
+        spare_builds: int = 0,
     ) -> None:
         # The walk's candidates, then (once stored) those of the search inside a merge.
         self.store, self.record, self.candidates = store, record, candidates
@@ -92,8 +95,14 @@ class Runner:
         # The judge of failing runs (run/hunt.py): every probe, stored verdict and
         # confirmation run of this bisection is judged through the same one.
         self.hunt = hunt
-        self.pipeline = Pipeline(source.obtain, executor, oracle, rules, recorder, self.events,
-                                 hunt)
+        # What the next probes need, made while the oracles run (run/prefetch.py): here only,
+        # workers obtain on their own boxes.
+        self.prefetcher = None if prefetch <= 0 or remote is not None else Prefetcher(
+            source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle), prefetch,
+            spare_builds)
+        self.pipeline = Pipeline(source.obtain if self.prefetcher is None
+                                 else self.prefetcher.obtain, executor, oracle, rules,
+                                 recorder, self.events, hunt)
         self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
         self.confirm, self.reconfirm = confirm, reconfirm
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
@@ -133,6 +142,8 @@ class Runner:
             ended = State.CANCELLED
             raise Cancelled(cancelled_message(self.record.id)) from None
         finally:
+            if self.prefetcher is not None:
+                self.prefetcher.close()
             try:  # a no-op once finished: the owner is already cleared
                 self.lease.release(ended)
             except Exception as e:
@@ -278,6 +289,8 @@ class Runner:
     def finish(self, answer: Answer) -> BisectionRecord:
         """Confirm the culprit (when asked), then write the answer; the endpoints' failure
         raises with its message once written."""
+        if self.prefetcher is not None:  # what the search would have probed next: not needed
+            self.prefetcher.close()
         b, result, message = self.record, dict(answer.result), answer.message
         state = answer.state
         culprit = None if answer.culprit is None else self.candidates[answer.culprit]
@@ -322,6 +335,8 @@ class Runner:
                                         round_=r.number, positions=r.positions):
             raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
         self.events.round_start(r.number, self.width, r.left)
+        if self.prefetcher is not None:
+            self.prefetcher.ahead(self.strategy.ahead(r), keep=r.positions)
         self.dispatch(r.positions, r.number, r.left)
 
     def revert(self, culprit: str, onto: str) -> str | None:

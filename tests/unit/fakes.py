@@ -54,6 +54,9 @@ class FakeSource:
     def cost(self, pos: int) -> int:
         return 0
 
+    def kind(self, pos: int) -> str:
+        return "broken" if pos in self.broken else "prebuilt"
+
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         self.obtained.append(sha)
         if sha in self.broken_commits:

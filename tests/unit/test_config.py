@@ -37,7 +37,7 @@ EVERYTHING = Request(
     nightly_index="http://127.0.0.1:1/whl/nightly/cu128", release_index="", variant="cu126",
     installed_base="v2.9.0", executor=ExecutorKind.DOCKER, image="rt:1", gpus="0,1",
     memory="8g", pids=64, build_in=BuildPlace.HOST, builder_image="b:1", cuda_arch="9.0",
-    max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2,
+    max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2, prefetch=0,
     confirm=False, reconfirm=True,
     match=r"NameError: .*_Runner__", any_failure=True, timeout=30.0,
     dependency=("pytest", "expecttest>=0.2"),
