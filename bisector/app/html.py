@@ -19,7 +19,8 @@ import jinja2
 from markupsafe import Markup
 
 from bisector.app.evidence import evidence
-from bisector.app.phases import phase_rows
+from bisector.app.phases import ahead_text, hidden_total, phase_rows
+from bisector.app.phases import timeline as phase_timeline
 from bisector.app.reports import culprit_facts
 from bisector.app.watch.picture import geometry
 from bisector.base import defaults
@@ -157,11 +158,15 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
     # The culprit's own facts, as the issue report's Versions block: not the first probe's.
     # An unfinished bisection has no issue to report yet: its page says how far it got.
     finished = d["state"] in {s.value for s in State if s.finished}
+    rows = phase_rows(d)
+    for r in rows:
+        r["ahead_text"] = ahead_text(r)
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
             "prior_line": prior_note(d["prior"]) if d.get("prior") else "",
             "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
-            "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": phase_rows(d),
-            "phase_names": PHASES, "ev": evidence(d)}
+            "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": rows,
+            "phase_names": PHASES, "ev": evidence(d), "overlap": phase_timeline(rows),
+            "hidden_s": hidden_total(rows)}
 
 
 def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:

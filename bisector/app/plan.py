@@ -32,6 +32,7 @@ from bisector.app.costs import (
     project_costs,
     trees_assemble,
 )
+from bisector.app.overlap import with_prefetch
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.artifacts.ranking import COST
 from bisector.base.events import Events, QuietEvents
@@ -126,6 +127,9 @@ class PlanReport:
     # neither); the index lists only its newest nightlies, older ones are found past it.
     prebuilt_sources: dict[str, int] = field(default_factory=dict)
     prior: dict[str, Any] = field(default_factory=dict)  # which prior a run would use (--prior)
+    # The mean with the next probes made while the oracle runs (app/overlap.py); None: a
+    # flaky search, or --prefetch 0.
+    seconds_prefetch_mean: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
@@ -367,4 +371,12 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
     # endpoint has run: its failure is the evidence).
     report.prior = {**prior, "projection": projection(prior, len(cands), report.probes_mean)}
     report.notes.append(note(report.prior))
+    if report.sampling != Kind.FLAKY.value and cfg.request.prefetch != 0:
+        n = len(cands)
+        culprits = consistent_culprits(n, known) or list(range(1, n))
+        runs = PERF_MEAN_RUNS if report.sampling == Kind.PERFORMANCE.value else 1
+        report.seconds_prefetch_mean = with_prefetch(
+            report.seconds_mean, lambda c: _walk(n, parts.provider, c, known)[0],
+            culprits[::max(1, len(culprits) // SAMPLE)], table, runs,
+            max(0, cfg.build_jobs - cfg.width), cfg.width)
     return report

@@ -117,6 +117,7 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             "facts": p.facts,
             "gpu": p.facts.get("gpu_index"),
             "phases": p.facts.get("phases"),
+            "started_at": p.started_at.isoformat() if p.started_at is not None else None,
             "artifact": a.kind.value if a is not None else None,
         }
         if a is not None and a.status in (ArtifactStatus.FAILED, ArtifactStatus.ERROR):

@@ -223,7 +223,10 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
     out.print(f"  expected source builds: {rep.builds_mean:.1f} on average, at most "
               f"{rep.builds_max}")
     out.print(f"  projected wall time: {human(rep.seconds_mean)} on average, at most "
-              f"{human(rep.seconds_max)}")
+              f"{human(rep.seconds_max)}, each probe's torch obtained when it is chosen")
+    if rep.seconds_prefetch_mean is not None:
+        out.print(f"  with the next probes made while the oracle runs (the default; "
+                  f"--prefetch 0 turns it off): {human(rep.seconds_prefetch_mean)} on average")
     out.print("  per-step costs (change with --cost STEP=SECONDS):")
     for step, seconds in rep.costs.items():
         shown = f"{seconds:.1f} s" if seconds < 90 else human(seconds)

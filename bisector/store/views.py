@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -30,6 +31,7 @@ class ProbeView:
     output_tail: str
     facts: dict[str, Any]
     artifact: ArtifactRecord | None
+    started_at: datetime | None = None  # when the probe began (the timeline of phases)
 
 
 def probe_views(store: Store, bisection_id: int) -> list[ProbeView]:
@@ -43,5 +45,5 @@ def probe_views(store: Store, bisection_id: int) -> list[ProbeView]:
         return [ProbeView(p.seq, p.position, p.commit_sha, p.verdict, p.reused, p.round,
                           v.outcome, v.exit_code, v.reason, v.duration_s, v.stdout_path,
                           v.stderr_path, v.output_tail, dict(v.facts or {}),
-                          artifact_record(a) if a is not None else None)
+                          artifact_record(a) if a is not None else None, v.started_at)
                 for p, v, a in rows]
