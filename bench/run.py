@@ -31,10 +31,13 @@
 14. A flaky oracle over flake-only ranges, real regressions and a 60/40 mix: right / wrong /
    unsure and oracle runs (confirmation included) against the Z-channel floor
    (bench/flaky_regression.py; BENCH_FLAKY_HUNTS, 500 a row).
+15. Prefetch: the demo's nightly path over an index throttled to BENCH_WHEEL_S a wheel, a
+   BENCH_ORACLE_S oracle: wall time / (oracle runs + the first probe's obtaining), with
+   --prefetch 0 (today's order) and the default, same culprit and runs (bench/prefetch.py).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
 rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli,
-perf-drift, flaky-regression.
+perf-drift, flaky-regression, prefetch.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
@@ -69,6 +72,7 @@ from bench.cli_start import bench_cli
 from bench.flaky_regression import bench_flaky_regression
 from bench.gpu_overhead import bench_gpu_overhead
 from bench.perf_drift import bench_perf_drift
+from bench.prefetch import bench_prefetch
 from bench.prior import bench_prior
 from bench.small_project import bench_small_project
 from bisector.app.demo.torchlet import generate_linear
@@ -447,6 +451,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "cli": lambda tmp: bench_cli(line),
     "perf-drift": lambda tmp: bench_perf_drift(line),
     "flaky-regression": lambda tmp: bench_flaky_regression(line),
+    "prefetch": lambda tmp: bench_prefetch(tmp, line),
 }
 
 
