@@ -48,8 +48,21 @@ class IndexState:
 SLOW_PIECES = 40  # a slow file is written in this many pieces, a sleep between them
 
 
+_DIGESTS: dict[tuple[Path, int, int], str] = {}
+
+
 def _sha256(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
+    """A file's digest, computed once per version of it: a listing of GB wheels answers at
+    once, as a real index does (it stores them)."""
+    st = p.stat()
+    key = (p, st.st_mtime_ns, st.st_size)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with p.open("rb") as f:
+            while chunk := f.read(2**20):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -134,19 +147,31 @@ class Handler(BaseHTTPRequestHandler):
             with zipfile.ZipFile(path) as zf:
                 member = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
                 return self._send(200, zf.read(member), "text/plain", head)
-        data = path.read_bytes()
+        size = path.stat().st_size
         rng = self.headers.get("Range")
         if rng and rng.startswith("bytes="):
+            # Only the bytes asked for are read: a GB wheel's version.py is a few range reads.
             start_s, _, end_s = rng[6:].partition("-")
-            start = int(start_s)
-            end = int(end_s) if end_s else len(data) - 1
-            if start >= len(data):
+            start = int(start_s) if start_s else max(0, size - int(end_s))
+            end = min(int(end_s), size - 1) if end_s and start_s else size - 1
+            if start >= size:
                 return self._send(416, b"", "text/plain", head,
-                                  {"Content-Range": f"bytes */{len(data)}"})
-            chunk = data[start : end + 1]
+                                  {"Content-Range": f"bytes */{size}"})
+            with path.open("rb") as f:
+                f.seek(start)
+                chunk = f.read(end + 1 - start)
             return self._send(206, chunk, "application/octet-stream", head, {
-                "Content-Range": f"bytes {start}-{start + len(chunk) - 1}/{len(data)}",
+                "Content-Range": f"bytes {start}-{start + len(chunk) - 1}/{size}",
                 "Accept-Ranges": "bytes"})
+        if head:  # the size, never the body read
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            if name not in st.no_length:
+                self.send_header("Content-Length", str(size))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+            return None
+        data = path.read_bytes()
         if st.slow_s > 0 or name in st.no_length:
             return self._slow(data, head, sized=name not in st.no_length)
         self._send(200, data, "application/octet-stream", head, {"Accept-Ranges": "bytes"})
