@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bisector.app.demo.index import IndexServer
-from bisector.app.demo.torchlet import SyntheticHistory
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from tests.support import built_world, private_cache, run_cli
 
 pytestmark = [pytest.mark.integration]
@@ -76,3 +76,27 @@ def test_the_next_probes_are_made_while_the_oracle_runs(
     (html,) = (home / "data" / "reports").glob("bisection-1-*.html")
     page = html.read_text()
     assert 'id="overlap"' in page and 'class="phase-ahead"' in page
+
+
+def test_source_builds_are_made_ahead_only_on_a_spare_build_slot(
+        home: Path, private_cache: Path, tmp_path: Path) -> None:
+    """Every probe built from source: with a build slot beyond the probe's (--build-jobs 2),
+    the next round's builds run during the oracle; with none (the default), no build is
+    speculated, and both name the same culprit with the same probes."""
+    hist = generate(tmp_path / "t", commits=40, culprit=27, broken=(), release_at=None,
+                    side_branch_at=None)
+    args = ["--repo", str(hist.path), "--good", hist.main[0], "--bad", hist.main[-1],
+            "--oracle", "torchlet_norm", "--no-prebuilt", "--no-confirm", "--json"]
+    runs = {}
+    for slots in ("1", "2"):
+        r = run_cli("--db", str(tmp_path / f"b{slots}.db"), "start", *args, "--build-jobs",
+                    slots)
+        assert r.returncode == 0, r.stderr[-3000:]
+        runs[slots] = json.loads(r.stdout)
+    probed = {k: [(p["sha"], p["verdict"]) for p in d["probes"]] for k, d in runs.items()}
+    assert probed["1"] == probed["2"] and runs["1"]["culprit"]["sha"] == hist.culprit
+    built_ahead = [p for p in runs["2"]["probes"]
+                   if p["artifact"] == "source" and (p["facts"].get("ahead") or {}).get("obtain")]
+    assert len(built_ahead) >= len(probed["2"]) // 2, probed["2"]
+    assert not [p for p in runs["1"]["probes"]
+                if p["artifact"] == "source" and (p["facts"].get("ahead") or {}).get("obtain")]
