@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -25,7 +27,14 @@ from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.cache import artifact_key, wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.obtained import Answer, Obtained, answer, installable, usable
+from bisector.artifacts.obtained import (
+    Answer,
+    Obtained,
+    Unobtainable,
+    answer,
+    installable,
+    usable,
+)
 from bisector.artifacts.prebuilt import triton_of, triton_requirement
 from bisector.artifacts.ranking import Ranking
 from bisector.base import defaults
@@ -214,6 +223,21 @@ class Overlay:
         return Obtained(installable(row, r.installed), row)
 
 
+# Set where a commit is obtained ahead of need without a build slot to spare for it
+# (run/prefetch.py): the chain then stops before building (an overlay the exact diff refused
+# falls through to here), and the probe builds it itself if it comes to that.
+_NO_BUILD: ContextVar[bool] = ContextVar("bisector_no_build", default=False)
+
+
+@contextmanager
+def builds_refused() -> Iterator[None]:
+    token = _NO_BUILD.set(True)
+    try:
+        yield
+    finally:
+        _NO_BUILD.reset(token)
+
+
 class Build:
     """A source build by the recipe's builder (host or container), at most ``build_jobs`` at
     once; a failure is stored as a fact about the commit, an infrastructure error is not."""
@@ -223,6 +247,8 @@ class Build:
         self._slots = threading.Semaphore(shared.ranking.recipe.build_jobs)
 
     def obtain(self, pos: int, sha: str) -> Answer:
+        if _NO_BUILD.get():
+            return Unobtainable("not built ahead: no build slot to spare", permanent=False)
         recipe, events = self.s.ranking.recipe, self.s.events
         builder = recipe.builder
         key, settings = build_key(recipe.profile, sha, recipe.python, builder)

@@ -22,6 +22,7 @@ bisection, under ``bisect gc``'s rules.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
+from bisector.artifacts.sources import builds_refused
 from bisector.base import defaults
 from bisector.base.events import made_ahead
 from bisector.base.paths import cache_dir
@@ -42,6 +44,7 @@ class _Job:
     """One commit made ahead: its torch (``got``, set once obtained), then its environment."""
 
     position: int
+    may_build: bool = False  # a source build ahead paid (pays): else the chain stops before one
     scope: cancel.Scope = field(default_factory=cancel.Scope)
     got: Future[Answer] = field(default_factory=Future)
     # Phase -> (start, end) in time.monotonic(); an end of None: still running.
@@ -86,7 +89,7 @@ class Prefetcher:
         """Prepare these positions (most likely first, at most ``slots`` of them) and drop the
         work still in flight for any other but ``keep`` (the round starting now: its probes
         take what was made for them); returns the positions now being prepared."""
-        wanted: list[int] = []
+        wanted: list[tuple[int, bool]] = []  # position, may build
         if not self.closed and chances and self.room():
             builds = self.spare_builds
             for pos, chance in chances:
@@ -94,21 +97,23 @@ class Prefetcher:
                     break
                 kind = self.kind(pos)
                 if pays(chance, kind, builds):
-                    wanted.append(pos)
+                    wanted.append((pos, kind == "build"))
                     builds -= kind == "build"
         with self._lock:
-            for pos in [p for p in self._jobs if p not in wanted and p not in keep]:
+            chosen = [pos for pos, _ in wanted]
+            for pos in [p for p in self._jobs if p not in chosen and p not in keep]:
                 job = self._jobs.pop(pos)
                 if not job.got.done() or job.spans.get("environment", (0, 0))[1] is None:
                     job.scope.abandon()
-            for pos in wanted:
+            for pos, may_build in wanted:
                 if pos not in self._jobs:
-                    job = self._jobs[pos] = _Job(pos)
+                    job = self._jobs[pos] = _Job(pos, may_build)
                     self._pool.submit(self._make, job)
-        return wanted
+        return chosen
 
     def _make(self, job: _Job) -> None:
-        with job.scope.inside(), made_ahead():
+        refused = contextlib.nullcontext() if job.may_build else builds_refused()
+        with job.scope.inside(), made_ahead(), refused:
             try:
                 if job.scope.abandoned.is_set():
                     raise cancel.Stopped("no longer needed")

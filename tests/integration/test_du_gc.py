@@ -57,7 +57,8 @@ def test_du_and_gc_after_a_real_bisection(home: Path, tmp_path: Path,
 
     def bisect(db: Path) -> dict[str, object]:
         r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", good,
-                    "--bad", bad, "--oracle", "torchlet_norm", "--no-confirm", "--json")
+                    "--bad", bad, "--oracle", "torchlet_norm", "--no-confirm", "--json",
+                    "--prefetch", "0")  # counted per probe: nothing made ahead of need
         assert r.returncode == 0, r.stderr
         out: dict[str, object] = json.loads(r.stdout)
         out["stderr"] = r.stderr

@@ -210,7 +210,8 @@ def test_a_pytest_command_with_its_dependency_finds_the_culprit(
     cache = private_cache  # counted below: no other test's environments
     hist = generate_small(tmp_path / "proj", commits=12, culprit=7)
     r = run_cli("start", "--repo", str(hist.path), "--good", hist.main[0], "--bad",
-                hist.main[-1], "--no-confirm", "--json", "--dependency", "pytest", "--",
+                hist.main[-1], "--no-confirm", "--json", "--dependency", "pytest",
+                "--prefetch", "0", "--",  # one environment per probe: none made ahead
                 "pytest", "-q", "-p", "no:cacheprovider", "tests/test_f.py")
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
