@@ -26,10 +26,11 @@ demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no
 
 # Four pytest workers on two cores: most integration tests wait on processes (workers, oracles,
 # containers, a PostgreSQL restart), so four overlap the waits (8 min 45 s vs 11 min 56 s with two).
-test: $(STAMP) ## Run lint, types and every test this machine can run (Docker ones when `docker info` works)
+test: $(STAMP) ## Run lint, types, the docs site (strict) and every test this machine can run (Docker ones when `docker info` works)
 	scripts/test-deps
-	$(BIN)/ruff check bisector tests migrations bench
+	$(BIN)/ruff check bisector tests migrations bench scripts
 	$(BIN)/mypy
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 	$(BIN)/pytest -m "not gpu" -n 4 --dist loadfile --durations=20 \
 	  $$(docker info >/dev/null 2>&1 && echo --run-docker)
 
@@ -58,6 +59,12 @@ dist: $(STAMP) ## Build the wheel and sdist into dist/, then check the core inst
 	rm -rf dist
 	$(BIN)/uv build --out-dir dist
 	$(BIN)/pytest -q -p no:cacheprovider tests/integration/test_dist.py  # a clean venv, core only
+
+docs: $(STAMP) ## Build the documentation site into site/ (MkDocs, strict)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP) ## Serve the documentation site on 127.0.0.1:8000 while you edit
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 clean: ## Remove the virtualenv, caches and the demo store
 	rm -rf $(VENV) $(DEMO_HOME) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -81,7 +81,7 @@ def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str,
     cfg = load(paths, [f.content for f in found])
     if not cfg.suites:
         where = ", ".join(map(str, paths)) or f"{config_file.user_file()} (absent)"
-        raise UsageError(f"no [[suite]] to watch in {where}: add one (see the README's "
+        raise UsageError(f"no [[suite]] to watch in {where}: add one (see docs/watch.md, "
                          f"\"Nightly watch\") or pass --config FILE")
     unknown = sorted(set(only) - {s.name for s in cfg.suites})
     if unknown:

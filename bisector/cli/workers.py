@@ -73,7 +73,7 @@ def check_name(name: str | None) -> str | None:
               "Default: nothing pinned.")
 @click.option("--queue", "queues", multiple=True, type=click.Choice(QUEUES),
               help="Queues to take jobs from (repeatable; default: probe). A CPU-only box: "
-              "--queue build (see the README).")
+              "--queue build (see docs/fleet.md).")
 @click.option("--name", default=None, help="Shown by `bisect workers` (default: HOST/gpuN).")
 @click.pass_obj
 def worker(c: Ctx, gpu: str | None, queues: tuple[str, ...], name: str | None) -> None:

@@ -18,10 +18,10 @@ The weighting (documented, and the only one):
   ``torch/_inductor/ir.py``), :data:`FUNCTION` more when a hunk it changed there is in a
   function of the frames, :data:`RAISED` more when one is in the function an exception was
   raised in (a traceback's last frame: in two real click bugs the culprit changed that frame,
-  while the commits that changed only its callers were big reformattings and merges; see the
-  README's "On real public bugs"), :data:`DIRECTORY` for an evidence file whose directory it changed
-  something else in, and :data:`TAG` once when its subject's tag (``[inductor]``) names a
-  directory of the evidence;
+  while the commits that changed only its callers were big reformattings and merges; see
+  docs/prior.md, "On real public bugs"), :data:`DIRECTORY` for an evidence file whose
+  directory it changed something else in, and :data:`TAG` once when its subject's tag
+  (``[inductor]``) names a directory of the evidence;
 * the match mass of a candidate is its score over all scores, and its prior weight
   ``w = (1 - λ) / (n - 1) + λ · match`` with λ = :data:`bisector.base.defaults.PRIOR_WEIGHT`
   (0.5): half the mass stays uniform, so every candidate keeps at least half its plain share.

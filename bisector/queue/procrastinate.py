@@ -26,7 +26,7 @@ from bisector.base.errors import UsageError
 from bisector.store.db import Store, migration_lock
 
 PROBE_QUEUE = "probe"  # GPU workers: a whole probe (obtain, run the oracle, judge, record)
-BUILD_QUEUE = "build"  # CPU-only build workers (see README: "Several boxes")
+BUILD_QUEUE = "build"  # CPU-only build workers (see docs/fleet.md: "Several boxes")
 QUEUES = (PROBE_QUEUE, BUILD_QUEUE)
 PROBE_TASK = "bisector.probe"
 BUILD_TASK = "bisector.build"

@@ -16,7 +16,7 @@ so the probe table, ``in_flight``, the queue's tasks and ``resume`` need nothing
 repeats the walk's answer from its stored verdicts, finds the merge's candidates stored, and
 goes on where the second search stopped. Only the plain (deterministic) search goes in: a
 flaky or performance oracle's answer is a posterior over the walk, and a second posterior
-inside a merge is not what its strategies are built for (README says so).
+inside a merge is not what its strategies are built for (docs/commands.md says so).
 """
 
 from __future__ import annotations
