@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bisector.app.bisections import sweep_leftovers
 from bisector.artifacts.obtained import Unobtainable
-from bisector.base.errors import BisectorError, UsageError
+from bisector.base.errors import BisectorError, TaskAborted, UsageError
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
@@ -111,7 +111,7 @@ class Host:
 
     def run(self, task_id: int, should_abort: Callable[[], bool]) -> str:
         """Run the task's probe (a procrastinate job calls this in a thread). Returns a line
-        for the job's log; raises ``JobAborted`` when the job was asked to abort, and any
+        for the job's log; raises ``TaskAborted`` when the job was asked to abort, and any
         other failure after noting it on the task (the job is retried, then fails)."""
         cancel.reset()
         sweep_leftovers(self.events)  # what a killed worker on this box left running
@@ -133,10 +133,8 @@ class Host:
             return f"{t.commit_sha[:12]}: {res.verdict.value}"
         except (cancel.Stopped, Superseded) as e:
             if should_abort():
-                from procrastinate.exceptions import JobAborted
-
                 self.say(f"{t.commit_sha[:12]}: stopped (the job was cancelled); not recorded")
-                raise JobAborted(f"task {task_id} aborted") from None
+                raise TaskAborted(f"task {task_id} aborted") from None
             self.say(f"{t.commit_sha[:12]}: stopped, {why[0] if why else e}; not recorded")
             return f"task {task_id} attempt {att.number}: superseded, nothing written"
         except BaseException as e:
@@ -171,9 +169,7 @@ class Host:
             return f"{t.commit_sha[:12]}: {said}"
         except cancel.Stopped:
             if should_abort():
-                from procrastinate.exceptions import JobAborted
-
-                raise JobAborted(f"build for task {task_id} aborted") from None
+                raise TaskAborted(f"build for task {task_id} aborted") from None
             raise
         finally:
             watcher.stop()

@@ -74,6 +74,12 @@ class LeaseLost(BisectorError):
     exit_code = 10
 
 
+class TaskAborted(Exception):
+    """A queued probe or build stopped because its job was asked to abort (`bisect cancel`):
+    nothing was recorded. The queue's adapter (``queue/procrastinate.py``) hands it to the
+    queue library as that library's own abort, so the library's exceptions stay there."""
+
+
 class InterruptedBisection(BisectorError):
     """The user stopped the run; everything measured so far is stored."""
 

@@ -22,7 +22,7 @@ from procrastinate.exceptions import JobAborted
 from procrastinate.jobs import Job
 from sqlalchemy import inspect
 
-from bisector.base.errors import UsageError
+from bisector.base.errors import TaskAborted, UsageError
 from bisector.store.db import Store, migration_lock
 
 PROBE_QUEUE = "probe"  # GPU workers: a whole probe (obtain, run the oracle, judge, record)
@@ -124,6 +124,15 @@ class JobQueue:
 Run = Callable[[procrastinate.JobContext, int], str]
 
 
+def aborts_as_jobs(run: Run, context: procrastinate.JobContext, task_id: int) -> str:
+    """``run``, bisector's own abort (``TaskAborted``) given to Procrastinate as its own: the
+    only place either side meets the other's exception."""
+    try:
+        return run(context, task_id)
+    except TaskAborted as e:
+        raise JobAborted(str(e)) from None
+
+
 def worker_app(store: Store, run_probe: Run, run_build: Run) -> procrastinate.App:
     """The App a worker runs: the probe and build tasks, calling ``run_probe(context,
     task_id)`` / ``run_build`` in a thread (synchronous: builds and oracles block)."""
@@ -132,11 +141,11 @@ def worker_app(store: Store, run_probe: Run, run_build: Run) -> procrastinate.Ap
 
     @app.task(name=PROBE_TASK, queue=PROBE_QUEUE, pass_context=True, retry=ProbeRetry())
     def probe(context: procrastinate.JobContext, task_id: int) -> str:
-        return run_probe(context, task_id)
+        return aborts_as_jobs(run_probe, context, task_id)
 
     @app.task(name=BUILD_TASK, queue=BUILD_QUEUE, pass_context=True, retry=ProbeRetry())
     def build(context: procrastinate.JobContext, task_id: int) -> str:
-        return run_build(context, task_id)
+        return aborts_as_jobs(run_build, context, task_id)
 
     return app
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import cattrs
 import git
-from sqlalchemy.orm import Session
 
 from bisector.artifacts.build import (
     build_settings,
@@ -59,7 +58,7 @@ from bisector.run.config import (
 from bisector.run.factory import builder_for, executor_for, judge_for
 from bisector.store import answers, bisections
 from bisector.store.artifacts import ArtifactStore
-from bisector.store.db import Store
+from bisector.store.db import Store, Transaction
 from bisector.store.runs import Key
 
 
@@ -376,7 +375,7 @@ def record(store: Store, p: Prepared) -> int:
         bisections.save_oracle(store, o.sha256, o.name, o.content.decode("utf-8"),
                                _meta_json(o))
 
-    def seed(s: Session, bisection_id: int) -> None:
+    def seed(s: Transaction, bisection_id: int) -> None:
         if seeding is not None and seeding.seeds:
             answers.seed(s, bisection_id, Key(seeding.oracle.sha256, p.fingerprint),
                          seeding.seeds)

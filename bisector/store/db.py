@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 # Alembic's head.
 SCHEMA_HEAD = "0010"
 
+# One transaction of the store, as the layers above name it (they never import SQLAlchemy).
+Transaction = Session
+
 
 def migrations_dir() -> Path:
     here = PACKAGE_DIR
