@@ -34,13 +34,32 @@ ORACLES = ROOT / "tests" / "oracles"
 
 # -- the CLI ---------------------------------------------------------------------------------
 
+# Commands that only read: run in-process (a new interpreter costs a second of CPU each, and
+# the suite runs dozens), with the same exit codes and outputs as the installed ``bisect``.
+READ_ONLY = frozenset({"show", "list", "log", "watch", "du", "workers", "plan", "oracles"})
+GLOBAL_WITH_VALUE = frozenset({"--db"})
+
+
+def _command(args: Sequence[str]) -> str | None:
+    """The command ``bisect ARGS`` runs (its global options skipped)."""
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in GLOBAL_WITH_VALUE else 1
+    return args[i] if i < len(args) else None
+
+
 def run_cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
             exe: Sequence[str] = BISECT, check: bool = False,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``bisect ARGS`` in a subprocess (exit codes, signals, several processes at once), with
-    this process's environment plus ``env``."""
-    r = subprocess.run([*exe, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                       env={**os.environ, **(env or {})})
+    """``bisect ARGS`` with this process's environment plus ``env``: a command that only
+    reads in-process (:func:`invoke`), any other in a subprocess (exit codes, signals,
+    several processes at once)."""
+    if exe == BISECT and _command(args) in READ_ONLY:
+        res = invoke(*args, cwd=cwd, env=dict(env or {}))
+        r = subprocess.CompletedProcess([*exe, *args], res.exit_code, res.stdout, res.stderr)
+    else:
+        r = subprocess.run([*exe, *args], capture_output=True, text=True, timeout=timeout,
+                           cwd=cwd, env={**os.environ, **(env or {})})
     if check and r.returncode != 0:
         raise AssertionError(f"bisect {' '.join(args)} failed ({r.returncode}):\n{r.stderr}")
     return r
