@@ -15,8 +15,14 @@ set by the modules. Docker tests run only with ``--run-docker`` (``make test`` p
 
 from __future__ import annotations
 
-import json
 import os
+
+# The test world prepares no probe ahead by default (every bisection's losing sides would be a
+# minute of the suite's CPU on two cores); the modules in PREFETCH_ON run with the shipped
+# default, and the whole suite passed with it on everywhere before this was set.
+os.environ.setdefault("BISECTOR_PREFETCH_PER_SLOT", "0")
+
+import json
 import shutil
 import subprocess
 import tempfile
@@ -28,6 +34,17 @@ from filelock import FileLock
 
 from bisector.app.demo.torchlet import SyntheticHistory
 from tests.support import make_world, private_cache  # noqa: F401  (a fixture for every test)
+
+# Modules whose bisections run with the shipped --prefetch default (2 per probe slot).
+PREFETCH_ON = frozenset({"test_prefetch.py", "test_bisect.py", "test_demo_nightlies.py"})
+
+
+@pytest.fixture(autouse=True)
+def _prefetch_where_tested(request: pytest.FixtureRequest,
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    if Path(str(request.node.fspath)).name in PREFETCH_ON:
+        monkeypatch.setenv("BISECTOR_PREFETCH_PER_SLOT", "2")
+
 
 FOLDER_MARKERS = ("unit", "integration", "gpu", "adversarial")
 DOCKER_FIXTURES = {"images"}

@@ -125,6 +125,6 @@ WATCH_STEP_MOVE_BUILDS = 6
 # priced at SPECULATIVE_BUILD_PRICE of the GPU's (cores are cheaper than a GPU that waits):
 # with one GPU both halves' midpoints (0.5 each) pay, with three GPUs' twelve candidates (1/4
 # each) none does.
-PREFETCH_PER_SLOT = 2
+PREFETCH_PER_SLOT = int(os.environ.get("BISECTOR_PREFETCH_PER_SLOT", "2"))
 PREFETCH_FREE_BYTES = 8 * 2**30
 SPECULATIVE_BUILD_PRICE = 0.25
