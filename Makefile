@@ -12,7 +12,6 @@ help: ## List the targets
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
 	$(BIN)/python -m compileall -q bisector >/dev/null  # as pip does for an installed copy
 	touch $(STAMP)
