@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +38,7 @@ from bisector.artifacts.obtained import (
 from bisector.artifacts.prebuilt import triton_of, triton_requirement
 from bisector.artifacts.ranking import Ranking
 from bisector.base import defaults
-from bisector.base.events import Events, Every
+from bisector.base.events import Events, Every, flag_set
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.infra import cancel
 from bisector.store.artifacts import ArtifactStore
@@ -229,13 +229,8 @@ class Overlay:
 _NO_BUILD: ContextVar[bool] = ContextVar("bisector_no_build", default=False)
 
 
-@contextmanager
-def builds_refused() -> Iterator[None]:
-    token = _NO_BUILD.set(True)
-    try:
-        yield
-    finally:
-        _NO_BUILD.reset(token)
+def builds_refused() -> AbstractContextManager[None]:
+    return flag_set(_NO_BUILD)
 
 
 class Build:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Protocol
 
@@ -131,12 +131,18 @@ _AHEAD: ContextVar[bool] = ContextVar("bisector_ahead", default=False)
 
 
 @contextmanager
-def made_ahead() -> Iterator[None]:
-    token = _AHEAD.set(True)
+def flag_set(flag: ContextVar[bool]) -> Iterator[None]:
+    """``flag`` true in this thread (its context) while the block runs: how work done ahead
+    of need marks itself (``made_ahead`` here, ``artifacts.sources.builds_refused``)."""
+    token = flag.set(True)
     try:
         yield
     finally:
-        _AHEAD.reset(token)
+        flag.reset(token)
+
+
+def made_ahead() -> AbstractContextManager[None]:
+    return flag_set(_AHEAD)
 
 
 def is_ahead() -> bool:

@@ -127,12 +127,11 @@ class Prefetcher:
             if isinstance(got, Obtained) and self.prepare is not None and \
                     not job.scope.abandoned.is_set():
                 job.spans["environment"] = (time.monotonic(), None)
-                try:
+                # A failure here is the probe's to meet: it makes the environment itself, and
+                # says why not.
+                with contextlib.suppress(Exception):
                     self.prepare(got.installable)
-                except Exception:  # the probe makes it itself, and says why not
-                    pass
-                finally:
-                    job.spans["environment"] = (job.spans["environment"][0], time.monotonic())
+                job.spans["environment"] = (job.spans["environment"][0], time.monotonic())
 
     def obtain(self, pos: int) -> Answer:
         """The torch of ``pos`` for its probe: the one made ahead (waited for while still in

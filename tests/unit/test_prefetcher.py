@@ -107,13 +107,16 @@ def test_a_probe_takes_what_was_made_ahead_and_says_how_much_was_hidden() -> Non
     made: list[str] = []
     pf = Prefetcher(obtain, lambda _pos: "prebuilt", lambda inst: made.append(inst.key), 2)
     try:
+        started = time.monotonic()
         assert pf.ahead([(5, 0.5), (9, 0.5)]) == [5, 9]
         time.sleep(0.5)  # the oracle of the round before
         got = pf.obtain(5)
     finally:
         pf.close()
     assert isinstance(got, Obtained) and got.installable.key == "key5" and got.fresh
-    assert got.ahead["obtain"] == pytest.approx(0.3, abs=0.15)
+    # Made while "the oracle" ran: at least part of its 0.3 s before the probe asked (all of it
+    # on an idle machine; a loaded one may still be finishing it).
+    assert 0 < got.ahead["obtain"] <= time.monotonic() - started
     assert obtain.of(5) and all(t.startswith("ahead") for t in obtain.of(5))
     assert len(obtain.of(5)) == 1  # obtained once, ahead, never again by the probe
     assert "key5" in made  # its environment made ahead too
@@ -131,8 +134,10 @@ def test_a_probe_waits_for_a_prefetch_in_flight_instead_of_obtaining_twice() -> 
     finally:
         pf.close()
     assert isinstance(got, Obtained) and len(obtain.of(3)) == 1
-    assert 0.15 < waited < 0.4
-    assert 0.05 < got.ahead["obtain"] < 0.25  # only the part made before the probe asked
+    # The probe waited for the rest of the one obtain in flight, and only the part made before
+    # it asked counts as hidden: the two together are the obtain's whole 0.4 s (or more, loaded).
+    assert waited > 0 and got.ahead["obtain"] > 0
+    assert got.ahead["obtain"] + waited >= 0.4 - 0.02
 
 
 @pytest.mark.parametrize("fault", ["fail_first", "passing_failure"])
