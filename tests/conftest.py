@@ -83,7 +83,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 LONG_FIRST = {name: i for i, name in enumerate((
     "test_docker.py", "test_workers.py", "test_watch_perf.py", "test_bisect.py",
-    "test_prebuilt.py", "test_web.py", "test_web_truth.py", "test_faults.py"))}
+    "test_prebuilt.py", "test_web.py", "test_web_truth.py", "test_faults.py",
+    # The other half of the Docker tests: it waits for the images the first half builds, so
+    # it comes once a worker has had a first file's worth of other work.
+    "test_docker_stops.py"))}
 
 
 # -- what the workers share ------------------------------------------------------------------

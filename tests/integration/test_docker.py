@@ -11,7 +11,6 @@ import contextlib
 import ipaddress
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 import git
 import pytest
 
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.artifacts.build import build_key, build_wheel, uv_binary
 from bisector.artifacts.docker_build import DockerBuilder, repository_id
 from bisector.artifacts.installable import Installable
@@ -35,48 +34,17 @@ from bisector.core.verdict import Outcome
 from bisector.executors.docker import ENV_SCRIPT, DockerExecutor
 from bisector.infra import cancel
 from bisector.infra.containers import (
-    SCOPE,
-    SCOPE_ENV,
     ContainerFailed,
     client,
-    labelled,
     run_container,
 )
 from bisector.oracle.script import load_oracle
 from bisector.project.profiles import TORCHLET
-from tests import minitorch
-from tests.support import BISECT, ROOT, run_cli
+from tests.docker_world import ORACLES, hist, images, ours, scope
+from tests.support import run_cli
 
-BASE = "bisector/base:bookworm"
-ORACLES = ROOT / "tests" / "oracles"
+__all__ = ["hist", "images", "scope"]  # fixtures, used by name
 
-
-@pytest.fixture(scope="session")
-def images() -> None:
-    subprocess.run([str(ROOT / "docker" / "make-base.sh"), BASE], check=True)
-    from bisector.app import images as img
-
-    for role in ("runtime", "builder"):
-        info = img.build(role, BASE)
-        assert info.id
-
-
-@pytest.fixture(scope="module")
-def hist(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
-    return generate(tmp_path_factory.mktemp("docker-hist") / "repo")
-
-
-@pytest.fixture(autouse=True)
-def scope(monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every container this test causes (in this process or a CLI it starts) carries this
-    scope label, so the checks below never see another bisector's containers on the engine."""
-    value = f"test-{uuid.uuid4().hex[:12]}"
-    monkeypatch.setenv(SCOPE_ENV, value)
-    return value
-
-
-def _ours() -> list[object]:
-    return labelled(client(), where={SCOPE: os.environ[SCOPE_ENV]})
 
 
 def _wheel(hist: SyntheticHistory) -> Installable:
@@ -101,7 +69,7 @@ def test_docker_bisection_finds_the_same_culprit(home: Path, images: None,
     assert built and all(b["where"] == "docker" for b in built), "builds ran in the builder"
     broken = [p for p in d["probes"] if p["verdict"] == "skip"]
     assert broken and "error: #error this commit does not build" in broken[0]["reason"]
-    assert _ours() == [], "every container is removed"
+    assert ours() == [], "every container is removed"
 
 
 def test_hanging_oracle_is_stopped_as_a_timeout(home: Path, images: None,
@@ -112,7 +80,7 @@ def test_hanging_oracle_is_stopped_as_a_timeout(home: Path, images: None,
                  commit=hist.main[10], run_dir=tmp_path / "run")
     assert res.outcome is Outcome.TIMEOUT and "timed out" in res.reason and not res.reusable
     assert time.monotonic() - t0 < 60
-    assert _ours() == []
+    assert ours() == []
 
 
 def test_oom_is_a_skip_with_the_reason(home: Path, images: None, hist: SyntheticHistory,
@@ -122,13 +90,13 @@ def test_oom_is_a_skip_with_the_reason(home: Path, images: None, hist: Synthetic
                  commit=hist.main[10], run_dir=tmp_path / "run")
     assert res.outcome is Outcome.SKIP, res
     assert "OOM" in res.reason and "256m" in res.reason
-    assert _ours() == []
+    assert ours() == []
 
 
 def test_a_failed_start_leaves_no_container(home: Path, images: None) -> None:
     with pytest.raises(ContainerFailed, match="oracle container did not start"):
         run_container(client(), defaults.RUNTIME_IMAGE, ["/no/such/binary"], role="oracle")
-    assert _ours() == []
+    assert ours() == []
 
 
 def test_stop_all_removes_a_running_container(home: Path, images: None) -> None:
@@ -145,15 +113,15 @@ def test_stop_all_removes_a_running_container(home: Path, images: None) -> None:
     th.start()
     try:
         deadline = time.time() + 60
-        while not _ours() and time.time() < deadline:
+        while not ours() and time.time() < deadline:
             time.sleep(0.05)
-        assert _ours(), "the container was seen running"
+        assert ours(), "the container was seen running"
         cancel.stop_all()
         th.join(timeout=30)
     finally:
         cancel.reset()
     assert not th.is_alive() and len(got) == 1 and isinstance(got[0], cancel.Stopped)
-    assert _ours() == []
+    assert ours() == []
 
 
 def test_a_pinned_probe_gets_that_gpu_only(home: Path) -> None:
@@ -277,64 +245,6 @@ def test_network_is_off_unless_the_oracle_allows_it(home: Path, images: None,
     assert results["true"].outcome is Outcome.FAIL, results["true"].output_tail
 
 
-def test_kill_9_leaves_an_orphan_that_resume_sweeps(home: Path, images: None,
-                                                    hist: SyntheticHistory) -> None:
-    db = home / "k.db"
-    proc = subprocess.Popen(
-        [*BISECT, "--db", str(db), "start", "--repo", str(hist.path), "--good", "v0.1.0",
-         "--bad", "v0.2.0", "--oracle", str(ORACLES / "slow_norm.py"), "--executor",
-         "docker", "--memory", "1g"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 300
-    oracle_running: list[object] = []
-    while time.time() < deadline and not oracle_running:
-        oracle_running = [c for c in _ours()
-                          if getattr(c, "labels", {}).get("bisector.role") == "oracle"]
-        time.sleep(0.1)
-    assert oracle_running, "an oracle container was seen running"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert _ours(), "the killed controller's container is left behind"
-    r = run_cli("--db", str(db), "resume", "1", "--json")
-    assert r.returncode == 0, r.stderr
-    assert "left by a controller that is gone" in r.stderr
-    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
-    assert _ours() == []
-
-
-def _wait_for(role: str, timeout_s: float = 300) -> bool:
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if any(getattr(c, "labels", {}).get("bisector.role") == role for c in _ours()):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-@pytest.mark.parametrize("role", ["build", "oracle"])
-def test_ctrl_c_removes_the_running_container(home: Path, images: None, hist: SyntheticHistory,
-                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                              role: str) -> None:
-    """Interrupted while a build or an oracle container runs: it is removed, exit 130, and
-    resume finishes with the same culprit."""
-    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))  # nothing built yet
-    db = home / "c.db"
-    proc = subprocess.Popen(
-        [*BISECT, "--db", str(db), "start", "--repo", str(hist.path), "--good", "v0.1.0",
-         "--bad", "v0.2.0", "--oracle", str(ORACLES / "slow_norm.py"), "--executor",
-         "docker", "--memory", "1g"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert _wait_for(role), f"a {role} container was seen running"
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode == 130, stderr
-    assert "resume 1" in stderr
-    assert _ours() == [], "the interrupted container is removed"
-    r = run_cli("--db", str(db), "resume", "1", "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
-
-
 @pytest.mark.parametrize(("flags", "message"), [
     (["--executor", "docker", "--image", "bisector/nope:missing"],
      "image bisector/nope:missing does not exist: run `make images`"),
@@ -376,7 +286,7 @@ def test_builder_shares_ccache_across_commits(home: Path, images: None,
     assert first.key != build_key(TORCHLET, same_c[0], sys.executable)[0], "host != container"
     with zipfile.ZipFile(second.wheel) as z:  # type: ignore[arg-type]
         assert any(n.startswith("torchlet/_C") for n in z.namelist())
-    assert _ours() == []
+    assert ours() == []
     listed = json.loads(run_cli("images", "--json", check=True).stdout)["ccache_volumes"]
     assert {"name": b.volume, "repository": repository_id(repo)} in [
         {k: v[k] for k in ("name", "repository")} for v in listed]
@@ -390,40 +300,9 @@ def test_build_timeout_is_an_infrastructure_error(home: Path, images: None,
                       timeout_s=0.5)
     assert not res.ok and res.infra and "timed out" in res.infra
     assert "timed out" in res.log_path.read_text()
-    assert _ours() == [], "the stopped build container is removed"
+    assert ours() == [], "the stopped build container is removed"
 
 
-def test_pytorch_recipe_builds_submodules_per_commit(home: Path, images: None,
-                                                     tmp_path: Path) -> None:
-    mt = minitorch.make(tmp_path / "mt")  # a new root commit each time: its own volume
-    oracle = tmp_path / "mini_value.py"
-    oracle.write_text(minitorch.ORACLE)
-    volume = DockerBuilder(repository_id(git.Repo(mt.path))).volume
-    try:
-        _bisect_minitorch(mt, oracle, home)
-    finally:
-        with contextlib.suppress(Exception):
-            client().volumes.get(volume).remove(force=True)
-
-
-def _bisect_minitorch(mt: minitorch.MiniTorch, oracle: Path, home: Path) -> None:
-    r = run_cli("start", "--repo", str(mt.path), "--good", "v0.1", "--bad", "main",
-                "--oracle", str(oracle), "--profile", "pytorch", "--no-prebuilt",
-                "--build-in", "docker", "--cuda-arch", "9.0", "--json")
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
-    assert d["culprit"]["sha"] == mt.culprit, "the submodule bump is found"
-    built = [p["build"] for p in d["probes"] if p.get("build")]
-    assert built and all(b["where"] == "docker" and b["status"] == "ok" for b in built)
-    assert "ccache" in r.stderr
-    wheels = list(Path(os.environ["BISECTOR_CACHE_DIR"]).glob("wheels/*/*/torch-*.whl"))
-    wanted = f"torch-2.0.0a0+git{mt.culprit[:7]}"
-    with zipfile.ZipFile(next(w for w in wheels if w.name.startswith(wanted))) as z:
-        env = json.loads(z.read("torch/build_env.json"))
-    assert env["USE_CUDA"] == "1" and env["TORCH_CUDA_ARCH_LIST"] == "9.0"
-    assert env["USE_DISTRIBUTED"] == "0" and env["BUILD_TEST"] == "0"
-    assert env["USE_CCACHE"] == "1" and int(env["MAX_JOBS"]) >= 1
-    assert _ours() == []
 
 
 def test_failed_build_setup_is_an_infrastructure_error(home: Path, images: None,
@@ -436,4 +315,4 @@ def test_failed_build_setup_is_an_infrastructure_error(home: Path, images: None,
     assert not res.ok
     assert res.infra and res.infra.startswith("the build environment could not be set up")
     assert "bisector-no-such-package" in res.log_path.read_text()
-    assert _ours() == []
+    assert ours() == []
