@@ -15,25 +15,19 @@ from typing import Any
 from bisector.app import gc as cleanup
 from bisector.app.views import write_reports
 from bisector.artifacts.cache import sweep_scratch
-from bisector.base import defaults
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind, State
-from bisector.core.sampling import Kind, kind_of
 from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive, owner_alive
 from bisector.infra.proc import sweep_probes
-from bisector.oracle.script import Oracle
-from bisector.project import history
 from bisector.queue import need_queue
 from bisector.run.config import Request, RunConfig
-from bisector.run.factory import Parts, stored_config, stored_oracle
+from bisector.run.factory import open_bisection, stored_config
 from bisector.run.prepare import discover, prepare, record
-from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote
-from bisector.run.runner import Finished, Runner
+from bisector.run.runner import Finished
 from bisector.store import bisections, tasks, workers
-from bisector.store import runs as run_store
 from bisector.store.db import Store, connection_lost
 from bisector.store.records import BisectionRecord
 
@@ -53,50 +47,6 @@ def create(open_store: Callable[[], Store], req: Request,
 def bisection(store: Store, bisection_id: int) -> BisectionRecord:
     """The stored bisection (NotFoundError, one line, for an unknown id)."""
     return bisections.get(store, bisection_id)
-
-
-def runner(store: Store, bisection_id: int, events: Events | None = None,
-           remote: Remote | None = None, width: int | None = None) -> Runner:
-    """Everything one stored bisection needs to run, built from the store alone; with
-    ``remote``, its rounds of ``width`` probes go to workers instead of this process."""
-    events = events or QuietEvents()
-    rec = bisections.get(store, bisection_id)
-    cfg = stored_config(store, bisection_id)
-    cands = bisections.candidates(store, bisection_id)
-    oracle = stored_oracle(store, rec)
-    parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)},
-                  bisection_id=bisection_id, walked=rec.n_candidates)
-
-    def subject(sha: str) -> str:
-        try:
-            return history.commit_info(parts.repos(), sha).subject
-        except Exception:
-            return ""
-
-    slots: list[str | None] = cfg.slots() if remote is None else [None] * (width or 1)
-    return Runner(store, rec, cands, oracle, cfg.rules, parts.source, parts.executor,
-                  slots=slots, events=events, subject=subject,
-                  confirm=cfg.request.confirm and not cfg.request.manual,
-                  reconfirm=cfg.request.reconfirm, remote=remote,
-                  prior=FailurePrior(cfg.request.prior, parts.repos, cfg.request.command),
-                  hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)),
-                  into_merge=into_merge(cfg, oracle), prefetch=prefetch_slots(cfg, len(slots)),
-                  spare_builds=max(0, cfg.build_jobs - len(slots)))
-
-
-def prefetch_slots(cfg: RunConfig, width: int) -> int:
-    """Commits made ahead at once (run/prefetch.py): ``--prefetch``, else
-    :data:`defaults.PREFETCH_PER_SLOT` per probe slot."""
-    asked = cfg.request.prefetch
-    return defaults.PREFETCH_PER_SLOT * width if asked is None else asked
-
-
-def into_merge(cfg: RunConfig, oracle: Oracle) -> bool:
-    """Whether a first-parent culprit that is a merge is searched inside (run/into_merge.py):
-    asked for (the default), a first-parent walk (the ancestry path already holds what a
-    merge brings) and a deterministic oracle (the plain search's answer)."""
-    return (cfg.request.into_merge and cfg.first_parent
-            and kind_of(oracle.meta) is Kind.PLAIN)
 
 
 def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
@@ -140,7 +90,7 @@ def run(store: Store, bisection_id: int, events: Events | None = None,
     events = events or QuietEvents()
     cfg = stored_config(store, bisection_id)
     remote, width = queue_for(store, cfg, enqueue, events)
-    r = runner(store, bisection_id, events, remote, width)
+    r = open_bisection(store, bisection_id, events, remote, width)
     sweep_leftovers(events)
     if cfg.executor is ExecutorKind.DOCKER or cfg.build.place is BuildPlace.DOCKER:
         for name in sweep_orphans(client(), local_owner_alive):

@@ -25,21 +25,17 @@ from bisector.base.errors import Cancelled, EndpointError, LeaseLost
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import State
 from bisector.core.search import Verdict
-from bisector.core.verdict import Rules
-from bisector.executors.base import Executor, prepare
+from bisector.executors.base import prepare
 from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
-from bisector.oracle.script import Oracle
 from bisector.run import confirm
-from bisector.run.hunt import Hunt
 from bisector.run.into_merge import Inside, go_inside
 from bisector.run.lease import Lease
-from bisector.run.pipeline import Pipeline, SampleRecorder, Source, StoreRecorder
+from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
 from bisector.run.prefetch import Prefetcher
-from bisector.run.prior import FailurePrior
-from bisector.run.remote import Remote, cancelled_message
-from bisector.run.strategies import strategy_for
-from bisector.run.strategies.base import Adopted, Answer, Round, Strategy, View
+from bisector.run.remote import cancelled_message
+from bisector.run.strategies.base import Adopted, Answer, Round, View
+from bisector.run.wiring import Judging, Means
 from bisector.store import answers, bisections, durations
 from bisector.store import runs as run_store
 from bisector.store.db import Store, connection_lost
@@ -57,34 +53,16 @@ class Finished:
 class Runner:
     """One bisection's coordinator: the lease, the loop, the rounds and the answer."""
 
-    def __init__(
-        self,
-        store: Store,
-        record: BisectionRecord,
-        candidates: list[str],
-        oracle: Oracle,
-        rules: Rules,
-        source: Source,
-        executor: Executor,
-        *,
-        slots: list[str | None] | None = None,
-        events: Events | None = None,
-        subject: Callable[[str], str] = lambda _sha: "",
-        lease: Lease | None = None,
-        confirm: bool = False,
-        reconfirm: bool = False,
-        remote: Remote | None = None,
-        strategy: Callable[[View], Strategy] = strategy_for,
-        prior: FailurePrior | None = None,
-        hunt: Hunt | None = None,
-        into_merge: bool = False,
-        prefetch: int = 0,
-        spare_builds: int = 0,
-    ) -> None:
+    def __init__(self, store: Store, record: BisectionRecord, candidates: list[str],
+                 judging: Judging, means: Means, *, events: Events | None = None,
+                 subject: Callable[[str], str] = lambda _sha: "",
+                 lease: Lease | None = None) -> None:
         # The walk's candidates, then (once stored) those of the search inside a merge.
         self.store, self.record, self.candidates = store, record, candidates
+        self.judging, self.means = judging, means
+        oracle, rules, source = judging.oracle, judging.rules, means.source
         self.oracle, self.rules, self.source = oracle, rules, source
-        self.slots = slots or [None]
+        self.slots = list(means.slots) or [None]
         self.events: Events = events or QuietEvents()
         self.subject = subject
         self.lease = lease or Lease(store, record.id)
@@ -94,27 +72,25 @@ class Runner:
             store, record.id, self.key, self.lease.me)
         # The judge of failing runs (run/hunt.py): every probe, stored verdict and
         # confirmation run of this bisection is judged through the same one.
-        self.hunt = hunt
+        self.hunt = judging.hunt
         # What the next probes need, made while the oracles run (run/prefetch.py): here only,
         # workers obtain on their own boxes.
-        self.prefetcher = None if prefetch <= 0 or remote is not None else Prefetcher(
-            source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle), prefetch,
-            spare_builds)
+        executor = means.executor
+        self.prefetcher = None if means.prefetch <= 0 or means.remote is not None else \
+            Prefetcher(source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle),
+                       means.prefetch, means.spare_builds)
         self.pipeline = Pipeline(source.obtain if self.prefetcher is None
                                  else self.prefetcher.obtain, executor, oracle, rules,
-                                 recorder, self.events, hunt)
+                                 recorder, self.events, self.hunt)
         self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
-        self.confirm, self.reconfirm = confirm, reconfirm
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
-        self.remote = remote
+        self.remote = means.remote
         walk = candidates[:record.n_candidates]
         self.view = self.walk_view = View(store, record, walk, self.key, rules, oracle.meta,
                                           self.width, source.cost if self.width == 1 else None,
-                                          prior, hunt)
-        self.make_strategy = strategy
-        self.strategy = strategy(self.view)
+                                          judging.prior, self.hunt)
+        self.strategy = judging.strategy(self.view)
         # A first-parent answer that is a merge: searched inside (run/into_merge.py).
-        self.into_merge = into_merge
         self.inside: Inside | None = None
 
     @property
@@ -189,7 +165,7 @@ class Runner:
     def go_inside(self, walk: Answer) -> bool:
         """The walk answered a merge: go on among the commits it brings (True), the search
         inside asked from now on; False when there is no merge or the user said no."""
-        if not self.into_merge:
+        if not self.judging.into_merge:
             return False
         n, me = self.record.n_candidates, self.lease.me
         inside = go_inside(walk, self.candidates, n, self.record.repo_path, lambda shas:
@@ -202,7 +178,7 @@ class Runner:
                          f"{len(inside.candidates) - 2} commit(s): searching among them "
                          f"(--no-into-merge stops at the merge)")
         self.view = inside.view(self.walk_view)
-        self.strategy = self.make_strategy(self.view)
+        self.strategy = self.judging.strategy(self.view)
         return True
 
     # -- verdicts --------------------------------------------------------------------------
@@ -233,7 +209,7 @@ class Runner:
             if self.inside is not None and taken.position < self.record.n_candidates:
                 # Back into the walk: its answer may change, and with it the merge.
                 self.inside, self.view = None, self.walk_view
-        self.strategy = self.make_strategy(self.view)
+        self.strategy = self.judging.strategy(self.view)
 
     def time_left(self, left: int) -> float | None:
         """Seconds the search should still take: ``left`` probes, ``width`` at a time (a round
@@ -299,7 +275,7 @@ class Runner:
         if info is not None:  # which prior the search used, and what it saved
             paid = run_store.paid_runs(self.store, b.id, below=b.n_candidates)  # the walk's
             result["prior"] = info.summary(self.walk_view.n, self.width, paid, answer.culprit)
-        if answer.culprit is not None and self.confirm:
+        if answer.culprit is not None and self.judging.confirm:
             result["confirmation"] = checked = confirm.confirm(
                 self.confirming(), answer.culprit, answer.judge, answer.posterior)
             message = confirm.warning(checked)
@@ -317,7 +293,7 @@ class Runner:
         return confirm.Context(self.store, self.key, self.record.id,
                                list(self.walk_view.candidates),
                                self.source, self.pipeline.executor, self.oracle, self.rules,
-                               self.events, self.slots[0], self.revert, self.reconfirm,
+                               self.events, self.slots[0], self.revert, self.judging.reconfirm,
                                self.hunt)
 
     def check_lease(self) -> None:

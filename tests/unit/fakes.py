@@ -24,6 +24,7 @@ from bisector.infra.owner import owner_id
 from bisector.oracle.script import Oracle, OracleMeta
 from bisector.run.lease import Lease
 from bisector.run.runner import Runner
+from bisector.run.wiring import Judging, Means
 from bisector.store import bisections
 from bisector.store.db import Store
 
@@ -166,7 +167,9 @@ def new_bisection(store: Store, candidates: list[str], *, owner: str | None = No
 def make_runner(store: Store, bisection_id: int, candidates: list[str], executor: FakeExecutor,
                 *, source: FakeSource | None = None, width: int = 1,
                 gpus: bool = True, rules: Rules | None = None,
-                lease: Lease | None = None, oracle: Oracle = ORACLE) -> Runner:
+                lease: Lease | None = None, oracle: Oracle = ORACLE,
+                confirm: bool = False) -> Runner:
     slots: list[str | None] = [str(i) for i in range(width)] if gpus else [None] * width
-    return Runner(store, bisections.get(store, bisection_id), candidates, oracle,
-                  rules or Rules(), source or FakeSource(), executor, slots=slots, lease=lease)
+    return Runner(store, bisections.get(store, bisection_id), candidates,
+                  Judging(oracle, rules or Rules(), confirm=confirm),
+                  Means(source or FakeSource(), executor, tuple(slots)), lease=lease)

@@ -46,8 +46,7 @@ def test_a_deterministic_culprit_is_confirmed_and_changes_nothing_the_search_saw
     cands = shas(64)
     bid = new_bisection(store, cands)
     ex = FakeExecutor(cands, 40)
-    r = make_runner(store, bid, cands, ex)
-    r.confirm = True
+    r = make_runner(store, bid, cands, ex, confirm=True)
     rec = with_revert(r, None).run().record
     c = rec.result["confirmation"]
     assert rec.state is State.DONE and rec.culprit_sha == cands[40]
@@ -72,8 +71,8 @@ def test_a_culprit_that_does_not_reproduce_is_said_so(store: Store) -> None:
             return Outcome.PASS
         return Outcome.FAIL if pos >= 40 else Outcome.PASS
 
-    r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=once_bad_then_good))
-    r.confirm = True
+    r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=once_bad_then_good),
+                    confirm=True)
     rec = with_revert(r, None).run().record
     assert rec.result["confirmation"]["status"] == "not reproducible"
     assert "did not reproduce" in (rec.message or "")
@@ -87,8 +86,7 @@ def test_the_revert_is_probed_on_the_bad_endpoint(store: Store, revert_is: int,
     bid = new_bisection(store, cands)
     ex = FakeExecutor(cands, 40)
     ex.position[REVERT] = revert_is  # judged as if it were that commit
-    r = make_runner(store, bid, cands, ex)
-    r.confirm = True
+    r = make_runner(store, bid, cands, ex, confirm=True)
     rec = with_revert(r, REVERT).run().record
     c = rec.result["confirmation"]
     assert c["revert"]["applied"] is True and c["revert"]["sha"] == REVERT
@@ -108,8 +106,8 @@ def test_a_fresh_run_that_cannot_decide_is_inconclusive_not_a_contradiction(
             return Outcome.SKIP
         return Outcome.FAIL if pos >= 40 else Outcome.PASS
 
-    r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=parent_skips_later))
-    r.confirm = True
+    r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=parent_skips_later),
+                    confirm=True)
     rec = with_revert(r, None).run().record
     assert rec.culprit_sha == cands[40]
     assert rec.result["confirmation"]["status"] == "inconclusive"
@@ -185,8 +183,7 @@ def test_a_flaky_culprit_is_confirmed_by_its_posterior_and_shown_with_it(store: 
     cands = shas(64)
     bid = new_bisection(store, cands, oracle=FLAKY)
     ex = FakeExecutor(cands, 40)  # marked flaky, never wrong
-    r = with_revert(make_runner(store, bid, cands, ex, oracle=FLAKY), None)
-    r.confirm = True
+    r = with_revert(make_runner(store, bid, cands, ex, oracle=FLAKY, confirm=True), None)
     rec = r.run().record
     c = rec.result["confirmation"]
     assert rec.culprit_sha == cands[40] and c["status"] == "confirmed"
@@ -210,8 +207,8 @@ def test_a_flaky_culprit_that_the_fresh_runs_contradict_is_not_advised_to_be_fla
         return Outcome.FAIL if bad else Outcome.PASS
 
     r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=turns_after_the_search),
-                    oracle=FLAKY)
-    r.events, r.confirm = events, True
+                    oracle=FLAKY, confirm=True)
+    r.events = events
     rec = with_revert(r, None).run().record
     c = rec.result["confirmation"]
     # Six contradicting runs lower the probability (below one half: the endpoints' runs made
@@ -273,16 +270,15 @@ def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
                 raise KeyboardInterrupt
 
     ex = FakeExecutor(cands, 40, hook=stop_on_the_second_confirmation_run)
-    r = make_runner(store, bid, cands, ex, oracle=FLAKY)
-    r.events, r.confirm = events, True
+    r = make_runner(store, bid, cands, ex, oracle=FLAKY, confirm=True)
+    r.events = events
     with pytest.raises(KeyboardInterrupt):
         with_revert(r, None).run()
     tagged = [x for xs in run_store.samples(store, r.key, cands).values() for x in xs
               if x.facts.get("confirmation")]
     assert [x.facts["confirmation"] for x in tagged] == [{"bisection": bid, "role": "culprit"}]
     before = len(run_store.probes(store, bid))
-    again = make_runner(store, bid, cands, FakeExecutor(cands, 40), oracle=FLAKY)
-    again.confirm = True
+    again = make_runner(store, bid, cands, FakeExecutor(cands, 40), oracle=FLAKY, confirm=True)
     rec = with_revert(again, None).run().record
     probes = run_store.probes(store, bid)
     assert len(probes) == before  # the same evidence: nothing adopted, nothing new to probe

@@ -16,6 +16,7 @@ from bisector.infra.owner import owner_id
 from bisector.oracle.script import Oracle, OracleMeta
 from bisector.run.runner import Runner
 from bisector.run.strategies.plain import stored_verdicts
+from bisector.run.wiring import Judging, Means
 from bisector.store import bisections, durations
 from bisector.store import runs as run_store
 from bisector.store.artifacts import ArtifactStore
@@ -47,8 +48,9 @@ class Recorded(QuietEvents):
 
 def run(store: Store, bid: int, cands: list[str], culprit: int, events: Recorded,
         oracle: Oracle = ORACLE) -> None:
-    Runner(store, bisections.get(store, bid), cands, oracle, Rules(), FakeSource(),
-           FakeExecutor(cands, culprit, sleep_s=0.02), slots=[None], events=events).run()
+    Runner(store, bisections.get(store, bid), cands, Judging(oracle, Rules()),
+           Means(FakeSource(), FakeExecutor(cands, culprit, sleep_s=0.02)),
+           events=events).run()
 
 
 def test_build_seconds_count_builds_that_ran_of_this_repo_and_profile(store: Store) -> None:

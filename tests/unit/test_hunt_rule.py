@@ -20,6 +20,7 @@ from bisector.executors.base import RunResult
 from bisector.oracle.script import Oracle
 from bisector.run.hunt import hunt_for
 from bisector.run.runner import Finished, Runner
+from bisector.run.wiring import Judging, Means
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -64,13 +65,13 @@ class Failing(FakeExecutor):
 
 def runner(store: Store, bid: int, cands: list[str], ex: FakeExecutor, *,
            any_failure: bool = False) -> Runner:
-    """The runner ``app/bisections.runner`` makes, with the judge of failing runs it gets."""
+    """The runner ``run/factory.open_bisection`` makes, with the judge of failing runs it gets."""
     rec = bisections.get(store, bid)
     key = run_store.Key(rec.oracle_sha256, rec.env_fingerprint)
     hunt = hunt_for(store, key, cands, Rules(), ORACLE, any_failure=any_failure,
                     bisection_id=bid)
-    return Runner(store, rec, cands, ORACLE, Rules(), FakeSource(), ex, slots=[None],
-                  hunt=hunt)
+    return Runner(store, rec, cands, Judging(ORACLE, Rules(), hunt=hunt),
+                  Means(FakeSource(), ex))
 
 
 def culprit(done: Finished, cands: list[str]) -> int:
@@ -211,8 +212,8 @@ def test_find_fix_hunts_the_failure_of_the_broken_endpoint(store: Store) -> None
     hunt = hunt_for(store, run_store.Key(rec.oracle_sha256, rec.env_fingerprint), cands,
                     rules, ORACLE, any_failure=False, bisection_id=bid)
     assert hunt is not None and hunt.anchor == 0
-    done = Runner(store, rec, cands, ORACLE, rules, FakeSource(), Scripted(cands, said),
-                  slots=[None], hunt=hunt).run()
+    done = Runner(store, rec, cands, Judging(ORACLE, rules, hunt=hunt),
+                  Means(FakeSource(), Scripted(cands, said))).run()
     assert culprit(done, cands) == 33
     assert hunt.failure() == assertion(0).splitlines()[-1]
     skipped = {p.position for p in run_store.probes(store, bid) if p.verdict == "skip"}
@@ -235,8 +236,8 @@ def test_a_confirmation_run_that_fails_differently_says_so(store: Store) -> None
     hunt = hunt_for(store, run_store.Key(rec.oracle_sha256, rec.env_fingerprint), cands,
                     Rules(), ORACLE, any_failure=False, bisection_id=bid)
     ex = Scripted(cands, said)
-    runner = Runner(store, rec, cands, ORACLE, Rules(), FakeSource(), ex, slots=[None],
-                    hunt=hunt, confirm=True)
+    runner = Runner(store, rec, cands, Judging(ORACLE, Rules(), hunt=hunt, confirm=True),
+                    Means(FakeSource(), ex))
     runner.revert = lambda culprit, onto: None  # type: ignore[method-assign]  # no clone
     done = runner.run()
     again = done.record.result["confirmation"]["culprit"]

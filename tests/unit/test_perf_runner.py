@@ -67,8 +67,7 @@ def test_a_planted_slowdown_is_found_with_medians_and_changes(store: Store) -> N
     cands = shas(120)
     bid = new_bisection(store, cands, oracle=PERF)
     ex = Timer(cands, 77, 1.3, 1)
-    r = make_runner(store, bid, cands, ex, oracle=PERF)
-    r.confirm = True
+    r = make_runner(store, bid, cands, ex, oracle=PERF, confirm=True)
     r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[77]
@@ -93,8 +92,7 @@ def test_a_drifting_machine_still_gets_the_right_culprit(store: Store) -> None:
     oracle = replace(PERF, meta=replace(PERF.meta, threshold=0.2))
     bid = new_bisection(store, cands, oracle=oracle)
     ex = Timer(cands, 27, 1.5, 7, drift=0.03)
-    r = make_runner(store, bid, cands, ex, oracle=oracle)
-    r.confirm = True
+    r = make_runner(store, bid, cands, ex, oracle=oracle, confirm=True)
     r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[27]
@@ -108,8 +106,7 @@ def confirmed_after(store: Store, ex: Timer, cands: list[str],
     """A bisection with confirmation (no revert) whose executor is told, by ``on_answer``,
     when the search has answered: what it runs from then on is confirmation."""
     bid = new_bisection(store, cands, oracle=PERF)
-    r = make_runner(store, bid, cands, ex, oracle=PERF)
-    r.confirm = True
+    r = make_runner(store, bid, cands, ex, oracle=PERF, confirm=True)
     r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
     real = perf_search.Performance.decide
 
@@ -343,8 +340,8 @@ def test_find_fix_finds_the_commit_that_made_it_faster(store: Store) -> None:
     cands = shas(60)
     bid = new_bisection(store, cands, oracle=PERF)
     ex = Timer(cands, 41, 0.7, 5)  # 30 % faster from position 41 on
-    r = make_runner(store, bid, cands, ex, oracle=PERF, rules=Rules(find_fix=True))
-    r.confirm = True
+    r = make_runner(store, bid, cands, ex, oracle=PERF, rules=Rules(find_fix=True),
+                    confirm=True)
     r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[41]

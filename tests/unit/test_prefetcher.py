@@ -193,7 +193,7 @@ def probe_order(store: Store, n: int, culprit: int, prefetch: int, width: int = 
     source = FakeSource(broken={n // 3} - {0, n - 1})  # one commit that does not build
     runner = make_runner(store, bid, cands, FakeExecutor(cands, culprit), source=source,
                          width=width)
-    if prefetch:  # as app/bisections.runner builds it
+    if prefetch:  # as run/factory.open_bisection builds it
         runner.prefetcher = runner_mod.Prefetcher(source.obtain, source.kind, None, prefetch)
         runner.pipeline.obtain = runner.prefetcher.obtain
     done = runner.run()

@@ -20,6 +20,7 @@ from bisector.oracle.script import Oracle
 from bisector.project import evidence as repo_evidence
 from bisector.run.prior import FailurePrior, PriorInfo
 from bisector.run.runner import Runner
+from bisector.run.wiring import Judging, Means
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -48,8 +49,9 @@ class Fixed(FailurePrior):
 def runner(store: Store, cands: list[str], ex: FakeExecutor, oracle: Oracle = ORACLE,
            prior: FailurePrior | None = None, width: int = 1) -> Runner:
     bid = new_bisection(store, cands, oracle=oracle)
-    return Runner(store, bisections.get(store, bid), cands, oracle,
-                  Rules(), FakeSource(), ex, slots=[str(i) for i in range(width)], prior=prior)
+    return Runner(store, bisections.get(store, bid), cands,
+                  Judging(oracle, Rules(), prior=prior),
+                  Means(FakeSource(), ex, tuple(str(i) for i in range(width))))
 
 
 @pytest.mark.parametrize("width", [1, 3])
