@@ -74,12 +74,25 @@ class Builder(Protocol):
     """
 
     where: str
+    # Builds run in containers (a controller killed mid-build leaves one behind).
+    contained: bool
+
+    @property
+    def python_tag(self) -> str:
+        """The Python the wheels are built for (``cp312``)."""
+        ...
+
+    def unready(self) -> str | None:
+        """What this place lacks to build at all (a missing image), one line naming the fix;
+        None when it can."""
+        ...
 
     def settings(self) -> dict[str, Any]: ...
 
     def places(self, src: Path, out: Path) -> dict[str, str]: ...
 
-    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+    # Above ruff's limits on purpose: the Builder protocol's run, keywords only.
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,  # noqa: PLR0913
             log: Path, timeout_s: float, commit: str,
             on_line: Callable[[str], None] | None = None) -> BuildRun:
         """Run the build, its output to ``log``; ``on_line`` is told the log's newest line
@@ -91,20 +104,29 @@ class HostBuilder:
     """Builds with ``python`` on this machine, in the exported tree (the embedded default)."""
 
     where = "host"
+    contained = False
 
     def __init__(self, python: str, cuda_arch: str | None = None) -> None:
         self.python, self.cuda_arch = python, cuda_arch
 
+    @property
+    def python_tag(self) -> str:
+        return python_tag(self.python)
+
+    def unready(self) -> str | None:
+        return None
+
     def settings(self) -> dict[str, Any]:
         extra = {"cuda_arch": self.cuda_arch} if self.cuda_arch else {}
-        return {"python": python_tag(self.python), **extra}
+        return {"python": self.python_tag, **extra}
 
     def places(self, src: Path, out: Path) -> dict[str, str]:
         return {"src": str(src), "out": str(out), "python": self.python,
                 "uv": uv_binary(), "cuda_arch": self.cuda_arch or "",
                 "max_jobs": str(os.cpu_count() or 1)}
 
-    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+    # Above ruff's limits on purpose: the Builder protocol's run, keywords only.
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,  # noqa: PLR0913
             log: Path, timeout_s: float, commit: str,
             on_line: Callable[[str], None] | None = None) -> BuildRun:
         full = {**os.environ, **env}
@@ -191,7 +213,9 @@ def build_key(profile: Profile, commit: str, python: str,
     return artifact_key("source", commit, settings), settings
 
 
-def build_wheel(
+# Above ruff's limits on purpose: keywords only; the public build entry point of tests and the
+# provider.
+def build_wheel(  # noqa: PLR0913
     repo: git.Repo,
     commit: str,
     profile: Profile,
@@ -237,7 +261,8 @@ def build_wheel(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_build(commit: str, profile: Profile, builder: Builder,
+# Above ruff's limits on purpose: what one build needs, passed on from build_wheel.
+def _run_build(commit: str, profile: Profile, builder: Builder,  # noqa: PLR0913
                version: str | None, key: str, settings: dict[str, Any], work: Path,
                log_path: Path, hint: str | None, *, timeout_s: float,
                on_line: Callable[[str], None] | None, preface: str | None = None) -> BuildResult:

@@ -34,7 +34,6 @@ from bisector.artifacts.build import BuildRun
 from bisector.artifacts.build_logs import parse_ccache_log
 from bisector.artifacts.worktree import container_git_mounts
 from bisector.base import defaults
-from bisector.base.errors import UsageError
 from bisector.base.paths import cache_dir
 from bisector.infra.containers import (
     ContainerFailed,
@@ -66,6 +65,7 @@ def repository_id(repo: git.Repo) -> str:
 
 class DockerBuilder:
     where = "docker"
+    contained = True
 
     def __init__(
         self,
@@ -92,10 +92,11 @@ class DockerBuilder:
     def image_id(self) -> str:
         return image_id(self.docker, self.image)
 
-    def require_image(self) -> None:
+    def unready(self) -> str | None:
         if not self.image_id:
-            raise UsageError(f"builder image {self.image} does not exist: run `make images` "
-                             f"(or pass --builder-image)")
+            return (f"builder image {self.image} does not exist: run `make images` (or pass "
+                    f"--builder-image)")
+        return None
 
     @cached_property
     def python_tag(self) -> str:
@@ -151,7 +152,8 @@ class DockerBuilder:
         self._volume_ready = True
         return self.volume
 
-    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,
+    # Above ruff's limits on purpose: the Builder protocol's run, keywords only.
+    def run(self, cmd: list[str], env: dict[str, str], *, src: Path, out: Path, work: Path,  # noqa: PLR0913
             log: Path, timeout_s: float, commit: str,
             on_line: Callable[[str], None] | None = None) -> BuildRun:
         meta = work / "meta"

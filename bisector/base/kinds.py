@@ -17,13 +17,6 @@ class Polarity(enum.StrEnum):
     SUCCESS = "success"
 
 
-class ExecutorKind(enum.StrEnum):
-    """Where oracles run."""
-
-    LOCAL = "local"  # a uv virtualenv on this machine
-    DOCKER = "docker"  # one container of the runtime image per probe
-
-
 class PriorMode(enum.StrEnum):
     """Whether the search weighs candidates by what the failure names (core/prior.py)."""
 
@@ -36,6 +29,25 @@ class BuildPlace(enum.StrEnum):
 
     HOST = "host"
     DOCKER = "docker"  # the builder image, with a ccache volume per repository
+
+
+class ExecutorKind(enum.StrEnum):
+    """Where oracles run."""
+
+    LOCAL = "local"  # a uv virtualenv on this machine
+    DOCKER = "docker"  # one container of the runtime image per probe
+
+    @property
+    def sealed(self) -> bool:
+        """Probes run in a container: nothing of the host reaches them (its shell's
+        variables, its installed torch, a command's programs, a terminal to judge in). What a
+        request may ask of this kind is checked against this, not against the kind's name."""
+        return self is ExecutorKind.DOCKER
+
+    @property
+    def build_place(self) -> BuildPlace:
+        """Where source builds run unless ``--build-in`` says: beside the probes."""
+        return BuildPlace.DOCKER if self.sealed else BuildPlace.HOST
 
 
 class ArtifactKind(enum.StrEnum):

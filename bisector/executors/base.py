@@ -54,6 +54,19 @@ class Executor(Protocol):
     """Runs an oracle against an installable and describes the environment it used."""
 
     name: str
+    # Probes run in containers, which a controller killed mid-probe leaves behind: a run
+    # sweeps those of dead controllers first (app/bisections.run).
+    contained: bool
+
+    @property
+    def python_tag(self) -> str:
+        """The Python the probed environments run (``cp312``): wheels must be built for it."""
+        ...
+
+    def unready(self, oracle: Oracle) -> str | None:
+        """Why this executor cannot run ``oracle`` here (a missing image, an oracle it does
+        not know how to start), one line naming the fix; None when it can."""
+        ...
 
     def fingerprint_facts(self) -> dict[str, Any]:
         """Stable facts that make two verdicts comparable (they key the verdict cache)."""

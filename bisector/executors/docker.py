@@ -53,7 +53,6 @@ from bisector.infra.containers import (
     run_container,
 )
 from bisector.infra.proc import tail
-from bisector.oracle.command import is_command
 from bisector.oracle.script import Oracle
 
 # Makes one environment in the container, from a JSON spec in argv[1]: a venv at spec["tmp"],
@@ -149,11 +148,12 @@ def docker_runs(oracle: Oracle) -> bool:
     """Whether this executor can run the oracle: the container starts a Python file with the
     environment's python; a command in the commit's tree (and a script run by its own ``#!``)
     is not implemented here."""
-    return oracle.python and not is_command(oracle)
+    return oracle.python and not oracle.in_tree
 
 
 class DockerExecutor:
     name = "docker"
+    contained = True
 
     def __init__(
         self,
@@ -190,6 +190,14 @@ class DockerExecutor:
     @cached_property
     def python_tag(self) -> str:
         return image_python_tag(self.docker, self.image_name) if self.image_id else "unknown"
+
+    def unready(self, oracle: Oracle) -> str | None:
+        if not docker_runs(oracle):
+            return DOCKER_REFUSAL
+        if not self.image_id:
+            return (f"image {self.image_name} does not exist: run `make images` (or pass "
+                    f"--image)")
+        return None
 
     def fingerprint_facts(self) -> dict[str, Any]:
         """The image digest keys verdicts: a rebuilt image is a new environment. The limits

@@ -47,7 +47,6 @@ from bisector.executors.oracle_run import run_in_place
 from bisector.executors.venvs import forget_skeletons, new_venv, retarget, skeleton_dir
 from bisector.infra import cancel, inuse
 from bisector.infra.proc import call, tail
-from bisector.oracle.command import is_command
 from bisector.oracle.script import Oracle
 
 
@@ -64,6 +63,7 @@ class InstallFailed(Exception):
 
 class LocalExecutor:
     name = "local"
+    contained = False
 
     def __init__(self, python: str, import_name: str | None, offline: bool = False,
                  trees: Callable[[str], Path] | None = None,
@@ -78,10 +78,17 @@ class LocalExecutor:
         # for it instead of making it a second time.
         self._making: defaultdict[Path, threading.Lock] = defaultdict(threading.Lock)
 
+    @property
+    def python_tag(self) -> str:
+        return python_tag(self.python)
+
+    def unready(self, oracle: Oracle) -> str | None:
+        return None  # any oracle: a file, one with its own #!, a command in the tree
+
     def fingerprint_facts(self) -> dict[str, Any]:
         return with_env({
             "executor": self.name,
-            "python": python_tag(self.python),
+            "python": self.python_tag,
             "machine": platform.machine(),
             "system": platform.system(),
         }, self.env)
@@ -113,7 +120,9 @@ class LocalExecutor:
         with self._making[final]:
             return self._ensure_env(inst, deps, final)
 
-    def _ensure_env(self, inst: Installable, deps: tuple[str, ...], final: Path) -> Path:
+    # Above ruff's limits on purpose: each way making an environment can fail is its own branch,
+    # each with its message.
+    def _ensure_env(self, inst: Installable, deps: tuple[str, ...], final: Path) -> Path:  # noqa: C901
         if (final / READY).exists():
             if not changed_files(final):
                 _mark_used(final)
@@ -264,7 +273,7 @@ def in_use(inst: Installable, oracle: Oracle, commit: str, env: Path | None) -> 
     """What a probe uses in the cache: its environment, the wheel's folder or the overlay it
     installs, and the exported tree a command runs in (paths outside the cache are skipped)."""
     return [env, inst.wheel.parent if inst.wheel is not None else None, inst.overlay,
-            trees_dir() / commit if commit and is_command(oracle) else None]
+            trees_dir() / commit if commit and oracle.in_tree else None]
 
 
 READY = ".bisector-ready"  # the environment is complete; its mtime: when a probe last used it
@@ -314,12 +323,20 @@ class SystemExecutor:
     the quickest answer to "does it reproduce here?", with no environment made."""
 
     name = "system"
+    contained = False
 
     def __init__(self, python: str, import_name: str | None,
                  trees: Callable[[str], Path] | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         self.python, self.import_name, self.trees = python, import_name, trees
         self.env = env
+
+    @property
+    def python_tag(self) -> str:
+        return python_tag(self.python)
+
+    def unready(self, oracle: Oracle) -> str | None:
+        return None
 
     def fingerprint_facts(self) -> dict[str, Any]:
         return with_env({"executor": self.name, "python": self.python}, self.env)

@@ -47,10 +47,18 @@ class ManualExecutor:
     a question is put: the executor knows probes, not the bisection's store."""
 
     name = "manual"
+    contained = False
 
     def __init__(self, inner: LocalExecutor, asks: Asks, trees: Callable[[str], Path],
                  undo: Callable[[], str | None] = lambda: None) -> None:
         self.inner, self.asks, self.trees, self.undo = inner, asks, trees, undo
+
+    @property
+    def python_tag(self) -> str:
+        return self.inner.python_tag
+
+    def unready(self, oracle: Oracle) -> str | None:
+        return self.inner.unready(oracle)
 
     def fingerprint_facts(self) -> dict[str, Any]:
         return self.inner.fingerprint_facts()

@@ -26,11 +26,12 @@ from bisector.executors.command_path import foreign_program
 from bisector.executors.facts import clean_env
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import cap_output, reaped, reaper_env, run_logged, tail
-from bisector.oracle.command import is_command, program
+from bisector.oracle.command import program
 from bisector.oracle.script import Oracle
 
 
-def run_in_place(
+# Above ruff's limits on purpose: one oracle run's inputs, passed on to run_oracle.
+def run_in_place(  # noqa: PLR0913
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
     gpu: str | None, trees: Callable[[str], Path] | None,
     env: Mapping[str, str] | None = None, facts_dir: Path | None = None,
@@ -38,7 +39,7 @@ def run_in_place(
     """:func:`run_oracle` where it belongs: a command in a fresh copy of the commit's tree
     (one that cannot be exported is a skip retried later), an oracle file in a scratch
     folder."""
-    if not is_command(oracle):
+    if not oracle.in_tree:
         return run_oracle(python, oracle, commit, run_dir, facts, gpu, env=env,
                           facts_dir=facts_dir)
     try:
@@ -59,7 +60,8 @@ def bin_first(env: dict[str, str], python: str) -> None:
         env["PATH"] = os.pathsep.join([os.path.dirname(found), env.get("PATH", os.defpath)])
 
 
-def run_oracle(
+# Above ruff's limits on purpose: one oracle run's inputs, documented one by one.
+def run_oracle(  # noqa: PLR0913
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
     gpu: str | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None,
     facts_dir: Path | None = None,
@@ -76,7 +78,7 @@ def run_oracle(
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     script = run_dir / oracle.path.name
-    if not is_command(oracle):
+    if not oracle.in_tree:
         script.write_bytes(oracle.content)
         if not oracle.python:
             script.chmod(0o755)  # run by its own #! line
@@ -103,7 +105,7 @@ def run_oracle(
     work = cwd or run_dir / "work"
     work.mkdir(exist_ok=True)
     argv = program(oracle, python, script)
-    if is_command(oracle):  # another environment's pytest, or none: a skip saying why
+    if oracle.in_tree:  # another environment's pytest, or none: a skip saying why
         found = shutil.which(python) or python
         why = foreign_program(argv[0], env.get("PATH", ""), Path(found).parent.parent, work)
         if why:

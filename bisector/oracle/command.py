@@ -27,10 +27,10 @@ from pathlib import Path
 from bisector.base.errors import UsageError
 from bisector.core.signature import compile_match
 from bisector.core.verdict import Polarity
-from bisector.oracle.script import Oracle, load_oracle, parse_metadata
+from bisector.oracle.script import MARKER, Oracle, argv_of, load_oracle, parse_metadata
 
-MARKER = ("# bisector command oracle: runs in the probed commit's tree, the environment's bin "
-          "first on PATH")
+__all__ = ["MARKER", "argv_of"]  # a command's document is read where an Oracle is
+
 NAME_CHARS = 100  # a command's name in `bisect list` and reports; the argv itself is whole
 
 
@@ -44,20 +44,6 @@ def document(argv: tuple[str, ...], *, timeout: float | None = None,
         block += ["# [tool.bisector]", f"# timeout = {float(timeout)!r}"]
     head = ["# /// script", *block, "# ///"] if block else []
     return "\n".join([MARKER, *head, json.dumps(list(argv))]) + "\n"
-
-
-def argv_of(content: bytes | str) -> tuple[str, ...] | None:
-    """The argv of a command oracle's document; None for an oracle file."""
-    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
-    if not text.startswith(MARKER + "\n"):
-        return None
-    try:
-        argv = json.loads(text.rstrip("\n").rsplit("\n", 1)[-1])
-    except json.JSONDecodeError:
-        return None
-    if not (isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv)):
-        return None
-    return tuple(argv)
 
 
 def name_of(argv: tuple[str, ...]) -> str:
@@ -74,15 +60,11 @@ def command_oracle(argv: tuple[str, ...], *, timeout: float | None = None,
                   meta=parse_metadata(text, f"the command {name}"))
 
 
-def is_command(oracle: Oracle) -> bool:
-    return argv_of(oracle.content) is not None
-
-
 def program(oracle: Oracle, python: str, script: Path) -> list[str]:
     """What to execute for one run: the command as given; a script with a foreign ``#!``
     itself (the kernel reads its first line); any other oracle with the environment's
     python."""
-    argv = argv_of(oracle.content)
+    argv = oracle.argv
     if argv is not None:
         return list(argv)
     if not oracle.python:

@@ -136,12 +136,12 @@ class Request:
         if self.oracle and self.command:
             raise UsageError(f"--oracle {self.oracle} and a command after -- both name the "
                              f"oracle: give one of them")
-        if self.executor is ExecutorKind.DOCKER and self.command:
+        if self.executor.sealed and self.command:
             raise UsageError("a command oracle (-- CMD) needs --executor local: the Docker "
                              "executor runs Python oracle files only")
         if self.manual:
             self._check_manual()
-        if self.executor is ExecutorKind.DOCKER and self.installed_base:
+        if self.executor.sealed and self.installed_base:
             raise UsageError("--installed-base needs --executor local: a container cannot see "
                              "the host's installed torch")
 
@@ -174,7 +174,7 @@ class Request:
         if self.width > 1:
             raise UsageError("--manual asks about one probe at a time: drop --jobs/--gpus "
                              "lists (or give --jobs 1)")
-        if self.executor is ExecutorKind.DOCKER:
+        if self.executor.sealed:
             raise UsageError("--manual needs --executor local: the shell it offers opens in "
                              "a local environment")
         if self.regress is not None:
