@@ -9,15 +9,16 @@ the :class:`~bisector.base.events.Events` the caller passes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bisector.app import gc as cleanup
-from bisector.app.views import write_reports
+from bisector.app.views import report_paths, show, write_reports
 from bisector.artifacts.cache import sweep_scratch
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
-from bisector.base.kinds import BuildPlace, ExecutorKind, State
+from bisector.base.kinds import State
 from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive, owner_alive
 from bisector.infra.proc import sweep_probes
@@ -42,6 +43,53 @@ def create(open_store: Callable[[], Store], req: Request,
     prepared = prepare(req, oracles_dir)
     store = open_store()
     return store, record(store, discover(store, prepared, (events or QuietEvents()).status))
+
+
+@dataclass(frozen=True)
+class Ran:
+    """A bisection run to its end (or reported again), as a command shows it."""
+
+    store: Store
+    bisection_id: int
+    shown: dict[str, Any]  # app/views.show
+    reports: tuple[Path, Path] | None  # (Markdown, HTML) when this run wrote them
+
+    @property
+    def exit_code(self) -> int:
+        """0 for an answer; its own code for one openly unsure, or "no regression"."""
+        return State(self.shown["state"]).exit_code
+
+
+Begun = Callable[[Store, int], None]
+
+
+def start(open_store: Callable[[], Store], req: Request, events: Events | None = None,
+          enqueue: bool | None = None, oracles_dir: Path | None = None,
+          begun: Begun = lambda _store, _id: None) -> Ran:
+    """``bisect start`` in one call: check and record the request (:func:`create`), run it
+    to its end (:func:`run`) and read back what a command shows. ``begun`` hears the id once
+    it is stored: a caller interrupted after that says how to resume."""
+    events = events or QuietEvents()
+    store, bisection_id = create(open_store, req, oracles_dir, events)
+    return carry_on(store, bisection_id, events, enqueue, begun, fresh=True)
+
+
+def carry_on(store: Store, bisection_id: int, events: Events | None = None,
+             enqueue: bool | None = None, begun: Begun = lambda _store, _id: None, *,
+             fresh: bool = False) -> Ran:
+    """Run a stored bisection (``fresh``: just created; otherwise as :func:`resume`, which
+    reports a finished one again) and read back what a command shows: its view and its
+    reports."""
+    rec = bisection(store, bisection_id)  # an unknown id: one line, before anything runs
+    begun(store, bisection_id)
+    if fresh:
+        run(store, rec, events, enqueue)
+    else:
+        resume(store, bisection_id, events, enqueue)
+    md, html = report_paths(store, bisection_id)
+    # The names are this store's and this bisection's: they exist when this run wrote them.
+    return Ran(store, bisection_id, show(store, bisection_id),
+               (md, html) if md.exists() else None)
 
 
 def bisection(store: Store, bisection_id: int) -> BisectionRecord:
@@ -84,15 +132,18 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
     return Remote(store, JobQueue(store)), width
 
 
-def run(store: Store, bisection_id: int, events: Events | None = None,
+def run(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
         enqueue: bool | None = None) -> Finished:
-    """Run (or continue) a stored bisection to its end (``enqueue``: see ``queue_for``)."""
+    """Run (or continue) a stored bisection to its end (``enqueue``: see ``queue_for``);
+    its row read once, here or by the caller."""
     events = events or QuietEvents()
-    cfg = stored_config(store, bisection_id)
+    rec = bisections.get(store, bisection) if isinstance(bisection, int) else bisection
+    bisection_id = rec.id
+    cfg = stored_config(store, rec)
     remote, width = queue_for(store, cfg, enqueue, events)
-    r = open_bisection(store, bisection_id, events, remote, width)
+    r = open_bisection(store, rec, events, remote, width, cfg)
     sweep_leftovers(events)
-    if cfg.executor is ExecutorKind.DOCKER or cfg.build.place is BuildPlace.DOCKER:
+    if r.means.contained:
         for name in sweep_orphans(client(), local_owner_alive):
             events.note(f"removed container {name} left by a controller that is gone")
     for note in r.record.notes:
@@ -151,7 +202,7 @@ def resume(store: Store, bisection_id: int, events: Events | None = None,
     if rec.state is State.FAILED:
         raise UsageError(f"bisection {bisection_id} stopped: {rec.message} "
                          f"(start a new one instead)")
-    return run(store, bisection_id, events, enqueue)
+    return run(store, rec, events, enqueue)
 
 
 def cancel(store: Store, bisection_id: int) -> dict[str, Any]:

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from bisector.base import defaults, redact
-from bisector.base.errors import InterruptedBisection, StoreError, UsageError
+from bisector.base.errors import StoreError, UsageError
 from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, failures, listing, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
@@ -32,10 +31,6 @@ from bisector.store.location import absent, default_db, sqlite_path
 if TYPE_CHECKING:
     from bisector.run.config import Request
     from bisector.store.db import Store
-
-
-def _sigterm(_signum: int, _frame: Any) -> NoReturn:
-    raise KeyboardInterrupt
 
 
 @click.group(cls=ConfiguredGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -86,64 +81,6 @@ def _db_flag(c: Ctx) -> str:
     return "" if c.db == default_db() else f" --db {c.db}"
 
 
-def _run_and_report(c: Ctx, store: Store, bisection_id: int, json_out: bool,
-                    resume: bool, enqueue: bool | None = None) -> dict[str, Any]:
-    # lazy: `bisect --help` and completion import none of this
-    from bisector.app import bisections, views
-    from bisector.base.kinds import State
-    from bisector.cli.progress import RichEvents
-
-    events = RichEvents(err)
-    # An unknown id is a one-line error before anything else.
-    bisections.bisection(store, bisection_id)
-    err.print(f"bisection [bold]{bisection_id}[/] (store: {escape(store.url)})")
-    # SIGINT may start out ignored (a background job of a non-interactive shell); a bisection
-    # must always stop cleanly and say how to resume, so both signals are handled explicitly.
-    old = signal.signal(signal.SIGTERM, _sigterm)
-    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        if resume:
-            bisections.resume(store, bisection_id, events, enqueue)
-        else:
-            bisections.run(store, bisection_id, events, enqueue)
-    except KeyboardInterrupt:
-        events.close()
-        raise InterruptedBisection(
-            f"interrupted; every finished probe is stored. To resume: "
-            f"bisect{_db_flag(c)} resume {bisection_id}"
-        ) from None
-    finally:
-        events.close()
-        signal.signal(signal.SIGTERM, old)
-        signal.signal(signal.SIGINT, old_int)
-    data = _print_show(store, bisection_id, json_out)
-    md, html = views.report_paths(store, bisection_id)
-    if md.exists():  # written by this run (the names are this store's and this bisection's)
-        err.print(f"issue report: {escape(str(md))}; HTML report: {escape(str(html))}")
-    code = State(data["state"]).exit_code
-    if code:  # an answer openly unsure, or "no regression": its own exit code, never 0
-        sys.exit(code)
-    return data
-
-
-def _print_show(store: Store, bisection_id: int, json_out: bool,
-                fmt: str = "markdown") -> dict[str, Any]:
-    # lazy: `bisect --help` and completion import none of this
-    from bisector.app import reports as report
-    from bisector.app import views
-
-    data = views.show(store, bisection_id)
-    if json_out or fmt == "json":
-        click.echo(json.dumps(data, indent=2, default=str))
-    elif fmt == "issue":
-        click.echo(safe_text(views.issue_report(store, bisection_id)), nl=False)
-    elif fmt == "html":
-        click.echo(safe_text(views.html_report(store, bisection_id)), nl=False)
-    else:
-        click.echo(safe_text(report.show_markdown(data)))
-    return data
-
-
 def _request(kw: dict[str, Any]) -> Request:
     """The request of ``start``/``plan``, without configured defaults that do not apply."""
     # lazy: `bisect --help` and completion import none of this
@@ -162,13 +99,13 @@ def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     """Start a bisection and run it to the end."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
-    from bisector.cli.progress import waiting
+    from bisector.cli.running import carry_out
 
     # Inputs are checked before the store is opened: a refused start leaves no database.
     workers.check_enqueue(c.db, enqueue)
-    with waiting() as events:  # listing an index can take a while: never a silent wait
-        store, bisection_id = bisections.create(c.store, _request(kw), events=events)
-    _run_and_report(c, store, bisection_id, json_out, resume=False, enqueue=enqueue)
+    req = _request(kw)
+    carry_out(lambda events, begun: bisections.start(c.store, req, events, enqueue,
+                                                     begun=begun), json_out, _db_flag(c))
 
 
 @cli.command()
@@ -241,10 +178,15 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
 def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> None:
     """Finish an interrupted bisection (default: the newest) after Ctrl-C, kill -9, a crash or
     bisect cancel."""
+    # lazy: `bisect --help` and completion import none of this
+    from bisector.app import bisections
+    from bisector.cli.running import carry_out
+
     workers.check_enqueue(c.db, enqueue)
     store = c.store(create=False)
-    _run_and_report(c, store, _which(store, bisection_id), json_out, resume=True,
-                    enqueue=enqueue)
+    which = _which(store, bisection_id)
+    carry_out(lambda events, begun: bisections.carry_on(store, which, events, enqueue, begun),
+              json_out, _db_flag(c))
 
 
 @cli.command(name="list")
@@ -298,8 +240,11 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool, show_all: bool) -> 
 def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
     """Show a bisection (default: the newest): culprit, PR, every probe, output of failures,
     reproduce command."""
+    # lazy: `bisect --help` and completion import none of this
+    from bisector.cli.running import print_show
+
     store = c.store(create=False, reads_only=True)
-    _print_show(store, _which(store, bisection_id), json_out, fmt)
+    print_show(store, _which(store, bisection_id), json_out, fmt)
 
 
 @cli.command()
@@ -358,10 +303,12 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections, issue
     from bisector.app.demo.setup import demo as ready
+    from bisector.cli.running import carry_out
 
     with ready(directory, jobs, nightlies, err.print) as d:
-        store, bisection_id = bisections.create(c.store, d.request)
-        data = _run_and_report(c, store, bisection_id, json_out, resume=False)
+        data = carry_out(lambda events, begun: bisections.start(c.store, d.request, events,
+                                                                begun=begun), json_out,
+                         _db_flag(c))
     found = (data["culprit"] or {}).get("sha")
     pair = issue.between(data)
     if nightlies and pair is not None:

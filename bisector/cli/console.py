@@ -9,7 +9,10 @@ bisector/cli/progress.py); ``-q`` silences ``err`` through :func:`set_quiet`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from bisector.base.escape import safe_text
 
@@ -84,3 +87,21 @@ def escape(text: str) -> str:
     from rich.markup import escape as markup_escape
 
     return markup_escape(safe_text(text))
+
+
+def _sigterm(_signum: int, _frame: Any) -> NoReturn:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C and SIGTERM both raise KeyboardInterrupt inside the block: SIGINT may start out
+    ignored (a background job of a non-interactive shell), and a bisection or a watch must
+    always stop cleanly and say how to go on."""
+    old = signal.signal(signal.SIGTERM, _sigterm)
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGINT, old_int)

@@ -9,18 +9,17 @@ it out. The configuration is read and checked before the store is opened, so a t
 from __future__ import annotations
 
 import json
-import signal
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
 import click
 
 from bisector.base.errors import InterruptedBisection, UsageError
 from bisector.base.escape import safe
 from bisector.cli import complete, config_file
-from bisector.cli.console import err, escape, out
+from bisector.cli.console import err, escape, interruptible, out
 from bisector.cli.context import Ctx
 
 if TYPE_CHECKING:
@@ -29,10 +28,6 @@ if TYPE_CHECKING:
 
 STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan",
          "measured": "default"}
-
-
-def _sigterm(_signum: int, _frame: Any) -> NoReturn:
-    raise KeyboardInterrupt  # systemd stops a unit with SIGTERM: stop as Ctrl-C does
 
 
 def next_time(every: str, after: datetime) -> datetime:
@@ -89,9 +84,7 @@ def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str,
                          f"{', '.join(s.name for s in cfg.suites)}")
     store = c.store()
     run_bisect = cfg.bisect if bisect is None else bisect
-    old = signal.signal(signal.SIGTERM, _sigterm)
-    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with interruptible():
         if every is None:
             _pass(store, cfg, run_bisect, only, fail=True)
             return
@@ -101,9 +94,6 @@ def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str,
             while (left := (when - datetime.now().astimezone()).total_seconds()) > 0:
                 time.sleep(min(left, 30.0))
             _pass(store, cfg, run_bisect, only, fail=False)
-    finally:
-        signal.signal(signal.SIGTERM, old)
-        signal.signal(signal.SIGINT, old_int)
 
 
 def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...],

@@ -197,14 +197,16 @@ def stored_config(store: Store, rec: BisectionRecord | int) -> RunConfig:
     return cfg
 
 
-def open_bisection(store: Store, bisection_id: int, events: Events | None = None,
-                   remote: Remote | None = None, width: int | None = None) -> Runner:
-    """Everything one stored bisection needs to run, built from the store alone, reading its
-    row once; with ``remote``, its rounds of ``width`` probes go to workers instead of this
-    process."""
+def open_bisection(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
+                   remote: Remote | None = None, width: int | None = None,
+                   cfg: RunConfig | None = None) -> Runner:
+    """Everything one stored bisection needs to run, built from the store alone, its row read
+    once (here, or by the caller that passes it and its ``cfg``); with ``remote``, its rounds
+    of ``width`` probes go to workers instead of this process."""
     events = events or QuietEvents()
-    rec = bisections.get(store, bisection_id)
-    cfg = stored_config(store, rec)
+    rec = bisections.get(store, bisection) if isinstance(bisection, int) else bisection
+    bisection_id = rec.id
+    cfg = cfg or stored_config(store, rec)
     cands = bisections.candidates(store, bisection_id)
     oracle = stored_oracle(store, rec)
     parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)},
@@ -225,7 +227,8 @@ def open_bisection(store: Store, bisection_id: int, events: Events | None = None
         into_merge=into_merge(cfg, oracle))
     means = Means(parts.source, parts.executor, slots, remote,
                   prefetch=prefetch_slots(cfg, len(slots)),
-                  spare_builds=max(0, cfg.build_jobs - len(slots)))
+                  spare_builds=max(0, cfg.build_jobs - len(slots)),
+                  contained=parts.executor.contained or parts.builder.contained)
     return Runner(store, rec, cands, judging, means, events=events, subject=subject)
 
 

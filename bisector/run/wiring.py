@@ -48,6 +48,8 @@ class Means:
     remote: Remote | None = None  # set: each round's probes go to workers through a queue
     prefetch: int = 0  # commits made ahead at once while the oracles run (run/prefetch.py)
     spare_builds: int = 0  # build slots the round does not need: speculative builds go there
+    # Probes or builds run in containers: a run first sweeps those dead controllers left.
+    contained: bool = False
 
     @property
     def width(self) -> int:
