@@ -31,7 +31,7 @@ from bisector.project.interpreter import choose_python
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import CheckRequest
 from bisector.run.factory import CachedHostBuilder, env_executor, judge_for, ready_pipeline
-from bisector.run.prepare import pick_profile
+from bisector.run.torch_place import pick_profile
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime
@@ -30,23 +29,21 @@ from bisector.artifacts.build import (
     gpu_inventory,
     python_tag,
 )
-from bisector.artifacts.docker_build import DockerBuilder, repository_id
+from bisector.artifacts.docker_build import repository_id
 from bisector.artifacts.installable import InstalledBase, find_installed
 from bisector.artifacts.nightly_urls import DIRECT
 from bisector.artifacts.prebuilt import Discoverer, Discovery, Prebuilt
 from bisector.base import extras, oracle_env
 from bisector.base.errors import UsageError
-from bisector.base.kinds import BuildPlace, ExecutorKind
+from bisector.base.kinds import BuildPlace
 from bisector.base.paths import cache_dir, data_dir
-from bisector.executors.docker import DOCKER_REFUSAL, DockerExecutor, docker_runs
 from bisector.infra.owner import owner_id
 from bisector.oracle.command import oracle_for
 from bisector.oracle.manual import manual_oracle
 from bisector.oracle.script import Oracle, bundled_oracles_dir
 from bisector.project import history, limits
-from bisector.project.interpreter import choose_python
-from bisector.project.profiles import Profile, detect_profile, get_profile
-from bisector.run import from_log
+from bisector.project.profiles import Profile, get_profile
+from bisector.run import from_log, torch_place
 from bisector.run.config import (
     BuildConfig,
     DockerConfig,
@@ -101,37 +98,6 @@ def resolve_cuda_arch(profile: Profile, req: Request) -> str | None:
     return req.cuda_arch or detect_cuda_arch(gpus) or profile.default_cuda_arch
 
 
-def pick_profile(repo: git.Repo, bad_sha: str, name: str | None) -> Profile:
-    if name:
-        return get_profile(name)
-
-    def exists(path: str) -> bool:
-        try:
-            repo.git.cat_file("-e", f"{bad_sha}:{path}")
-            return True
-        except git.GitCommandError:
-            return False
-
-    return detect_profile(exists)
-
-
-def configured_index() -> str | None:
-    """The release index pip/uv are configured with (never a host written in this code)."""
-    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "PIP_INDEX_URL"):
-        if os.environ.get(var):
-            return os.environ[var]
-    r = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.index-url"],
-                       capture_output=True, text=True, check=False)
-    if r.returncode == 0 and r.stdout.strip():
-        return r.stdout.strip()
-    try:
-        from pip._internal.models.index import PyPI  # pip's own default
-
-        return str(PyPI.simple_url)
-    except ImportError:
-        return None
-
-
 def check_requires_python(repo: git.Repo, bad_sha: str, python: str, given: bool) -> None:
     """A Python the project says it does not support, refused in one line before anything is
     built (it was accepted silently, and every build or install failed as a skip). Read from
@@ -159,7 +125,6 @@ def check_requires_python(repo: git.Repo, bad_sha: str, python: str, given: bool
 
 def python_version(python: str) -> str | None:
     """``3.11.7`` of an interpreter, or None when it cannot say."""
-    import subprocess
 
     try:
         r = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
@@ -171,7 +136,8 @@ def python_version(python: str) -> str | None:
     return out if r.returncode == 0 and out[:1].isdigit() else None
 
 
-def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
+# Above ruff's limits on purpose: the checks of a request in the order their errors must come.
+def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa: PLR0915
     """Check every input without touching the store, and resolve the run configuration."""
     req.check()
     repo = history.open_repo(req.repo)
@@ -201,23 +167,20 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
                                     req.manual, seeding)
     if seeding is not None:
         span = replace(span, notes=(*span.notes, *seeding.notes))
-    if req.executor is ExecutorKind.DOCKER and not docker_runs(oracle):
-        raise UsageError(DOCKER_REFUSAL)
-    profile = pick_profile(repo, span.bad_sha, req.profile)
     # The user's interpreter, not bisector's own; the note names it in `plan`, `start`, `show`.
-    interpreter = choose_python(req.python, profile.import_name)
-    python = interpreter.path
+    where = torch_place.resolve(repo, span.bad_sha, profile=req.profile, python=req.python,
+                                variant=req.variant)
+    profile, interpreter, python = where.profile, where.interpreter, where.python
     check_requires_python(repo, span.bad_sha, python, given=req.python is not None)
     span = replace(span, notes=(*span.notes, interpreter.note))
     # The oracle environment: what a local run inherits (TORCH_LOGS, TORCHINDUCTOR_*, ...)
     # and --env, stored in the request: the key, the facts and the reproduce line hold it,
     # and resume and workers run with it. A container inherits nothing of this shell.
-    inherits = os.environ if req.executor is ExecutorKind.LOCAL else {}
+    inherits = {} if req.executor.sealed else os.environ
     req = replace(req, env=oracle_env.resolve(req.env, inherits))
     overrides = parse_build_env(req.build_env)
     profile = replace(profile, build_env={**profile.build_env, **overrides})
-    place = req.build_in or (BuildPlace.DOCKER if req.executor is ExecutorKind.DOCKER
-                             else BuildPlace.HOST)
+    place = req.build_in or req.executor.build_place
     build = BuildConfig(place=place, cuda_arch=resolve_cuda_arch(profile, req),
                         env=overrides, timeout_s=req.build_timeout)
     if place is BuildPlace.DOCKER:
@@ -228,12 +191,10 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
     if req.image:
         docker = replace(docker, image=req.image)
     repo_path = str(Path(repo.working_dir).resolve())
-    variant = req.variant or profile.default_variant
+    variant = where.variant
     use_index = req.prebuilt and not req.offline and profile.distribution is not None
-    nightly = req.nightly_index if req.nightly_index is not None else (
-        profile.nightly_index.format(variant=variant) if profile.nightly_index else None)
-    release = req.release_index if req.release_index is not None else (
-        configured_index() if profile.name == "pytorch" else None)
+    nightly = where.index("nightly", req.nightly_index) if use_index else None
+    release = where.index("release", req.release_index) if use_index else None
     # A team's oracle ($BISECTOR_ORACLES_DIR) is stored by path: the reproduce line must not
     # depend on a variable set in this shell only.
     bundled = oracle.path.parent == (oracles_dir or bundled_oracles_dir()).resolve()
@@ -251,18 +212,15 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:
         gpus=req.gpu_list, width=req.width, build_jobs=req.build_jobs,
     )
     executor = executor_for(cfg, labels={"bisector.role": "check"})
-    if isinstance(executor, DockerExecutor) and not executor.image_id:
-        raise UsageError(f"image {executor.image_name} does not exist: run `make images` "
-                         f"(or pass --image)")
     builder = builder_for(cfg)
-    if isinstance(builder, DockerBuilder):
-        builder.require_image()
-        runs_on = (executor.python_tag if isinstance(executor, DockerExecutor)
-                   else python_tag(python))
-        if builder.python_tag != runs_on:
-            raise UsageError(
-                f"the builder image makes {builder.python_tag} wheels but probes run on "
-                f"{runs_on}: build both images on one BASE_IMAGE (make images), or --build-in host")
+    why = executor.unready(oracle) or builder.unready()
+    if why:
+        raise UsageError(why)
+    if builder.contained and builder.python_tag != executor.python_tag:
+        raise UsageError(
+            f"the builder image makes {builder.python_tag} wheels but probes run on "
+            f"{executor.python_tag}: build both images on one BASE_IMAGE (make images), or "
+            f"--build-in host")
     build_facts = build_settings(profile, python, builder)
     facts = executor.fingerprint_facts()
     models = _gpu_models(req)

@@ -150,12 +150,12 @@ def test_a_speed_up_is_bisected_as_the_commit_that_made_it_faster(kind: str,
     that made it better (``--find-fix``, which a performance oracle takes for that)."""
     from types import SimpleNamespace
 
-    from bisector.app.watch.tick import Tick
+    from bisector.app.watch.starts import request
 
     flip = SimpleNamespace(kind=kind, from_commit="a" * 40, to_commit="b" * 40)
     suite = SimpleNamespace(repo="/r", start={})
     place = SimpleNamespace(python="python3", profile=SimpleNamespace(name="torch"),
                             variant=None, index=None, kind="wheel")
-    req = Tick._request(None, flip, suite, "perf.py", place)  # type: ignore[arg-type]
+    req = request(flip, suite, "perf.py", place)  # type: ignore[arg-type]
     assert req.find_fix is find_fix
     assert (req.good, req.bad) == ("a" * 40, "b" * 40)
