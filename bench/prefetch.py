@@ -43,7 +43,8 @@ sys.exit(0 if ok else 1)
 '''
 
 
-def run_once(tmp: Path, hist_path: Path, good: str, bad: str, index: str, oracle: Path,
+# Above ruff's limits on purpose: one bench row's settings, named at its two calls.
+def run_once(tmp: Path, hist_path: Path, good: str, bad: str, index: str, oracle: Path,  # noqa: PLR0913
              prefetch: int | None, tag: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """One ``bisect start`` from an empty home: its wall time, culprit, runs and limit."""
     home = tmp / f"prefetch-home-{tag}"

@@ -157,7 +157,9 @@ def _inside(top: Path, folder: Path) -> list[Path]:
     return [] if _linked(top, folder) else _children(folder)
 
 
-def _places() -> Iterator[tuple[str, Path]]:
+# Above ruff's limits on purpose: one branch per cache folder `du` counts, in the order it prints
+# them.
+def _places() -> Iterator[tuple[str, Path]]:  # noqa: C901, PLR0912
     """(kind, item path) for everything bisector keeps, in the order sizes are counted."""
     cache, data = cache_dir(), data_dir()
     for shard in _inside(cache, cache / "wheels"):

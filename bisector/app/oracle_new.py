@@ -140,7 +140,8 @@ def _imports(source: str, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def create(
+# Above ruff's limits on purpose: one parameter per `bisect oracle new` option.
+def create(  # noqa: PLR0913
     name: str,
     repro: Path,
     *,

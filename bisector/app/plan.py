@@ -265,7 +265,8 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
     return out
 
 
-def make_plan(
+# Above ruff's limits on purpose: the plan's inputs, each a keyword at its callers.
+def make_plan(  # noqa: PLR0913
     provider: Ranking, n: int, costs: dict[str, float], missing: list[str],
     unmapped: list[str], prebuilt: list[dict[str, Any]], notes: list[str],
     known: Mapping[int, Verdict] | None = None,

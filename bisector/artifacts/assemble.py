@@ -183,7 +183,8 @@ def _obj(tree: git.Tree, path: str) -> Any:
         return None
 
 
-def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes, int]], str]:
+# Above ruff's limits on purpose: one branch per build backend's package layout.
+def _package_files(pkg: git.Tree, backend: str) -> tuple[list[tuple[str, bytes, int]], str]:  # noqa: C901
     """(path within the package, bytes, git mode) of every file, or a reason to decline."""
     files: list[tuple[str, bytes, int]] = []
     folders = {""}
@@ -283,7 +284,8 @@ def assemble(repo: git.Repo, sha: str) -> Assembled:
         return Assembled(declined=f"the tree could not be read ({type(e).__name__})")
 
 
-def _assemble(tree: git.Tree) -> Assembled:
+# Above ruff's limits on purpose: each refusal to assemble is its own branch, each with its reason.
+def _assemble(tree: git.Tree) -> Assembled:  # noqa: C901, PLR0912
     text = _text(tree, "pyproject.toml")
     if text is None:
         return Assembled(declined="no pyproject.toml")

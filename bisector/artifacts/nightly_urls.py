@@ -125,7 +125,8 @@ def file_url(name: str, *, index_url: str, listed: Sequence[IndexFile], profile:
                                            filename=quote(name))
 
 
-def wanted(repo: git.Repo, profile: Profile, *, index_url: str, listed: Sequence[IndexFile],
+# Above ruff's limits on purpose: keywords only: the index, its listing and the range.
+def wanted(repo: git.Repo, profile: Profile, *, index_url: str, listed: Sequence[IndexFile],  # noqa: PLR0913
            picked: Mapping[Version, IndexFile], python_tag: str, variant: str | None,
            position: Mapping[str, int], covered: set[int]) -> tuple[list[Wanted], list[str]]:
     """The nightlies of the candidates that the listing does not name (one per candidate not

@@ -204,7 +204,8 @@ def _unknown(what: str, name: str, known: list[str], where: str) -> UsageError:
     return UsageError(f"{where}: unknown {what} {name!r}; {hint}")
 
 
-def load(group: click.Group, found: list[ConfigFile]) -> Loaded:
+# Above ruff's limits on purpose: one branch per kind of configured value click can take.
+def load(group: click.Group, found: list[ConfigFile]) -> Loaded:  # noqa: C901, PLR0912
     """Check every file against the commands and merge them into one ``default_map``; an
     untrusted file's keys outside :data:`INERT` are checked too, then ignored and named."""
     commands = _commands(group)

@@ -163,7 +163,8 @@ def oracle() -> None:
               help="Where to write it (default: $BISECTOR_ORACLES_DIR when set, else the "
               "current directory).")
 @click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
-def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None,
+# Above ruff's limits on purpose: a click command: one parameter per option.
+def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None,  # noqa: PLR0913
                run_here: bool, at_ref: str | None, repo: Path, python: str | None,
                description: str | None,
                needs_gpu: bool | None, timeout: float, directory: Path | None,

@@ -72,7 +72,8 @@ class Stop:
 Step = Next | Culprit | Window | Stop
 
 
-def next_step(
+# Above ruff's limits on purpose: the search's rule in one place, proved by the property tests.
+def next_step(  # noqa: C901
     n: int,
     verdicts: Mapping[int, Verdict],
     width: int = 1,

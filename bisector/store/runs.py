@@ -222,7 +222,8 @@ def save_run(store: Store, key: Key, run: NewRun) -> int:
         return _insert_run(store, key, run, False)
 
 
-def add_probe(store: Store, bisection_id: int, me: str, *, position: int, commit_sha: str,
+# Above ruff's limits on purpose: keywords only: the columns of one probe row.
+def add_probe(store: Store, bisection_id: int, me: str, *, position: int, commit_sha: str,  # noqa: PLR0913
               run_id: int, verdict: str, round_: int | None, reused: bool = False) -> bool:
     """Append a paid-for probe; False (nothing written) when the lease is not ours."""
     with store.session() as s:

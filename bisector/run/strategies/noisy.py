@@ -239,7 +239,8 @@ class Planned:
     regression: float | None = None
 
 
-def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posterior,
+# Above ruff's limits on purpose: the noisy plan's inputs, each named at its one caller.
+def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posterior,  # noqa: PLR0913
          chooser: noisy.Posterior, cap: int, paid: int, width: int) -> Planned:
     """The flaky search's next step from its evidence alone (pure: ``make bench`` drives the
     same function): the endpoints first, then "is there a regression at all" from every run
