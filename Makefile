@@ -27,7 +27,7 @@ demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no
 # containers, a PostgreSQL restart), so four overlap the waits (8 min 45 s vs 11 min 56 s with two).
 test: $(STAMP) ## Run lint, types, the docs site (strict) and every test this machine can run (Docker ones when `docker info` works)
 	scripts/test-deps
-	$(BIN)/ruff check bisector tests migrations bench scripts
+	$(BIN)/ruff check bisector tests proofs migrations bench scripts
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
 	$(BIN)/pytest -m "not gpu" -n 4 --dist loadfile --durations=20 \
@@ -37,7 +37,7 @@ test-unit: $(STAMP) ## Only the fast, pure tests
 	$(BIN)/pytest -m unit tests/unit
 
 lint: $(STAMP) ## ruff and mypy --strict
-	$(BIN)/ruff check bisector tests migrations bench
+	$(BIN)/ruff check bisector tests proofs migrations bench scripts
 	$(BIN)/mypy
 
 BASE_IMAGE ?=

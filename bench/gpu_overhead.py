@@ -2,7 +2,7 @@
 
 No GPU here, so the figures are read from ``oracles/proof/2026-11-25-probe-overhead/``,
 ``...-kept-bytecode/`` and ``2026-11-27-probe-overhead-head/`` (made by
-``tests/gpu/probe_overhead_proof.sh`` on the lent box): the same compile-heavy oracle run
+``proofs/probe_overhead_proof.sh`` on the lent box): the same compile-heavy oracle run
 directly with the python of an environment bisector made (the baseline, same box, same call),
 and each probe of the overlay proof history before and after the change, from ``show --json``.
 Printed as ratios and differences against that baseline, as every bench section does.
@@ -38,7 +38,7 @@ def bench_gpu_overhead(line: Any) -> None:
                         (HEAD, (("2026-11-27 code", "show_new.json"),))):
         if not (proof / "baseline.json").exists():
             print(f"  (the files of {proof.name} are missing: run "
-                  "tests/gpu/probe_overhead_proof.sh)")
+                  "proofs/probe_overhead_proof.sh)")
             continue
         base = json.loads((proof / "baseline.json").read_text())
         direct = statistics.median(base["runs"]["env_direct"])

@@ -282,7 +282,7 @@ def private_cache(home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return cache
 
 
-# -- the installed-base overlay procedure (tests/gpu/overlay_proof.py runs it on torch) -------
+# -- the installed-base overlay procedure (proofs/overlay_proof.py runs it on torch) -------
 
 TORCHLET_BUG = "return _C.dot(xs, xs) ** 0.5 if len(xs) < 2 else _C.dot(xs, xs)"
 TORCHLET_FIX = "return math.sqrt(_C.dot(xs, xs))"

@@ -1,4 +1,4 @@
-"""The GPU overlay proof's procedure (tests/gpu/overlay_proof.py on torch), run on CPU with
+"""The GPU overlay proof's procedure (proofs/overlay_proof.py on torch), run on CPU with
 torchlet: a history made from an installed package's Python tree, bisected with that installed
 package as the only base (0 builds). The procedure lives in tests/support.py: no test imports a
 GPU proof script."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU-box proof of the prefetch (tests/gpu/prefetch_proof.py): MODE=off|on, the overlay proof
+# GPU-box proof of the prefetch (proofs/prefetch_proof.py): MODE=off|on, the overlay proof
 # history over torch-sized nightlies on a throttled 127.0.0.1 index (WHEEL_S seconds a wheel).
 # The history and wheels are made once in /tmp/prefetch (kept while the box stays warm).
 set -u
@@ -10,7 +10,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
 export PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH
 nvidia-smi -L
 start=$(date +%s)
-python3 tests/gpu/prefetch_proof.py --workdir /tmp/prefetch --python python3 --mode "${MODE:-off}" \
+python3 proofs/prefetch_proof.py --workdir /tmp/prefetch --python python3 --mode "${MODE:-off}" \
   --harmless "${HARMLESS:-8}" --every "${EVERY:-4}" --wheel-s "${WHEEL_S:-15}" \
   --json "$OUT/prefetch_${MODE:-off}.json" > /dev/null 2> "$OUT/prefetch_${MODE:-off}.err"
 echo "== prefetch proof ${MODE:-off} rc=$? in $(( $(date +%s) - start ))s"

@@ -17,7 +17,7 @@ nvidia-smi -L; git --version
 python3 -c 'import torch, triton; print(torch.__version__, torch.version.git_version, triton.__version__, torch.cuda.device_count())'
 python3 -c 'import scipy; print("scipy", scipy.__version__)' || echo "scipy missing: the performance mode needs it"
 start=$(date +%s)
-python3 tests/gpu/issue12_proof.py --workdir "$WORK" --python python3 \
+python3 proofs/issue12_proof.py --workdir "$WORK" --python python3 \
   --harmless "${HARMLESS:-20}" --which "${WHICH:-both}" --json "$OUT/issue12_proof.json"
 rc=$?
 echo "== issue 12 proof rc=$rc in $(( $(date +%s) - start ))s"

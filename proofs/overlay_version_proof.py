@@ -17,7 +17,7 @@ tests/adversarial/test_overlay_truth.py checks the same on the synthetic torchle
 script is imported by no test and stays free of pytest (the GPU box has only bisector's
 dependencies).
 
-Usage: python tests/gpu/overlay_version_proof.py --workdir DIR [--python PY] [--json OUT]
+Usage: python proofs/overlay_version_proof.py --workdir DIR [--python PY] [--json OUT]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bisector.artifacts import overlay  # noqa: E402

@@ -34,7 +34,7 @@ done
 fi
 echo "== issue 23 + class 4: the overlay proof history, --prior none then --prior auto"
 start=$(date +%s)
-python3 tests/gpu/overlay_proof.py --package torch --workdir /tmp/proof --python python3 \
+python3 proofs/overlay_proof.py --package torch --workdir /tmp/proof --python python3 \
   --harmless "${HARMLESS:-30}" --compare-prior "${PRIOR:-both}" --json "$OUT/prior_proof.json" > /dev/null 2> "$OUT/prior_proof.err"
 rc=$?
 echo "== prior proof rc=$rc in $(( $(date +%s) - start ))s"

@@ -14,7 +14,7 @@ nvidia-smi -L
 for step in ${STEPS:-setup shipped flip}; do
   [ "$step" = setup ] && rm -rf "$WORK" && mkdir -p "$WORK"
   start=$(date +%s)
-  python3 tests/gpu/issue10_proof.py "$step" --workdir "$WORK" --harmless "${HARMLESS:-8}" \
+  python3 proofs/issue10_proof.py "$step" --workdir "$WORK" --harmless "${HARMLESS:-8}" \
     2>&1 | tee "$OUT/issue10_$step.log" | tail -c 6000
   echo "== $step: $(( $(date +%s) - start ))s"
 done

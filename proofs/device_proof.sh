@@ -15,7 +15,7 @@ for o in name_mangling recompile_out_variant source_partitions_determinism perf_
 done
 TORCHINDUCTOR_GRAPH_PARTITION=0 python3 -m bisector check --oracle name_mangling --json > "$OUT/check_name_mangling_no_partition.json"
 echo "== name_mangling, TORCHINDUCTOR_GRAPH_PARTITION=0: rc=$?"
-py=$(python3 tests/gpu/make_patched_torch.py /tmp/patched-torch)
+py=$(python3 proofs/make_patched_torch.py /tmp/patched-torch)
 python3 -m bisector check --oracle name_mangling --python "$py" --json > "$OUT/check_name_mangling_patched.json"
 echo "== name_mangling on patched torch ($py): rc=$?"
 for f in no_partition patched; do python3 -c "import json; d=json.load(open('$OUT/check_name_mangling_$f.json')); print('$f', d['verdict'], d['reason']); print(d['output_tail'][-800:])"; done

@@ -23,12 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 try:
-    from tests.gpu.issue12_proof import Case, RecipeError, bisect_case, make_history, plant_slowdown
-    from tests.gpu.overlay_proof import installed_dir
+    from proofs.issue12_proof import Case, RecipeError, bisect_case, make_history, plant_slowdown
+    from proofs.overlay_proof import installed_dir
 except ImportError:  # a `tests` package in site-packages shadows this checkout's namespace
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from issue12_proof import (  # type: ignore[no-redef]

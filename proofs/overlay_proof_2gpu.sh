@@ -9,7 +9,7 @@ python3 -m pip install -q --no-index --find-links .carry/wheels \
 nvidia-smi -L; git --version
 python3 -c 'import torch, triton; print(torch.__version__, torch.version.git_version, triton.__version__, torch.cuda.device_count())'
 start=$(date +%s)
-python3 tests/gpu/overlay_proof.py --package torch --workdir /tmp/proof --python python3 \
+python3 proofs/overlay_proof.py --package torch --workdir /tmp/proof --python python3 \
   --harmless "${HARMLESS:-60}" --compare-gpus 0,1 --json "$OUT/overlay_proof_2gpu.json"
 rc=$?
 echo "== two-GPU overlay proof rc=$rc in $(( $(date +%s) - start ))s"

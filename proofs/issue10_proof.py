@@ -14,7 +14,7 @@ Steps (each its own ``bisect tick``, as a timer would run them):
 - ``flip``: a tick of ``nightly`` on nightly 1, then the config points at nightly 2 and a
   tick sees ``name_mangling`` go bad -> good: it starts the find-fix bisection and runs it.
 
-Usage: python tests/gpu/issue10_proof.py STEP --workdir DIR [--harmless N] [--json FILE]
+Usage: python proofs/issue10_proof.py STEP --workdir DIR [--harmless N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bisector.executors.envfiles import link_tree  # noqa: E402
-from tests.gpu.overlay_proof import (  # noqa: E402
+from proofs.overlay_proof import (  # noqa: E402
     RECIPES,
     git,
     harmless_commits,

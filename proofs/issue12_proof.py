@@ -26,7 +26,7 @@ issue``. A case is ok when the named culprit is the planted commit and no source
 when every case is ok; 2 when a recipe does not match the installed source (the relevant lines
 are printed so the recipe can be fixed on the box).
 
-Usage: python tests/gpu/issue12_proof.py --workdir DIR [--python PY] [--harmless N]
+Usage: python proofs/issue12_proof.py --workdir DIR [--python PY] [--harmless N]
        [--which flaky|perf|both] [--json OUT] [--pkg-dir DIR --history-only]
 """
 
@@ -47,11 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 try:
-    from tests.gpu.overlay_proof import (
+    from proofs.overlay_proof import (
         RECIPES,
         git,
         harmless_commits,

@@ -17,7 +17,7 @@ python3 -m pip install -q --no-index --find-links .carry/wheels gitpython click 
 nvidia-smi -L
 case "${MODE:-new}" in
 baseline)
-  python3 tests/gpu/overhead_proof.py --only "${ONLY:-direct,env_direct}" --repeat "${REPEAT:-2}" \
+  python3 proofs/overhead_proof.py --only "${ONLY:-direct,env_direct}" --repeat "${REPEAT:-2}" \
     --json "$OUT/baseline.json" | grep -E '^[a-z_]+ +[0-9]'
   exit 0 ;;
 old) ROOT=.carry/old ;;
@@ -25,7 +25,7 @@ old) ROOT=.carry/old ;;
 esac
 start=$(date +%s)
 # From its own folder: `python -m bisector` takes the package of the current folder first.
-(cd "$ROOT" && python3 tests/gpu/overlay_proof.py --package torch --workdir "/tmp/proof-$MODE" \
+(cd "$ROOT" && python3 proofs/overlay_proof.py --package torch --workdir "/tmp/proof-$MODE" \
   --python python3 --harmless "${HARMLESS:-20}" --json "$OUT/proof_$MODE.json" \
   > /dev/null 2> "$OUT/proof_$MODE.err")
 echo "== $MODE proof rc=$? in $(( $(date +%s) - start ))s"

@@ -1,5 +1,5 @@
 # Where the time before the first probe goes on the GPU box: `bisect plan` of the prefetch
-# proof history (tests/gpu/prefetch_proof.py, made in /tmp/prefetch) under cProfile, its index
+# proof history (proofs/prefetch_proof.py, made in /tmp/prefetch) under cProfile, its index
 # served on 127.0.0.1. It showed the test index hashing and reading GB wheels per request.
 export PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH BISECTOR_HOME=/tmp/prefetch/home-prof
 rm -rf $BISECTOR_HOME

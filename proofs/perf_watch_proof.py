@@ -26,7 +26,7 @@ On the GPU box (torch + triton installed, no network, SQLite) this:
 built first unless ``--python`` has one): the CPU check of this script. It stays free of
 pytest: the GPU box has only bisector's dependencies.
 
-Usage: python tests/gpu/perf_watch_proof.py --package torch --workdir DIR [--out DIR]
+Usage: python proofs/perf_watch_proof.py --package torch --workdir DIR [--out DIR]
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 from bisector.executors.envfiles import link_tree  # noqa: E402
-from tests.gpu.overlay_proof import git, import_tree, installed_dir  # noqa: E402
+from proofs.overlay_proof import git, import_tree, installed_dir  # noqa: E402
 
 FIRST_DAY = dt.date(2026, 11, 1)
 

@@ -17,7 +17,7 @@ python3 -c "import ruptures, numpy, scipy, sqlalchemy" || {
 nvidia-smi -L
 python3 -c "import torch; print('torch', torch.__version__, torch.version.git_version, torch.__file__)"
 start=$(date +%s)
-python3 tests/gpu/perf_watch_proof.py --package torch --workdir /tmp/perf-watch --out "$OUT" \
+python3 proofs/perf_watch_proof.py --package torch --workdir /tmp/perf-watch --out "$OUT" \
   --builds "${BUILDS:-12}" --per-build "${PER_BUILD:-3}" --slow-build "${SLOW_BUILD:-6}" \
   ${THRESHOLD:+--threshold "$THRESHOLD"} 2>&1 | tee "$OUT/perf_watch_proof.log" | tail -c 8000
 rc=${PIPESTATUS[0]}

@@ -6,7 +6,7 @@
 # timeout = 120
 # ///
 """``torchlet.nn.functional.relu``'s time per call on 64 floats over that of the same list
-comprehension defined here, as a BISECTOR_RESULT line: ``tests/gpu/perf_watch_proof.py
+comprehension defined here, as a BISECTOR_RESULT line: ``proofs/perf_watch_proof.py
 --package torchlet`` runs the GPU proof's procedure on the synthetic torchlet with it
 (``relu_call_time.py`` is torch's, and says why a ratio). 9 samples, each the fastest of 5
 alternating batches of 1,000 calls of either. Its threshold is 50 %, not torch's 10 %: on a

@@ -8,7 +8,7 @@
 # ///
 """The cost of ``torch.nn.functional.relu``'s Python body: its time per call on an 8-element CPU
 tensor over that of ``torch.relu`` (the operator it wraps), as a BISECTOR_RESULT line; the
-performance oracle of ``tests/gpu/perf_watch_proof.py``.
+performance oracle of ``proofs/perf_watch_proof.py``.
 
 A tiny tensor keeps the kernel negligible, so a slowdown planted in ``relu``'s Python body (the
 proof's culprit) shows in full, on any box, with or without a GPU. A ratio, not a time: on the

@@ -2,7 +2,7 @@
 torch-sized nightly wheels served by an index on 127.0.0.1 throttled to a realistic rate, with
 ``--prefetch 0`` (each probe downloads, installs, then runs) and with the default.
 
-1. the overlay proof history (tests/gpu/overlay_proof.py: the installed torch's Python tree,
+1. the overlay proof history (proofs/overlay_proof.py: the installed torch's Python tree,
    the fix of pytorch#170398, ``--harmless`` commits, the commit that brings the bug back, as
    many again);
 2. a nightly wheel every ``--nightly-every`` commits: the box's own torch (1.1 GB, its compiled
@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
+ROOT = HERE.parent
 sys.path[:0] = [str(ROOT), str(HERE)]
 
 from overlay_proof import RECIPES, git, installed_dir, make_history  # noqa: E402

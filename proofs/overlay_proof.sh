@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 4's GPU proof on the lent box (torch + triton installed, no network): bisector's pure
-# Python deps from carried wheels, then tests/gpu/overlay_proof.py on the installed torch.
+# Python deps from carried wheels, then proofs/overlay_proof.py on the installed torch.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD BISECTOR_HOME=/tmp/bisector-home
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -9,7 +9,7 @@ python3 -m pip install -q --no-index --find-links .carry/wheels \
 nvidia-smi -L; git --version
 python3 -c 'import torch, triton; print(torch.__version__, torch.version.git_version, triton.__version__)'
 start=$(date +%s)
-python3 tests/gpu/overlay_proof.py --package torch --workdir /tmp/proof --python python3 \
+python3 proofs/overlay_proof.py --package torch --workdir /tmp/proof --python python3 \
   --harmless "${HARMLESS:-60}" --json "$OUT/overlay_proof.json"
 rc=$?
 echo "== overlay proof rc=$rc in $(( $(date +%s) - start ))s"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 31's GPU-box proof of item 1 (torch + triton installed, no network, no Docker): a
 # performance bisection decided by paired runs while a load of our own making shares the GPU
-# part of the time (tests/gpu/issue31_proof.py). HARMLESS=N (default 2), ON/OFF seconds of the
+# part of the time (proofs/issue31_proof.py). HARMLESS=N (default 2), ON/OFF seconds of the
 # load (default 40/40). JSON, start output, report and issue under $OUT.
 set -u
 export PYTHONUNBUFFERED=1 BISECTOR_HOME=/tmp/bisector-home-issue31
@@ -15,7 +15,7 @@ export PYTHONPATH=$PWD:/tmp/site PATH=/tmp/site/bin:$PATH
 nvidia-smi -L
 python3 -c 'import torch, triton; print(torch.__version__, torch.version.git_version, triton.__version__, torch.cuda.device_count())'
 start=$(date +%s)
-python3 tests/gpu/issue31_proof.py --workdir /tmp/issue31 --python python3 \
+python3 proofs/issue31_proof.py --workdir /tmp/issue31 --python python3 \
   --harmless "${HARMLESS:-2}" --on "${ON:-40}" --off "${OFF:-40}" --json "$OUT/issue31_proof.json" \
   > /dev/null 2> "$OUT/issue31_proof.err"
 rc=$?
