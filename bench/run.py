@@ -34,10 +34,13 @@
 15. Prefetch: the demo's nightly path over an index throttled to BENCH_WHEEL_S a wheel, a
    BENCH_ORACLE_S oracle: wall time / (oracle runs + the first probe's obtaining), with
    --prefetch 0 (today's order) and the default, same culprit and runs (bench/prefetch.py).
+16. Read commands on a store of BENCH_READ_BISECTIONS (1,000) bisections: ``list``, ``show``,
+   ``log`` vs ``python -c "import click"``, idle and loaded; a probe's own overhead
+   (bench/read_commands.py).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
 rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli,
-perf-drift, flaky-regression, prefetch.
+perf-drift, flaky-regression, prefetch, reads.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
@@ -74,6 +77,7 @@ from bench.gpu_overhead import bench_gpu_overhead
 from bench.perf_drift import bench_perf_drift
 from bench.prefetch import bench_prefetch
 from bench.prior import bench_prior
+from bench.read_commands import bench_reads
 from bench.small_project import bench_small_project
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build_logs import describe_stats
@@ -452,6 +456,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "perf-drift": lambda tmp: bench_perf_drift(line),
     "flaky-regression": lambda tmp: bench_flaky_regression(line),
     "prefetch": lambda tmp: bench_prefetch(tmp, line),
+    "reads": lambda _tmp: bench_reads(line),
 }
 
 

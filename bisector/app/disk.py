@@ -24,6 +24,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+# What gc removed: its ledger, read by `show` too (app/removed.py, no store import).
+from bisector.app.removed import LEDGER as LEDGER
+from bisector.app.removed import LOGS as LOGS
+from bisector.app.removed import mark_removed_logs as mark_removed_logs
 from bisector.artifacts.overlay import MANIFEST as OVERLAY_MANIFEST
 from bisector.base.errors import UsageError
 from bisector.base.paths import cache_dir, data_dir
@@ -32,8 +36,7 @@ from bisector.store.db import Store
 
 # gc may remove these, least recently used first, to get under --max-size or --older-than.
 MANAGED = ("wheels", "overlays", "envs", "uv", "oracles", "trees")
-# Only --older-than removes logs: they are the evidence `show` and the web view point at.
-LOGS = "logs"
+# Only --older-than removes logs (LOGS): they are the evidence `show` and the web view point at.
 # Listed by du, never removed by gc: ccache caps itself (CCACHE_MAXSIZE); scratch folders
 # belong to live processes (a dead one's go with the sweep start and gc run); reports are
 # results, not caches.
@@ -54,7 +57,6 @@ DESCRIBE = {
     "links": "symbolic links in place of a cache or log folder: never followed, never removed",
     "other": "anything else in the cache folder",
 }
-LEDGER = "gc-removed.jsonl"
 
 
 @dataclass
@@ -301,48 +303,6 @@ def record_removed(items: Iterable[Item], when: float) -> None:
     if lines:
         with (data_dir() / LEDGER).open("a", encoding="utf-8") as f:
             f.writelines(lines)
-
-
-def removed_logs() -> dict[str, str]:
-    """path -> when, of every log folder or file gc removed."""
-    out: dict[str, str] = {}
-    try:
-        with (data_dir() / LEDGER).open(encoding="utf-8") as f:
-            for line in f:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by a crash: the rest still counts
-                if isinstance(row, dict) and row.get("kind") == LOGS:
-                    out[str(row.get("path"))] = str(row.get("at"))
-    except OSError:
-        pass
-    return out
-
-
-def mark_removed_logs(data: dict[str, Any]) -> dict[str, Any]:
-    """``show`` data with the logs gc removed named: ``removed_logs`` on each probe (which of
-    stdout, stderr and build_log) and one note, so every rendering says "log removed by gc"
-    instead of pointing at a missing file. The stored tails are still shown."""
-    gone = removed_logs()
-    if not gone:
-        return data
-    count, latest = 0, ""
-    for p in data.get("probes", []):
-        for stream in ("stdout", "stderr", "build_log"):
-            recorded = p.get(stream)
-            if not recorded or Path(recorded).exists():
-                continue
-            hit = next((gone[str(q)] for q in (Path(recorded), *Path(recorded).parents)
-                        if str(q) in gone), None)
-            if hit is not None:
-                p.setdefault("removed_logs", []).append(stream)
-                count, latest = count + 1, max(latest, hit)
-    if count:
-        data["notes"] = [*data.get("notes", []),
-                         f"{count} log file(s) of this bisection were removed by `bisect gc` "
-                         f"(log removed by gc, last on {latest}); the stored tails remain"]
-    return data
 
 
 def du(store: Store | None) -> dict[str, Any]:

@@ -13,11 +13,12 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bisector.app import disk, list_rows, log_text
+from bisector.app import disk, list_rows, log_text, snapshots
 from bisector.app import reports as report
 from bisector.app.html import render_report
 from bisector.app.issue import issue_markdown
 from bisector.base import escape, redact
+from bisector.base.kinds import State
 from bisector.base.paths import data_dir
 from bisector.run.factory import stored_config
 from bisector.store import bisections, runs
@@ -111,4 +112,17 @@ def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
     issue = issue_report(store, bisection_id, d)
     md.write_text(issue, encoding="utf-8")
     html.write_text(html_report(store, bisection_id, d, issue), encoding="utf-8")
+    keep_snapshot(store, bisection_id, d)
     return md, html
+
+
+def keep_snapshot(store: Store, bisection_id: int, d: dict[str, Any] | None = None) -> None:
+    """A finished bisection's view as ``show`` and ``log`` print it (app/snapshots.py): the
+    next ``show``, ``show --json``, ``log`` read it instead of rendering. Printed text is kept
+    masked and escaped, as the commands print it."""
+    d = show(store, bisection_id) if d is None else d
+    if not State(d["state"]).finished:
+        return
+    snapshots.keep(store.url, bisection_id, snapshots.Snapshot(
+        d, escape.safe_text(report.show_markdown(d)), escape.safe_text(log_text.log_text(d)),
+        log_text.log_data(d)))

@@ -210,11 +210,16 @@ def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool, show_all: bool) -> 
                              f"first or fix --db")
         rows: list[dict[str, Any]] = []
     else:
-        # Not the reports' code either (app/list_rows.py): list starts 15 % sooner.
-        from bisector.app import list_rows  # lazy: `bisect --help` and completion skip it
-        from bisector.base import escape  # lazy: as above
+        from bisector.base import escape  # lazy: `bisect --help` and completion skip it
+        from bisector.cli import quick  # lazy: as above
 
-        rows = escape.safe(list_rows.list_data(c.store(create=False, reads_only=True), limit))
+        found = quick.list_rows(c.db, limit)  # a SQLite store, read without the ORM
+        if found is None:
+            # Not the reports' code either (app/list_rows.py): list starts 15 % sooner.
+            from bisector.app import list_rows  # lazy: as above
+
+            found = list_rows.list_data(c.store(create=False, reads_only=True), limit)
+        rows = escape.safe(found)
     if json_out:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -241,10 +246,20 @@ def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
     """Show a bisection (default: the newest): culprit, PR, every probe, output of failures,
     reproduce command."""
     # lazy: `bisect --help` and completion import none of this
-    from bisector.cli.running import print_show
+    from bisector.cli import quick
+
+    quickly = quick.newest(c.db) if bisection_id == LAST else bisection_id
+    if quickly is not None and fmt in ("markdown", "json") and quick.show(
+            c.db, quickly, json_out or fmt == "json"):
+        return  # a finished bisection's snapshot (app/snapshots.py)
+    from bisector.app import views  # lazy: the full path
+    from bisector.cli.running import print_show  # lazy: as above
 
     store = c.store(create=False, reads_only=True)
-    print_show(store, _which(store, bisection_id), json_out, fmt)
+    which = _which(store, bisection_id)
+    shown = print_show(store, which, json_out, fmt)
+    if shown is not None:
+        views.keep_snapshot(store, which, shown)  # the next show or log of it reads this
 
 
 @cli.command()
@@ -277,7 +292,12 @@ def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
     """Print the probes like `git bisect log` (replayable with `git bisect replay`); default:
     the newest bisection."""
     # lazy: `bisect --help` and completion import none of this
-    from bisector.app import views
+    from bisector.cli import quick
+
+    quickly = quick.newest(c.db) if bisection_id == LAST else bisection_id
+    if quickly is not None and quick.log(c.db, quickly, json_out):
+        return  # a finished bisection's snapshot (app/snapshots.py)
+    from bisector.app import views  # lazy: the full path
 
     store = c.store(create=False, reads_only=True)
     bisection_id = _which(store, bisection_id)

@@ -1,7 +1,8 @@
 """``bisect list``'s output: whole values in plain columns for a pipe or ``--wide``, else a
 table that keeps one line per bisection on any terminal width.
 
-Apart from the command so that ``bisect --help`` and completion load neither rich nor git."""
+Apart from the command so that ``bisect --help`` and completion load neither rich nor git;
+rich comes only for a terminal's table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 import click
 
+from bisector.base.escape import line as printable
 from bisector.base.escape import safe_line
 from bisector.cli.console import out
 
@@ -42,13 +44,6 @@ def without_failed_starts(rows: list[dict[str, Any]], show_all: bool
 
 def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
     """The rows of ``app/views.listing`` on standard output."""
-    # lazy: rich (the table) and git (printable), once there is something to show
-    from rich.table import Table
-    from rich.text import Text
-
-    # lazy: GitPython comes with it
-    from bisector.project.history import printable
-
     if wide or not (sys.stdout.isatty() or os.environ.get("TTY_COMPATIBLE") == "1"):
         # A pipe or a file wants whole values (a 12-character sha cannot be pasted into
         # `git show` in every repository) in lines no table border or wrap cuts apart.
@@ -61,6 +56,10 @@ def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
             click.echo("  ".join([*(v.ljust(w) for v, w in zip(line, widths, strict=False)),
                                   line[-1]]))
         return
+    # lazy: rich, for a terminal's table only (a pipe's lines need none of it)
+    from rich.table import Table
+    from rich.text import Text
+
     # One line per bisection on any width: the short columns keep their width, and a long
     # repo, range or command oracle is cut to what is left and ends in an ellipsis rather
     # than wrapping. The widths are worked out here (rich's own shrinking depends on the

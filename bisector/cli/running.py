@@ -66,11 +66,16 @@ def print_data(data: dict[str, Any], json_out: bool) -> None:
         click.echo(safe_text(report.show_markdown(data)))
 
 
-def print_show(store: Store, bisection_id: int, json_out: bool, fmt: str = "markdown") -> None:
-    """``bisect show``: the record, the paste-ready issue, the HTML report or JSON."""
+def print_show(store: Store, bisection_id: int, json_out: bool,
+               fmt: str = "markdown") -> dict[str, Any] | None:
+    """``bisect show``: the record, the paste-ready issue, the HTML report or JSON; returns
+    the view it rendered the record or JSON from (None for the issue and HTML)."""
     if fmt == "issue":
         click.echo(safe_text(views.issue_report(store, bisection_id)), nl=False)
     elif fmt == "html":
         click.echo(safe_text(views.html_report(store, bisection_id)), nl=False)
     else:
-        print_data(views.show(store, bisection_id), json_out or fmt == "json")
+        data = views.show(store, bisection_id)
+        print_data(data, json_out or fmt == "json")
+        return data
+    return None

@@ -19,9 +19,7 @@ import git
 
 from bisector.base import escape
 from bisector.base.errors import RepoError
-
-PR_TRAILER = re.compile(r"^Pull Request resolved: (\S+/pull/(\d+))\s*$", re.MULTILINE)
-PR_SUBJECT = re.compile(r"\(#(\d+)\)\s*$")
+from bisector.project.pr import pr_of
 
 
 @dataclass(frozen=True)
@@ -326,15 +324,7 @@ def commit_info(repo: git.Repo, sha: str) -> CommitInfo:
     c = repo.commit(sha)
     message = str(c.message)
     subject = message.splitlines()[0] if message else ""
-    pr_number: int | None = None
-    pr_url: str | None = None
-    m = PR_TRAILER.search(message)
-    if m:
-        pr_url, pr_number = m.group(1), int(m.group(2))
-    else:
-        s = PR_SUBJECT.search(subject)
-        if s:
-            pr_number = int(s.group(1))
+    pr_number, pr_url = pr_of(message)
     return CommitInfo(
         sha=c.hexsha,
         subject=printable(subject),

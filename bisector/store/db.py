@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from bisector.base import defaults
 from bisector.base.errors import StoreError
 from bisector.base.paths import PACKAGE_DIR
+from bisector.store.location import SCHEMA_HEAD as SCHEMA_HEAD
 
 # Where the store is lives in location.py (no SQLAlchemy); re-exported for the callers here.
 from bisector.store.location import default_db as default_db
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
 # The newest migration's revision. A store already there is opened without loading Alembic
 # (a fifth of a second on every command); tests/integration/test_store.py checks it is
 # Alembic's head.
-SCHEMA_HEAD = "0010"
 
 # One transaction of the store, as the layers above name it (they never import SQLAlchemy).
 Transaction = Session

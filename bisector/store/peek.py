@@ -7,10 +7,12 @@ a server through SQLAlchemy with a short connect timeout) and any failure is "no
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass
 
-from bisector.store.location import sqlite_path, url_from
+from bisector.store.location import SCHEMA_HEAD, sqlite_path, url_from
 
 QUERY = ("SELECT id, state, good_ref, bad_ref FROM bisection ORDER BY id DESC LIMIT {limit}")
 CONNECT_TIMEOUT_S = 2
@@ -57,3 +59,82 @@ def _server(db: str, limit: int) -> list[tuple[object, ...]]:
             return [tuple(r) for r in conn.execute(text(QUERY.format(limit=int(limit))))]
     finally:
         engine.dispose()
+
+
+# -- ORM-free reads for `bisect list`, `show` and `log` ------------------------------------------
+# A read command on a SQLite store at this bisector's schema reads with the standard library:
+# SQLAlchemy and its models cost three times `import click` to import (make bench, section 16).
+# Anything else (a server, an older or newer schema, a damaged file) returns None and the
+# command takes the full path through store/db.py, which migrates, checks and explains.
+
+LIST_COLUMNS = ("id", "repo_path", "good_ref", "bad_ref", "oracle_name", "state", "owner",
+                "heartbeat_at", "culprit_sha", "result", "created_at")
+IDENTITY_COLUMNS = ("id", "created_at", "state", "good_sha", "bad_sha", "oracle_sha256",
+                    "culprit_sha", "message", "result")
+
+
+def _reader(db: str) -> sqlite3.Connection | None:
+    """A read-only connection to a SQLite store at SCHEMA_HEAD, else None."""
+    path = sqlite_path(db)
+    if path is None or not path.is_file():
+        return None
+    try:
+        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=1)
+        heads = {r[0] for r in con.execute("SELECT version_num FROM alembic_version")}
+    except sqlite3.Error:
+        return None
+    if heads != {SCHEMA_HEAD}:
+        con.close()
+        return None
+    return con
+
+
+def listing(db: str, limit: int) -> list[dict[str, object]] | None:
+    """The newest ``limit`` bisections' list columns, newest first (None: use the full path)."""
+    con = _reader(db)
+    if con is None:
+        return None
+    try:
+        cur = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bisection ORDER BY id DESC "
+                          f"LIMIT ?", (int(limit),))
+        return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in cur.fetchall()]
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+
+
+def identity(db: str, bisection_id: int) -> str | None:
+    """A digest of what a finished bisection's record says (its state, endpoints, oracle,
+    answer, message) and of its probes: a snapshot of its view (app/snapshots.py) is served
+    only while this is unchanged. None: no such row, or use the full path."""
+    con = _reader(db)
+    if con is None:
+        return None
+    try:
+        row = con.execute(f"SELECT {', '.join(IDENTITY_COLUMNS)} FROM bisection WHERE id = ?",
+                          (int(bisection_id),)).fetchone()
+        if row is None:
+            return None
+        probes = con.execute("SELECT count(*), max(id) FROM probe WHERE bisection_id = ?",
+                             (int(bisection_id),)).fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    blob = json.dumps([[str(v) for v in row], [str(v) for v in probes]])
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def newest_id(db: str) -> int | None:
+    """The newest bisection's id (``show``/``log`` without one), None: use the full path."""
+    con = _reader(db)
+    if con is None:
+        return None
+    try:
+        row = con.execute("SELECT max(id) FROM bisection").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    return int(row[0]) if row and row[0] is not None else None

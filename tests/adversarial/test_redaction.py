@@ -93,8 +93,9 @@ def test_the_store_keeps_the_secret_and_no_output_shows_it(
     assert "--nightly-index 'http://***@127.0.0.1:" in seen["show --format markdown"]
     assert "?token=***" in seen["show --format markdown"]
     assert "HF_TOKEN=***" in seen["show --format issue"]
+    # The issue report, the HTML report and the snapshot `show` and `log` read (app/snapshots).
     reports = list((home / "data" / "reports").glob("bisection-1-*"))
-    assert len(reports) == 2
+    assert len(reports) == 3
     for p in reports:
         seen[str(p)] = p.read_text()
     assert {k: leaks(v) for k, v in seen.items() if leaks(v)} == {}
