@@ -61,8 +61,9 @@ def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
                   if rv.get("applied") else "no clean revert onto the bad endpoint")
         return (f"Confirmation: {c['status']} (the culprit beside its parent, "
                 f"{c.get('pairs', 0)} pairs{change}{p}; {revert})")
+    parent = f"parent `{c['parent_sha'][:12]}`" if c.get("parent_sha") else "parent"
     text = (f"Confirmation: {c['status']} (culprit again: "
-            f"{said(c['culprit'], c.get('culprit_verdict'))}; parent again: "
+            f"{said(c['culprit'], c.get('culprit_verdict'))}; {parent} again: "
             f"{said(c['parent'], c.get('parent_verdict'))}; ")
     if "probability_after" in c:  # a flaky oracle: the fresh runs weighed, not voted on
         text += (f"the culprit's probability {c['probability_before']:.4f} before them, "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import git
 
+from bisector.project import history
 from bisector.project.history import printable
 
 # ``merge-tree --write-tree --merge-base=`` (a real three-way merge without a working tree).
@@ -55,3 +56,21 @@ def revert_commit(repo: git.Repo, culprit: str, onto: str) -> str | None:
         sha: str = repo.git.commit_tree(tree, "-p", onto, "-m", f'Revert "{subject}"', "-m",
                                         f"This reverts commit {culprit}.")
     return sha.strip()
+
+
+def make_revert(repo_path: str, culprit: str, onto: str) -> str | None:
+    """The revert commit in the bisection's clone, or None (conflicts, clone gone)."""
+    try:
+        repo = history.open_repo(repo_path)
+    except Exception:
+        return None
+    return revert_commit(repo, culprit, onto)
+
+
+def git_parents(repo_path: str, sha: str) -> list[str]:
+    """The commit's parents in the clone, first parent first ([] when git cannot say):
+    confirmation runs the culprit's own parent, not the walk's previous commit."""
+    try:
+        return [p.hexsha for p in history.open_repo(repo_path).commit(sha).parents]
+    except Exception:
+        return []

@@ -36,8 +36,8 @@ from bisector.core.signature import FAILURE_FACT
 from bisector.core.verdict import Outcome, Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
-from bisector.project import history
-from bisector.project.revert import revert_commit
+from bisector.project.revert import git_parents as git_parents
+from bisector.project.revert import make_revert as make_revert
 from bisector.run.hunt import DIFFERENTLY, Hunt
 from bisector.run.pipeline import NullRecorder, Pipeline, Source
 from bisector.run.strategies.base import Judge
@@ -68,15 +68,6 @@ class Confirmation(enum.StrEnum):
     REVERT_DID_NOT_FIX = "the revert did not fix it"
 
 
-def make_revert(repo_path: str, culprit: str, onto: str) -> str | None:
-    """The revert commit in the bisection's clone, or None (conflicts, clone gone)."""
-    try:
-        repo = history.open_repo(repo_path)
-    except Exception:
-        return None
-    return revert_commit(repo, culprit, onto)
-
-
 @dataclass(frozen=True)
 class Context:
     """What confirmation needs of the bisection it checks (the runner hands it over)."""
@@ -94,6 +85,17 @@ class Context:
     revert: Callable[[str, str], str | None]  # (culprit, onto) -> the revert commit, or None
     reconfirm: bool = False  # fresh runs even where this culprit was confirmed before
     hunt: Hunt | None = None  # the bisection's judge of failing runs (run/hunt.py)
+    parents: Callable[[str], Sequence[str]] = lambda _sha: ()  # a commit's git parents
+
+
+def parent_at(ctx: Context, position: int) -> int:
+    """Where the culprit's git parent is among the candidates: its first parent on a
+    first-parent walk (the walk's previous commit), under ``--ancestry-path`` the first of
+    its parents on the path (the previous commit there may be another branch's). The
+    previous candidate only where git cannot say."""
+    before = {sha: i for i, sha in enumerate(ctx.candidates[:position])}
+    return next((before[p] for p in ctx.parents(ctx.candidates[position]) if p in before),
+                position - 1)
 
 
 class _Keep(NullRecorder):
@@ -201,8 +203,8 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
     cap = sampling.perf_max_runs(ctx.oracle.meta.max_runs)
     ctx.events.note(f"confirming {cands[position][:12]}: the culprit beside its parent, "
                     f"{pairs} pairs (up to {max(cap, pairs)} while undecided), then its revert")
-    parent: Side = (position - 1, cands[position - 1],
-                    lambda: ctx.source.obtain(position - 1), "parent")
+    pp = parent_at(ctx, position)
+    parent: Side = (pp, cands[pp], lambda: ctx.source.obtain(pp), "parent")
     culprit: Side = (position, cands[position], lambda: ctx.source.obtain(position), "culprit")
     ref_seen, seen, got = _beside(ctx, parent, culprit, rule, pairs, cap)
     verdict = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
@@ -214,7 +216,7 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in seen],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in ref_seen],
         "culprit_verdict": verdict.value, "parent_verdict": Verdict.GOOD.value,
-        "judged_by": "paired", "pairs": got.pairs if got else 0,
+        "parent_sha": cands[pp], "judged_by": "paired", "pairs": got.pairs if got else 0,
         "change": None if got is None or got.change is None else round(got.change, 4),
         "p_value": got.p_value if got else None,
     }
@@ -249,7 +251,8 @@ def _majority(seen: Seen) -> str:
 
 
 def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen,
-          confidence: float) -> tuple[Confirmation, float, float]:
+          confidence: float, parent_position: int | None = None,
+          ) -> tuple[Confirmation, float, float]:
     """A flaky oracle's confirmation: (status, probability before, probability after).
 
     The fresh runs of the culprit and its parent join the search's observations, weighed with
@@ -259,7 +262,8 @@ def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen
     likely not the culprit); otherwise, or when either group gave no answer at all,
     **inconclusive**."""
     fresh = [(p, v == Verdict.BAD.value)
-             for p, seen in ((position, culprit), (position - 1, parent))
+             for p, seen in ((position, culprit), (
+                 position - 1 if parent_position is None else parent_position, parent))
              for _, v, _ in seen if v != Verdict.SKIP.value]
     # Weighed as the search's answer was (core/integrated.py: the rates integrated out).
     before_p = Integrated(posterior.n, posterior.history).prob(position)
@@ -300,26 +304,27 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
     culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
                                   cands[position], times, judge, "culprit")
-    parent, said_parent = _runs(ctx, lambda: ctx.source.obtain(position - 1),
-                                position - 1, cands[position - 1], times, judge, "parent")
+    pp = parent_at(ctx, position)
+    parent, said_parent = _runs(ctx, lambda: ctx.source.obtain(pp), pp, cands[pp], times,
+                                judge, "parent")
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],
         "culprit_verdict": said_culprit, "parent_verdict": said_parent,
-        "judged_by": judged_by,
+        "parent_sha": cands[pp], "judged_by": judged_by,
     }
     if posterior is not None:
         confidence = ctx.oracle.meta.confidence
-        status, before, after = weigh(posterior, position, culprit, parent, confidence)
+        status, before, after = weigh(posterior, position, culprit, parent, confidence, pp)
         for _ in range(CONFIRM_ROUNDS - 1):  # undecided: more runs, as the search would
             if status is not Confirmation.INCONCLUSIVE:
                 break
             more_c, _ = _runs(ctx, lambda: ctx.source.obtain(position), position,
                               cands[position], times, None, "culprit")
-            more_p, _ = _runs(ctx, lambda: ctx.source.obtain(position - 1), position - 1,
-                              cands[position - 1], times, None, "parent")
+            more_p, _ = _runs(ctx, lambda: ctx.source.obtain(pp), pp, cands[pp], times, None,
+                              "parent")
             culprit, parent = culprit + more_c, parent + more_p
-            status, _, after = weigh(posterior, position, culprit, parent, confidence)
+            status, _, after = weigh(posterior, position, culprit, parent, confidence, pp)
         out["culprit"] = [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit]
         out["parent"] = [{"run": r, "verdict": v, "reason": why} for r, v, why in parent]
         out.update(probability_before=round(before, 6), probability_after=round(after, 6),

@@ -294,7 +294,7 @@ class Runner:
                                list(self.walk_view.candidates),
                                self.source, self.pipeline.executor, self.oracle, self.rules,
                                self.events, self.slots[0], self.revert, self.judging.reconfirm,
-                               self.hunt)
+                               self.hunt, self.parents)
 
     def check_lease(self) -> None:
         """Stop if the lease was lost, or if `bisect cancel` asked (between rounds)."""
@@ -318,6 +318,10 @@ class Runner:
     def revert(self, culprit: str, onto: str) -> str | None:
         """The culprit's revert on the bad endpoint, made in the clone (None: not clean)."""
         return confirm.make_revert(self.record.repo_path, culprit, onto)
+
+    def parents(self, sha: str) -> list[str]:
+        """A commit's git parents in the clone: confirmation runs the culprit's own."""
+        return confirm.git_parents(self.record.repo_path, sha)
 
     # -- what the queue's dispatch reads (:class:`~bisector.run.remote.Coordinator`) --------
 

@@ -301,3 +301,22 @@ def test_a_group_obtains_its_commit_once_and_a_revert_that_does_not_build_runs_o
     assert len(ex.calls) == 6 and all(call.commit != REVERT for call in ex.calls)
     assert [x["verdict"] for x in c["revert"]["runs"]] == ["skip"]
     assert c["revert"]["verdict"] == "skip" and c["status"] == "confirmed"
+
+
+def test_the_parent_confirmed_is_the_culprits_git_parent(store: Store) -> None:
+    """Under --ancestry-path the walk's previous commit may be another branch's: the parent
+    run again is the culprit's own (its first parent on the path), as git says."""
+    cands = shas(64)
+    bid = new_bisection(store, cands)
+    ex = FakeExecutor(cands, 40)
+    r = with_revert(make_runner(store, bid, cands, ex, confirm=True), None)
+    r.parents = lambda sha: ["f" * 40, cands[37]] if sha == cands[40] else []  # type: ignore[method-assign]
+    rec = r.run().record
+    c = rec.result["confirmation"]
+    assert c["status"] == "confirmed" and c["parent_sha"] == cands[37]
+    assert ex.calls[-1].commit == cands[37]  # the confirmation's last run: that parent
+    # Where git cannot say (a clone gone), the walk's previous commit, as before.
+    bid2 = new_bisection(store, cands, env="env-no-clone")
+    r2 = with_revert(make_runner(store, bid2, cands, FakeExecutor(cands, 40), confirm=True),
+                     None)
+    assert r2.run().record.result["confirmation"]["parent_sha"] == cands[39]
