@@ -5,7 +5,8 @@ set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD BISECTOR_HOME=/tmp/bisector-home
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --find-links .carry/wheels \
-  gitpython click sqlalchemy alembic rich platformdirs packaging uv httpx docker 2>&1 | tail -2
+  gitpython click sqlalchemy alembic rich platformdirs packaging uv httpx docker cattrs croniter \
+  2>&1 | tail -2
 nvidia-smi -L; git --version
 python3 -c 'import torch, triton; print(torch.__version__, torch.version.git_version, triton.__version__)'
 start=$(date +%s)
