@@ -34,7 +34,6 @@ from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
 from bisector.run.config import VARIANT, Request, reproduce_command
-from bisector.run.prior import note as prior_note
 
 # A path-like word (no spaces, quotes or colons) and the package folders inside one. Found in
 # two linear steps (the word, then its last package folder), never one pattern with nested
@@ -210,12 +209,9 @@ def versions(facts: dict[str, Any], environment: dict[str, Any],
                if facts.get("gpu_capability") else ""),
             f"cuDNN version: {facts.get('cudnn', na)}",
         ]
-    lines += [
-        f"bisector executor: {ex.get('executor', na)}"
-        + (f", image {ex['image']}" if ex.get("image") else ""),
-        "",
-        "Versions of relevant libraries:",
-    ]
+    # How bisector ran it (the executor, its image) is no fact of the user's environment: it
+    # is in the HTML report and the JSON, not in the text pasted into an issue.
+    lines += ["", "Versions of relevant libraries:"]
     if facts.get("torch"):
         lines.append(f"[pip3] torch=={facts['torch']}")
     if facts.get("triton"):
@@ -305,8 +301,8 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     lines += [f"Bisected {rng} ({d['candidates']} commits, {d['walk']}) with "
               f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
               f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
-    if d.get("prior"):  # which prior the search used and the probes it saved (--prior)
-        lines += [md(prior_note(d["prior"])) + ".", ""]
+    # Which prior the search used (--prior) is how bisector searched, not the bug: the HTML
+    # report and the JSON say it, the pasted issue does not.
     if d.get("failed_differently"):  # skipped: another failure than the one hunted
         lines += [*hunted.section(d, scrub)[1:], ""]
     by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}

@@ -115,6 +115,7 @@ def test_versions_has_collect_env_lines() -> None:
                  "Is CUDA available: True", "[pip3] triton==3.6.0",
                  "GPU models and configuration: NVIDIA H100 80GB HBM3 (compute capability 9.0)"):
         assert line in text.splitlines()
+    assert "bisector" not in text  # how bisector ran it is not the user's environment
 
 
 def test_timeline_one_marker_per_probe_sized_by_cost_and_culprit_marked() -> None:
