@@ -22,6 +22,7 @@ from bisector.app.evidence import evidence
 from bisector.app.phases import ahead_text, hidden_total, phase_rows
 from bisector.app.phases import timeline as phase_timeline
 from bisector.app.reports import culprit_facts
+from bisector.app.result_text import range_commits
 from bisector.app.watch.picture import geometry
 from bisector.base import defaults
 from bisector.base.kinds import State
@@ -163,6 +164,7 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
         r["ahead_text"] = ahead_text(r)
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
             "prior_line": prior_note(d["prior"]) if d.get("prior") else "",
+            "range_commits": range_commits(d),
             "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
             "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": rows,
             "phase_names": PHASES, "ev": evidence(d), "overlap": phase_timeline(rows),

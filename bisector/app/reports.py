@@ -18,6 +18,7 @@ from bisector.app.result_text import (
     confirmation_summary,
     noisy_summary,
     perf_table,
+    range_commits,
     suspect_probabilities,
     suspects_heading,
 )
@@ -78,6 +79,9 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "jobs": cfg.width,
         "gpus": list(cfg.gpus),
         "candidates": b.n_candidates,
+        # The range's commits as `git rev-list --count [--first-parent] good..bad` counts
+        # them: the candidates less the good endpoint, which is no commit of the range.
+        "range_commits": max(0, b.n_candidates - 1),
         "environment": b.environment,
         "env_fingerprint": b.env_fingerprint,
         "notes": [*b.notes, *merge_text.notes(store, b, repo, cfg)],
@@ -192,7 +196,7 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
         lines += [*(f"> {md(m)}" for m in d["message"].splitlines()), ""]
     lines += [
         f"- Range: {code(d['good']['ref'])} (`{d['good']['sha'][:12]}`) .. "
-        f"{code(d['bad']['ref'])} (`{d['bad']['sha'][:12]}`), {d['candidates']} commits "
+        f"{code(d['bad']['ref'])} (`{d['bad']['sha'][:12]}`), {range_commits(d)} commits "
         f"({d['walk']})",
         f"- Oracle: {code(d['oracle']['name'])} (sha256 {d['oracle']['sha256'][:12]}), "
         f"the bug = {_bug_words(d)}"

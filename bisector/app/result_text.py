@@ -115,3 +115,9 @@ def commit_lines(c: dict[str, Any]) -> list[str]:
         link = f" ({c['pr_url']})" if c.get("pr_url") else ""
         out.append(f"- Pull request: #{c['pr']}{link}")
     return out
+
+
+def range_commits(d: dict[str, Any]) -> int:
+    """The range's commits as ``git rev-list --count`` counts them: the candidates less the
+    good endpoint (a view recorded before the field existed has only ``candidates``)."""
+    return int(d.get("range_commits", max(0, int(d["candidates"]) - 1)))

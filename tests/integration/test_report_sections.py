@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,11 @@ def test_reports_name_the_project_the_prior_and_the_compile_debugging(
 
     md = _show(db)
     assert "| torchlet from |" in md and "torch from" not in md
+    # The range's size as git counts it (the good endpoint is no commit of the range).
+    count = subprocess.run(["git", "-C", str(hist.path), "rev-list", "--count", "--first-parent",
+                            f"{hist.main[0]}..{hist.main[-1]}"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert f"{count} commits (first-parent)" in md and shown["range_commits"] == int(count)
     assert "Prior: auto, from the failure" in md and "for this culprit" in md
     issue = _show(db, "--format", "issue")
     assert "torchlet version:" in issue and "PyTorch" not in issue
