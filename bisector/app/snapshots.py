@@ -5,7 +5,8 @@ start in a few times ``import click``'s time: make bench, section 16).
 Written beside the reports when a bisection ends (and by a ``show`` that had to render it), in
 the data folder's ``reports/``, named by the SQLite file and the id. Served only while
 everything it was rendered from is unchanged: the record's identity and its probes
-(``store/peek.identity``), and no log of it removed by ``bisect gc`` since (the full view then
+(``store/peek.identity``), the code that rendered it (:func:`code_stamp`), and no log of it
+removed by ``bisect gc`` since (the full view then
 says "log removed by gc"). A server store, a store at another schema, a running bisection or
 any doubt: the command renders from the store as before.
 
@@ -28,6 +29,21 @@ from bisector.store import peek
 from bisector.store.location import sqlite_path
 
 VERSION = 1  # of the file's layout: another is never served
+PACKAGE = Path(__file__).resolve().parents[1]  # bisector/
+
+
+def code_stamp() -> str:
+    """What rendered the snapshot: every module of bisector, by name, size and modification
+    time (about 200 stats). Another bisector (an upgrade, a checkout of other code) renders
+    afresh instead of serving text an older one wrote."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        h.update(f"{path.relative_to(PACKAGE)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -56,7 +72,8 @@ def keep(db: str, bisection_id: int, snap: Snapshot) -> None:
         return
     logs = sorted({str(p[s]) for p in snap.data.get("probes", [])
                    for s in ("stdout", "stderr", "build_log") if p.get(s)})
-    body = {"version": VERSION, "identity": identity, "logs": logs, "data": snap.data,
+    body = {"version": VERSION, "identity": identity, "code": code_stamp(), "logs": logs,
+            "data": snap.data,
             "markdown": snap.markdown, "log": snap.log, "log_data": snap.log_data}
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +96,7 @@ def served(db: str, bisection_id: int) -> Snapshot | None:
         return None
     if not isinstance(body, dict) or body.get("version") != VERSION:
         return None
-    if body.get("identity") != peek.identity(db, bisection_id):
+    if body.get("identity") != peek.identity(db, bisection_id) or body.get("code") != code_stamp():
         return None
     gone = removed_logs()
     if gone and any(str(q) in gone for log in body.get("logs", [])

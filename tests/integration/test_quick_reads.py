@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bisector.app import snapshots
 from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.app.removed import LEDGER
@@ -99,3 +101,13 @@ def test_the_quick_reads_import_no_orm_and_no_gitpython(home: Path, tmp_path: Pa
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        check=True)
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stderr
+
+
+def test_other_code_renders_afresh(home: Path, tmp_path: Path, world: SyntheticHistory,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot another bisector wrote (an upgrade, another checkout) is not served."""
+    db = tmp_path / "q.db"
+    bid = bisect(db, world, "--oracle", "torchlet_norm")["id"]
+    assert snapshots.served(str(db), bid) is not None
+    monkeypatch.setattr(snapshots, "code_stamp", lambda: "another bisector")
+    assert snapshots.served(str(db), bid) is None
