@@ -26,7 +26,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.cli_start import GOAL, _bisect, _measure, _ratios, busy
+from bench.cli_start import BEFORE, GOAL, _bisect, idle_and_loaded
 
 COUNT = int(os.environ.get("BENCH_READ_BISECTIONS", "1000"))
 OVERHEAD_GOAL_S = 0.2
@@ -123,11 +123,6 @@ def bench_reads(line: Callable[[str, str], None]) -> None:
             f"bisect log {middle}": ([*bisect, "--db", str(db), "log", str(middle)], {}),
         }
         full = {"BISECTOR_QUICK_READS": "0"}  # the way every read went before (issue 36)
-        cases.update({f"{name}, the full way": (cmd, full)
+        cases.update({f"{name}, the full way {BEFORE}": (cmd, full)
                       for name, (cmd, _) in list(cases.items())[1:]})
-        for label, load in (("idle", 0), ("two busy cores", 2)):
-            with busy(load):
-                times = _measure(cases, env, home, runs, line)
-            if times is None:
-                return
-            _ratios(times, label, line)
+        idle_and_loaded(cases, env, home, runs, line)
