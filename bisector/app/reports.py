@@ -267,11 +267,31 @@ def culprit_facts(d: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
+TRACEBACK = "Traceback (most recent call last):"
+CHAINED = ("During handling of the above exception, another exception occurred:",
+           "The above exception was the direct cause of the following exception:")
+TRACEBACK_LINES = 200  # a traceback is shown whole up to this many lines
+
+
 def tail(text: str, lines: int = 15) -> str:
-    """The last ``lines`` lines of an output: enough for an error and its traceback's end,
-    from its last :data:`~bisector.base.defaults.REPORT_TEXT_CHARS` at most (an output of
-    one endless line stays bounded for every scrubber after this)."""
-    return "\n".join(text[-defaults.REPORT_TEXT_CHARS:].rstrip().splitlines()[-lines:])
+    """The last ``lines`` lines of an output, reaching back to the start of its last Python
+    traceback (and the tracebacks chained to it) so that one is shown whole, up to
+    :data:`TRACEBACK_LINES`: a traceback cut at its top loses the line saying what it is.
+    From the output's last :data:`~bisector.base.defaults.REPORT_TEXT_CHARS` at most (an
+    output of one endless line stays bounded for every scrubber after this)."""
+    rows = text[-defaults.REPORT_TEXT_CHARS:].rstrip().splitlines()
+    start = len(rows) - lines
+    heads = [i for i, row in enumerate(rows) if row.strip() == TRACEBACK]
+    if heads:
+        first = heads[-1]
+        while True:  # back over chained exceptions to the traceback they follow
+            before = [i for i in heads if i < first]
+            between = {row.strip() for row in rows[before[-1]:first]} if before else set()
+            if not before or not between & set(CHAINED):
+                break
+            first = before[-1]
+        start = min(start, max(first, len(rows) - TRACEBACK_LINES))
+    return "\n".join(rows[max(0, start):])
 
 
 def _build_summary(b: dict[str, Any]) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from bisector.app import html as html_report
 from bisector.app import issue as issue_report
+from bisector.app import reports as report
 from bisector.base.escape import fence
 from bisector.run.config import Request
 
@@ -161,3 +162,21 @@ def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() 
     assert "probability 0.9921 before them, 0.9987 after (confirmed at 0.99 or more)" in text
     without = {k: v for k, v in c.items() if not k.startswith("probability")}
     assert "probability" not in confirmation_summary(without, "good", "bad")
+
+
+def test_a_traceback_is_shown_whole() -> None:
+    """Its first line says what it is: a tail of N lines must not cut it off (issue 35)."""
+    frames = [f'  File "x.py", line {i}, in f{i}\n    f{i + 1}()' for i in range(20)]
+    chained = "\n".join(["noise"] * 50 + ["Traceback (most recent call last):", *frames,
+                                          "KeyError: 'a'", "",
+                                          "During handling of the above exception, another "
+                                          "exception occurred:", "",
+                                          "Traceback (most recent call last):", *frames,
+                                          "ValueError: b"])
+    out = report.tail(chained, 30).splitlines()
+    assert out[0] == "Traceback (most recent call last):" and out[-1] == "ValueError: b"
+    assert "KeyError: 'a'" in out and "noise" not in out  # the chain, from its first traceback
+    plain = "\n".join(f"line {i}" for i in range(100))
+    assert report.tail(plain, 30).splitlines() == [f"line {i}" for i in range(70, 100)]
+    huge = "\n".join(["Traceback (most recent call last):", *["  frame"] * 500, "E: x"])
+    assert len(report.tail(huge, 30).splitlines()) == 200  # whole up to TRACEBACK_LINES
