@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bisector.app import compile_debug, hunted, merge_text
 from bisector.app.reports import culprit_facts, tail
@@ -93,6 +94,19 @@ def _is_path(value: str) -> bool:
     return value.startswith(("/", "./", "../", "~", "file:"))
 
 
+LOOPBACK = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
+
+
+def _is_loopback_url(value: str) -> bool:
+    """An index served on this machine's loopback (a test index, the demo's, a tunnel): it
+    lived only here, often only during the run, and means nothing on another machine."""
+    try:
+        host = urlsplit(value).hostname
+    except ValueError:
+        return False
+    return bool(host) and (host in LOOPBACK or str(host).startswith("127."))
+
+
 def portable_request(req: Request, repo_name: str, good: str | None = None,
                      bad: str | None = None) -> Request:
     """The request as another machine would type it.
@@ -100,8 +114,8 @@ def portable_request(req: Request, repo_name: str, good: str | None = None,
     The clone by name; ``good``/``bad`` as given (shas, or tags that resolve to them: a
     branch like ``main`` moves); the oracle as ``./FILE`` when it was a path (its source is in
     the report, to be saved under that name); no ``--python``, ``--installed-base`` or
-    ``--gpus`` (this machine's interpreter, torch and GPUs); an index that is a local path
-    falls back to the default index."""
+    ``--gpus`` (this machine's interpreter, torch and GPUs); an index that is a local path or
+    a loopback URL (``http://127.0.0.1:PORT/...``) falls back to the default index."""
     changes: dict[str, Any] = {"repo": Path(repo_name), "python": None,
                                "installed_base": None, "gpus": None, "jobs": None,
                                "from_log": None}  # its marks are the report's probes
@@ -115,6 +129,8 @@ def portable_request(req: Request, repo_name: str, good: str | None = None,
         value = getattr(req, f.name)
         if f.name not in changes and isinstance(value, str) and _is_path(value):
             changes[f.name] = None if f.name.endswith("_index") else Path(value).name
+        elif f.name.endswith("_index") and isinstance(value, str) and _is_loopback_url(value):
+            changes[f.name] = None
     return replace(req, **changes)
 
 

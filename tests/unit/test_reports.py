@@ -69,6 +69,21 @@ def test_portable_request_drops_this_machines_paths() -> None:
     assert f"--good {'a' * 40}" in line
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:41233/nightly/cpu", "http://localhost/simple",
+                                 "https://[::1]:8080/whl/nightly/cu128"])
+def test_an_index_that_lived_only_on_this_machine_is_not_repeated(url: str) -> None:
+    """A loopback index (a test's, the demo's) is gone after the run and means nothing
+    elsewhere: the reproduce line falls back to the default index (issue 35)."""
+    req = Request(good="v1", bad="v2", oracle="torchlet_norm", repo=Path("/r"),
+                  nightly_index=url, release_index=url)
+    line = issue_report.reproduce_command(issue_report.portable_request(req, "r"))
+    assert "--nightly-index" not in line and "--release-index" not in line
+    kept = replace(req, nightly_index="https://mirror.example.org/whl/nightly/cu128",
+                   release_index=None)
+    assert "--nightly-index https://mirror.example.org/whl/nightly/cu128" in \
+        issue_report.reproduce_command(issue_report.portable_request(kept, "r"))
+
+
 def test_fences_outlast_backticks_in_the_text() -> None:
     text = "before\n```\n@someone ping\n````\nafter"
     block = fence(text)
