@@ -27,9 +27,9 @@ import git
 
 from bisector.artifacts.assemble import Assembled, assemble
 from bisector.artifacts.assemble import write as write_assembled
-from bisector.artifacts.build_logs import describe_stats
+from bisector.artifacts.build_logs import describe_stats, failed_tail, failure_summary
 from bisector.artifacts.cache import artifact_key, file_sha256, publish, scratch_dir, wheel_dir
-from bisector.artifacts.export import ExportError, export_tree, uninitialised_hint
+from bisector.artifacts.export import ExportError, LeftEmpty, export_tree
 from bisector.artifacts.worktree import WorktreeError, detached_worktree, read_index
 from bisector.base.paths import logs_dir
 from bisector.infra import cancel
@@ -254,9 +254,9 @@ def build_wheel(  # noqa: PLR0913
                 return BuildResult(key, commit, False, None, log_path, tail(log_path, 15), 0.0,
                                    settings, infra=str(e))
             clone = str(repo.working_tree_dir or repo.git_dir)
-            hint = uninitialised_hint(clone, skipped) if skipped else None
+            empty = LeftEmpty.of(clone, skipped) if skipped else None
             return _run_build(commit, profile, builder, version, key, settings, work, log_path,
-                              hint, timeout_s=timeout_s, on_line=on_line, preface=preface)
+                              empty, timeout_s=timeout_s, on_line=on_line, preface=preface)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -264,12 +264,14 @@ def build_wheel(  # noqa: PLR0913
 # Above ruff's limits on purpose: what one build needs, passed on from build_wheel.
 def _run_build(commit: str, profile: Profile, builder: Builder,  # noqa: PLR0913
                version: str | None, key: str, settings: dict[str, Any], work: Path,
-               log_path: Path, hint: str | None, *, timeout_s: float,
+               log_path: Path, empty: LeftEmpty | None, *, timeout_s: float,
                on_line: Callable[[str], None] | None, preface: str | None = None) -> BuildResult:
     """Version file, command, the build itself, its log and publication of the wheel.
 
-    ``hint`` names submodules the export left empty: said in the log, and the reason of a
-    failed build (retried, never "does not build": the clone may simply lack what it needs).
+    ``empty``: submodules the export left empty, said in the log, and the reason of a failed
+    build whose log names one (retried, never "does not build": the clone lacks what it
+    needs). A failed build's own tail leads with the line that says what broke
+    (``failure_summary``), which a tail of its last lines can miss.
     """
     src, out = work / "src", work / "out"
     version = version or profile.version_for(commit)
@@ -282,26 +284,32 @@ def _run_build(commit: str, profile: Profile, builder: Builder,  # noqa: PLR0913
     if cmd[:2] == ["uv", "build"]:
         cmd = [subst["uv"], "build", "--python", subst["python"], *cmd[2:]]
     env = {k: v.format(**subst) for k, v in profile.build_env.items()}
-    note = f"bisector: note: left empty in the export: {hint}\n" if hint else ""
+    note = f"bisector: note: left empty in the export: {empty.hint}\n" if empty else ""
     note += f"bisector: note: {preface}\n" if preface else ""
     log_path.write_text(f"{note}$ {' '.join(cmd)}\n")
     res = builder.run(cmd, env, src=src, out=out, work=work, log=work / "build.log",
                       timeout_s=timeout_s, commit=commit, on_line=on_line)
     infra = res.infra
+    built_log = ""
     with log_path.open("a") as f:
         if (work / "build.log").exists():
-            f.write((work / "build.log").read_text(errors="replace"))
+            built_log = (work / "build.log").read_text(errors="replace")
+            f.write(built_log)
         if res.infra:
             f.write(f"\nbisector: {res.infra}\n")
         if "ccache" in res.stats:
             f.write(f"\nbisector: {describe_stats(res.stats)}\n")
         wheels = sorted(out.glob("*.whl"))
         ok = res.returncode == 0 and not res.timed_out and len(wheels) == 1
-        if not ok and infra is None and hint:
-            infra = f"the build failed and {hint}"
+        if not ok and infra is None and empty:
+            # Retried either way (the clone lacks what it may need), but blamed on the empty
+            # submodules only when the log names one; otherwise the log's own error first.
+            f.flush()
+            infra = (f"the build failed and {empty.hint}" if empty.named_in(built_log) else
+                     f"the build failed ({failure_summary(log_path)}); also, {empty.hint}")
             f.write(f"\nbisector: {infra}\n")
     if not ok:
-        return BuildResult(key, commit, False, None, log_path, tail(log_path, 15),
+        return BuildResult(key, commit, False, None, log_path, failed_tail(log_path),
                            res.duration_s, settings, res.stats, infra)
     (out / SUMS).write_text(f"{file_sha256(wheels[0])}  {wheels[0].name}\n")
     final = publish(out, key)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bisector.infra.proc import tail
+
 
 def describe_stats(stats: dict[str, Any]) -> str:
     """``ccache 12/15 hits (80%)``: the line a build's log and the progress show."""
@@ -55,3 +57,12 @@ def failure_summary(log_path: Path) -> str:
         if "error" in low and not low.startswith(GENERIC_ERRORS) and "-werror" not in low:
             return ln[:200]
     return lines[-1][:200] if lines else "no output"
+
+
+def failed_tail(log_path: Path, lines: int = 15) -> str:
+    """A failed build's tail as ``show`` prints it: its last ``lines`` lines, led by the line
+    that says what broke (:func:`failure_summary`) when they do not hold it (a CMake error
+    followed by pages of teardown output)."""
+    last = tail(log_path, lines)
+    first = failure_summary(log_path)
+    return last if first in last else f"{first}\n...\n{last}"

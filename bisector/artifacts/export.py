@@ -17,6 +17,7 @@ import contextlib
 import os
 import shlex
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import git
@@ -149,6 +150,29 @@ def uninitialised_hint(clone: str, skipped: list[tuple[str, str]]) -> str:
     if len(paths) == 1:
         return f"submodule {shown} is not initialised in the clone: run `{fix}`"
     return f"submodules {shown} are not initialised in the clone: run `{fix}`"
+
+
+@dataclass(frozen=True)
+class LeftEmpty:
+    """Submodules the export left empty (the clone never fetched them): the line naming them
+    with the command that fetches them, and the names a build log would show if it needed
+    them (each path and its last part: ``third_party/pybind11`` and ``pybind11``)."""
+
+    hint: str
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, clone: str, skipped: list[tuple[str, str]]) -> LeftEmpty:
+        paths = {p for pair in skipped for p in pair}
+        names = paths | {Path(p).name for p in paths if len(Path(p).name) >= 3}
+        return cls(uninitialised_hint(clone, skipped), tuple(sorted(names)))
+
+    def named_in(self, log: str) -> bool:
+        """Whether the failed build's log names one of them: only then is the failure put
+        down to them. A log that never does is said with its own error first (a CMake 4
+        policy error was once reported as a nested submodule the build never used)."""
+        return any(name in log for name in self.names)
+
 
 
 def gitlinks(repo: git.Repo, sha: str) -> list[tuple[str, str]]:

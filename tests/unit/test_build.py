@@ -13,8 +13,13 @@ from bisector.artifacts.build import (
     build_key,
     detect_cuda_arch,
 )
-from bisector.artifacts.build_logs import describe_stats, failure_summary, parse_ccache_log
-from bisector.artifacts.export import uninitialised_hint
+from bisector.artifacts.build_logs import (
+    describe_stats,
+    failed_tail,
+    failure_summary,
+    parse_ccache_log,
+)
+from bisector.artifacts.export import LeftEmpty, uninitialised_hint
 from bisector.base.errors import UsageError
 from bisector.project.profiles import GENERIC, PYTORCH, TORCHLET
 from bisector.run.config import Request
@@ -103,3 +108,30 @@ def test_uninitialised_submodules_are_named_with_the_command_that_fetches_them()
     assert many.startswith("submodules third_party/m0, third_party/m1, third_party/m2 and 37 "
                            "more are not initialised")
     assert many.endswith("run `git -C /c submodule update --init --recursive`")
+
+
+def test_an_empty_submodule_is_blamed_only_when_the_log_names_it() -> None:
+    """A failed build with submodules left empty: put down to them only when its log names
+    one (its path, or the last part of it: an include of ``pybind11/...``); otherwise the
+    log's own error is the diagnosis (issue 35: a CMake 4 policy error was reported as a
+    nested submodule the build never used)."""
+    empty = LeftEmpty.of("/c", [("third_party/pybind11", "third_party/pybind11"),
+                                ("third_party/fbgemm/third_party/asmjit", "third_party/fbgemm")])
+    assert empty.named_in("fatal error: pybind11/pybind11.h: No such file or directory")
+    assert empty.named_in("add_subdirectory given source third_party/fbgemm which is not")
+    assert not empty.named_in("CMake Error at CMakeLists.txt:1 (cmake_minimum_required):\n"
+                              "  Compatibility with CMake < 3.5 has been removed")
+    assert "submodules third_party/pybind11" in empty.hint
+
+
+def test_a_failed_builds_tail_leads_with_what_broke(tmp_path: Path) -> None:
+    """The line that says what broke, when the last lines of the log do not hold it."""
+    log = tmp_path / "build.log"
+    log.write_text("CMake Error at CMakeLists.txt:1: policy CMP0000 removed\n"
+                   + "".join(f"-- noise {i}\n" for i in range(40)))
+    shown = failed_tail(log).splitlines()
+    assert shown[0] == "CMake Error at CMakeLists.txt:1: policy CMP0000 removed"
+    assert shown[1] == "..." and shown[-1] == "-- noise 39" and len(shown) == 17
+    short = tmp_path / "short.log"
+    short.write_text("x\nsrc/a.c:3: error: boom\ny\n")
+    assert failed_tail(short) == "x\nsrc/a.c:3: error: boom\ny"  # already in the tail
