@@ -243,11 +243,16 @@ def versions(facts: dict[str, Any], environment: dict[str, Any],
 
 
 def _output(p: dict[str, Any], label: str, new: str, old: str,
-            scrub: Callable[[str], str]) -> list[str]:
+            scrub: Callable[[str], str], package: str = "torch") -> list[str]:
+    """One probe's output, named with how its package was obtained (an overlay of the
+    commit's Python files on a nightly, a prebuilt wheel, a build): one nightly version can
+    be both good and bad once overlays are in play, and the reader must see which was which."""
     verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
     text = scrub(tail(p.get("output_tail") or "", 30)) or "(no output)"
-    return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {md(p['reason'])}):", "",
-            *fence(text), ""]
+    obtained = (p.get("facts") or {}).get("obtained")
+    how = f"; {md(package)}: {md(scrub(str(obtained)))}" if obtained else ""
+    return [f"Oracle output at {label} `{p['sha'][:12]}` ({verdict}, {md(p['reason'])}{how}):",
+            "", *fence(text), ""]
 
 
 def _no_culprit(d: dict[str, Any]) -> str:
@@ -323,17 +328,18 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     if d.get("failed_differently"):  # skipped: another failure than the one hunted
         lines += [*hunted.section(d, scrub)[1:], ""]
     by_pos = {p["position"]: p for p in d["probes"] if p.get("position") is not None}
+    package = (d.get("project") or {}).get("package", "torch")
     pos = culprit_position(d)
     if pos is not None and pos in by_pos:
-        lines += _output(by_pos[pos], "the culprit", new, old, scrub)
+        lines += _output(by_pos[pos], "the culprit", new, old, scrub, package)
     if pos is not None and pos - 1 in by_pos:
         # Candidates are first-parent commits unless --ancestry-path ordered the range.
         label = ("its parent" if d["walk"] == "first-parent"
                  else "the commit before it in the range")
-        lines += _output(by_pos[pos - 1], label, new, old, scrub)
+        lines += _output(by_pos[pos - 1], label, new, old, scrub, package)
     inner = ((d["result"] or {}).get("into_merge") or {}).get("position")
     if d.get("inside") and inner in by_pos:  # what the commit inside the merge printed
-        lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub)
+        lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub, package)
     debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
     lines += [*debug[1:], ""] if debug else []
     saved = portable_request(req, "").oracle

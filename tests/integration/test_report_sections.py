@@ -78,6 +78,8 @@ def test_reports_name_the_project_the_prior_and_the_compile_debugging(
     assert "Prior: auto, from the failure" in md and "for this culprit" in md
     issue = _show(db, "--format", "issue")
     assert "torchlet version:" in issue and "PyTorch" not in issue
+    # Each probe's output names how its package was obtained (here, built from the commit).
+    assert "; torchlet: " in issue
     # How bisector searched and ran is no part of the pasted issue (HTML and JSON have it).
     assert "Prior:" not in issue and "bisector executor" not in issue
     page = _show(db, "--format", "html")
