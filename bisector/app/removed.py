@@ -28,8 +28,8 @@ def removed_logs() -> dict[str, str]:
                     continue  # a line cut by a crash: the rest still counts
                 if isinstance(row, dict) and row.get("kind") == LOGS:
                     out[str(row.get("path"))] = str(row.get("at"))
-    except OSError:
-        pass
+    except OSError:  # no ledger yet: gc removed nothing
+        return {}
     return out
 
 

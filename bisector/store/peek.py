@@ -89,52 +89,41 @@ def _reader(db: str) -> sqlite3.Connection | None:
     return con
 
 
-def listing(db: str, limit: int) -> list[dict[str, object]] | None:
-    """The newest ``limit`` bisections' list columns, newest first (None: use the full path)."""
+def _rows(db: str, sql: str, *args: object) -> list[tuple[object, ...]] | None:
+    """The rows of one read-only query, or None: use the full path."""
     con = _reader(db)
     if con is None:
         return None
     try:
-        cur = con.execute(f"SELECT {', '.join(LIST_COLUMNS)} FROM bisection ORDER BY id DESC "
-                          f"LIMIT ?", (int(limit),))
-        return [dict(zip(LIST_COLUMNS, row, strict=True)) for row in cur.fetchall()]
+        return con.execute(sql, args).fetchall()
     except sqlite3.Error:
         return None
     finally:
         con.close()
+
+
+def listing(db: str, limit: int) -> list[dict[str, object]] | None:
+    """The newest ``limit`` bisections' list columns, newest first (None: use the full path)."""
+    rows = _rows(db, f"SELECT {', '.join(LIST_COLUMNS)} FROM bisection ORDER BY id DESC "
+                     f"LIMIT ?", int(limit))
+    return None if rows is None else [dict(zip(LIST_COLUMNS, r, strict=True)) for r in rows]
 
 
 def identity(db: str, bisection_id: int) -> str | None:
     """A digest of what a finished bisection's record says (its state, endpoints, oracle,
     answer, message) and of its probes: a snapshot of its view (app/snapshots.py) is served
     only while this is unchanged. None: no such row, or use the full path."""
-    con = _reader(db)
-    if con is None:
+    row = _rows(db, f"SELECT {', '.join(IDENTITY_COLUMNS)} FROM bisection WHERE id = ?",
+                int(bisection_id))
+    probes = _rows(db, "SELECT count(*), max(id) FROM probe WHERE bisection_id = ?",
+                   int(bisection_id))
+    if not row or not probes:
         return None
-    try:
-        row = con.execute(f"SELECT {', '.join(IDENTITY_COLUMNS)} FROM bisection WHERE id = ?",
-                          (int(bisection_id),)).fetchone()
-        if row is None:
-            return None
-        probes = con.execute("SELECT count(*), max(id) FROM probe WHERE bisection_id = ?",
-                             (int(bisection_id),)).fetchone()
-    except sqlite3.Error:
-        return None
-    finally:
-        con.close()
-    blob = json.dumps([[str(v) for v in row], [str(v) for v in probes]])
+    blob = json.dumps([[str(v) for v in row[0]], [str(v) for v in probes[0]]])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def newest_id(db: str) -> int | None:
     """The newest bisection's id (``show``/``log`` without one), None: use the full path."""
-    con = _reader(db)
-    if con is None:
-        return None
-    try:
-        row = con.execute("SELECT max(id) FROM bisection").fetchone()
-    except sqlite3.Error:
-        return None
-    finally:
-        con.close()
-    return int(row[0]) if row and row[0] is not None else None
+    rows = _rows(db, "SELECT max(id) FROM bisection")
+    return int(str(rows[0][0])) if rows and rows[0][0] is not None else None

@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from bisector.app import snapshots
 from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.app.removed import LEDGER
@@ -103,11 +101,19 @@ def test_the_quick_reads_import_no_orm_and_no_gitpython(home: Path, tmp_path: Pa
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stderr
 
 
-def test_other_code_renders_afresh(home: Path, tmp_path: Path, world: SyntheticHistory,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A snapshot another bisector wrote (an upgrade, another checkout) is not served."""
+def test_other_code_renders_afresh(home: Path, tmp_path: Path,
+                                   world: SyntheticHistory) -> None:
+    """A snapshot another bisector wrote (an upgrade, another checkout) is not served: here
+    the file says other code wrote it, as an older install's would."""
     db = tmp_path / "q.db"
     bid = bisect(db, world, "--oracle", "torchlet_norm")["id"]
     assert snapshots.served(str(db), bid) is not None
-    monkeypatch.setattr(snapshots, "code_stamp", lambda: "another bisector")
+    where = snapshots.location(str(db), bid)
+    assert where is not None
+    body = json.loads(where.read_text())
+    assert body["code"] == snapshots.code_stamp()
+    body["code"] = "another bisector"
+    where.write_text(json.dumps(body))
     assert snapshots.served(str(db), bid) is None
+    fresh = invoke("--db", str(db), "show", str(bid))  # rendered afresh, and kept again
+    assert fresh.exit_code == 0 and snapshots.served(str(db), bid) is not None
