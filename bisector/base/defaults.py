@@ -52,14 +52,27 @@ REPORT_TEXT_CHARS = 64 * 2**10
 # probable as the oracle's confidence, and answers "no regression" when its opposite is
 # (core/contrast.py).
 NOISY_MIN_CONTRAST = 0.25
+# Flaky oracles: the prior weight of "the regression broke the test for good" (it fails every
+# run from the culprit on; the flakes only come before it) against "it fails more often, not
+# always" (a new race), in the culprit's probability (core/integrated.py). Even odds: neither
+# is assumed, and one pass after a commit rules the first out there.
+NOISY_BROKEN_FOR_GOOD = 0.5
 # Runs of each endpoint the regression test may ask for before it says "inconclusive" (at 40 %
 # spurious failures on both, "no regression" is sure at about 40 each).
 NOISY_CONTRAST_MAX_RUNS = 80
 # Flaky oracles: the noisy search stops when the most likely culprit is this probable.
 NOISY_CONFIDENCE = 0.99
-# Each endpoint is run this many times to estimate a flaky oracle's error rates (when its
-# metadata gives none and no `repeats`).
-NOISY_ENDPOINT_RUNS = 3
+# Each endpoint of a flaky oracle's search runs this many times before the search (its
+# `repeats` otherwise); an endpoint whose runs look wrong runs on until the vote is clear, and
+# both run beside the search while a regression is not yet likely. One each: every later run
+# counts toward the rates and the regression test, and three each cost 4 of 48 runs
+# (simulated, ``make bench`` section 14).
+NOISY_ENDPOINT_RUNS = 1
+# Confirmation of a flaky culprit: fresh runs of it and its parent, one of each at a time, while
+# their posterior is undecided, up to this many of each.
+NOISY_CONFIRM_RUNS_MAX = 18
+# Runs of a flaky oracle's revert check (a majority verdict).
+NOISY_REVERT_RUNS = 3
 # Runs of the good endpoint a performance oracle's samples are compared with (this bisection's
 # own runs).
 PERF_BASELINE_RUNS = 3

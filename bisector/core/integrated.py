@@ -10,6 +10,13 @@ uniform prior on [0, 1/2] (an oracle wrong more than half the time says the oppo
 likelihood of ``c`` is a product of two Beta-binomial marginals. Every run then informs the
 rates, interior runs included, and a search with few runs is as unsure as it should be.
 
+The false-pass rate's prior also holds "broken for good" (weight
+:data:`~bisector.base.defaults.NOISY_BROKEN_FOR_GOOD`): a regression that breaks a flaky test
+usually makes it fail every run, and then a pass after a commit says it is not the culprit,
+not a flake. With a uniform rate alone one pass weighed like a few failures, and the search
+paid a third more runs; a regression that only raises the failure rate still has the uniform
+half of the prior, and simulated hunts of those stay right (``make bench`` section 14).
+
 The search still chooses where to run with the point-rate posterior (fast, and only a matter of
 cost); this one says when the answer is sure enough and what it is (the ``judge`` of
 :func:`bisector.core.noisy.decide`). Pure; scipy's special functions on first use.
@@ -19,6 +26,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+
+from bisector.base import defaults
 
 
 def _log_marginal(lies: int, runs: int) -> float:
@@ -31,13 +40,27 @@ def _log_marginal(lies: int, runs: int) -> float:
     return math.log(2.0) + float(betaln(a, b)) + (math.log(part) if part > 0 else -math.inf)
 
 
+def _log_after(good: int, runs: int, broken: float) -> float:
+    """log of the after side's marginal: with prior weight ``broken`` the test fails every
+    run from the culprit on (no false pass at all), else its false-pass rate is uniform on
+    [0, 1/2] (:func:`_log_marginal`). One pass rules the first out for this culprit."""
+    slab = math.log1p(-broken) + _log_marginal(good, runs) if broken < 1 else -math.inf
+    if good or broken <= 0:
+        return slab
+    spike = math.log(broken)
+    top = max(spike, slab)
+    return top + math.log(math.exp(spike - top) + math.exp(slab - top))
+
+
 class Integrated:
     """P(culprit = c | runs), the rates integrated out; constant between probed positions."""
 
-    def __init__(self, n: int, observations: Iterable[tuple[int, bool]]) -> None:
+    def __init__(self, n: int, observations: Iterable[tuple[int, bool]],
+                 broken: float = defaults.NOISY_BROKEN_FOR_GOOD) -> None:
         if n < 2:
             raise ValueError("a bisection needs at least the good and the bad endpoint")
         self.n = n
+        self.broken = broken
         at: dict[int, list[int]] = {}  # position -> [runs, reported bad]
         for p, bad in observations:
             cell = at.setdefault(p, [0, 0])
@@ -60,8 +83,8 @@ class Integrated:
             before_bad += bad_lo
             after_runs = total_runs - before_runs
             after_good = after_runs - (total_bad - before_bad)
-            logw = _log_marginal(before_bad, before_runs) + _log_marginal(after_good,
-                                                                          after_runs)
+            logw = _log_marginal(before_bad, before_runs) + _log_after(after_good, after_runs,
+                                                                       broken)
             segments.append((lo + 1, hi, logw))
             splits.append((before_bad, before_runs, after_good, after_runs))
         top = max(w for _, _, w in segments)
@@ -91,4 +114,8 @@ class Integrated:
         first, _ = self.best()
         j = next(i for i, (f, _, _) in enumerate(self._segments) if f == first)
         bad_before, before, good_after, after = self._splits[j]
-        return (bad_before + 1) / (before + 2), (good_after + 1) / (after + 2)
+        fn = (good_after + 1) / (after + 2)
+        if good_after == 0 and 0 < self.broken < 1:  # times P(not broken for good | runs)
+            fn *= math.exp(math.log1p(-self.broken) + _log_marginal(0, after)
+                           - _log_after(0, after, self.broken))
+        return (bad_before + 1) / (before + 2), fn

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bisector.artifacts.obtained import Obtained, Unobtainable
+from bisector.base import defaults
 from bisector.base.events import Events
 from bisector.base.kinds import State
 from bisector.core import noisy, paired, perf, sampling
@@ -50,10 +51,16 @@ from bisector.store.records import NewRun
 # not to be the culprit (another commit may then be the most likely one).
 NOT_REPRODUCIBLE_BELOW = 0.5
 # A flaky culprit whose fresh runs leave it between that and the confidence gets more fresh
-# runs, up to this many groups of them, before it is called inconclusive. Three groups left a
-# right culprit at 40 % spurious failures inconclusive about 3 times in 100 (simulated,
-# ``make bench`` section 14); six, under 1 in 100, and a group is run only while undecided.
-CONFIRM_ROUNDS = 6
+# runs, a group (one run of each, or the oracle's ``repeats``) at a time, up to
+# ``defaults.NOISY_CONFIRM_RUNS_MAX`` of each, before it is called inconclusive. Nine runs of
+# each left a right culprit at 40 % spurious failures inconclusive about 3 times in 100
+# (simulated, ``make bench`` section 14); eighteen, under 1 in 100. A right culprit is mostly
+# confirmed by its first group: groups of three cost 6.3 runs at 20 %, groups of one 2.4.
+
+
+def confirm_rounds(times: int) -> int:
+    """Groups of ``times`` runs of each a flaky confirmation may run, the first included."""
+    return max(1, -(-defaults.NOISY_CONFIRM_RUNS_MAX // max(1, times)))
 
 
 # The revert's entry when there is none to run.
@@ -316,7 +323,7 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
     if posterior is not None:
         confidence = ctx.oracle.meta.confidence
         status, before, after = weigh(posterior, position, culprit, parent, confidence, pp)
-        for _ in range(CONFIRM_ROUNDS - 1):  # undecided: more runs, as the search would
+        for _ in range(confirm_rounds(times) - 1):  # undecided: more runs, as a search would
             if status is not Confirmation.INCONCLUSIVE:
                 break
             more_c, _ = _runs(ctx, lambda: ctx.source.obtain(position), position,
@@ -340,8 +347,11 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
         out["revert"] = dict(NO_REVERT)
     else:
         n = len(cands)
+        # A flaky oracle's revert is a vote of a few runs (one run is wrong a fifth of the time
+        # at 20 % false failures, and a right culprit would read "the revert did not fix it").
+        votes = defaults.NOISY_REVERT_RUNS if posterior is not None else times
         seen, verdict = _runs(ctx, lambda: ctx.source.obtain_commit(revert, n - 1),
-                              n - 1, revert, times, judge, "revert")
+                              n - 1, revert, votes, judge, "revert")
         out["revert"] = {"applied": True, "sha": revert, "verdict": verdict,
                          "runs": [{"run": r, "verdict": v, "reason": why}
                                   for r, v, why in seen]}

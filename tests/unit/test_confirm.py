@@ -187,7 +187,8 @@ def test_a_flaky_culprit_is_confirmed_by_its_posterior_and_shown_with_it(store: 
     rec = r.run().record
     c = rec.result["confirmation"]
     assert rec.culprit_sha == cands[40] and c["status"] == "confirmed"
-    assert c["judged_by"] == "posterior" and len(c["culprit"]) == len(c["parent"]) == 3
+    # one fresh run of each at a time, while undecided: a sure culprit needs one of each
+    assert c["judged_by"] == "posterior" and len(c["culprit"]) == len(c["parent"]) == 1
     assert c["probability_after"] > c["probability_before"] >= 0.99
     assert rec.message is None
     text = confirmation_summary(c, "good", "bad")
@@ -292,10 +293,11 @@ def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
 def test_a_group_obtains_its_commit_once_and_a_revert_that_does_not_build_runs_once(
         store: Store) -> None:
     cands = shas(20)
-    bid = new_bisection(store, cands, oracle=FLAKY)
+    thrice = replace(FLAKY, meta=replace(FLAKY.meta, repeats=3))  # groups of 3 runs
+    bid = new_bisection(store, cands, oracle=thrice)
     src = FakeSource(broken_commits={REVERT})
     ex = FakeExecutor(cands, 10)
-    r = with_revert(make_runner(store, bid, cands, ex, oracle=FLAKY, source=src), REVERT)
+    r = with_revert(make_runner(store, bid, cands, ex, oracle=thrice, source=src), REVERT)
     c = confirm.confirm(r.confirming(), 10, posterior=_sure_of_10())
     assert src.obtained == [10, 9, REVERT]  # once per group, not once per run
     assert len(ex.calls) == 6 and all(call.commit != REVERT for call in ex.calls)
@@ -320,3 +322,8 @@ def test_the_parent_confirmed_is_the_culprits_git_parent(store: Store) -> None:
     r2 = with_revert(make_runner(store, bid2, cands, FakeExecutor(cands, 40), confirm=True),
                      None)
     assert r2.run().record.result["confirmation"]["parent_sha"] == cands[39]
+
+
+def test_a_flaky_confirmation_runs_groups_of_one_up_to_the_same_cap() -> None:
+    assert confirm.confirm_rounds(1) == 18 and confirm.confirm_rounds(3) == 6
+    assert confirm.confirm_rounds(4) == 5  # a last partial group still runs whole

@@ -66,3 +66,17 @@ def test_the_rates_are_read_off_every_run_at_the_most_likely_split() -> None:
     runs = [(p, p >= 50 or i == 0) for p in range(0, 100, 5) for i in range(5)]
     fp, fn = Integrated(100, runs).rates()
     assert 0.15 < fp < 0.3 and fn < 0.05  # one failure in five before 50, none missed after
+
+
+def test_a_test_broken_for_good_is_believed_once_no_run_after_the_culprit_passes() -> None:
+    """The false-pass prior holds "broken for good": where no run from a commit on passed, a
+    culprit there is surer than under a uniform rate alone, and a pass after a commit takes
+    that half of the prior away from it."""
+    runs = [(0, False), (0, True), (3, False), (5, True), (5, True), (7, True), (9, True)]
+    with_spike, uniform = Integrated(10, runs), Integrated(10, runs, broken=0.0)
+    assert with_spike.best()[0] == uniform.best()[0] == 4
+    assert with_spike.best()[1] > uniform.best()[1]
+    assert with_spike.rates()[1] < uniform.rates()[1] / 2  # no pass after: fn near 0
+    passed = [*runs, (7, False)]  # a pass after 5: not broken for good there
+    assert Integrated(10, passed).rates()[1] == Integrated(10, passed, broken=0.0).rates()[1]
+    assert Integrated(10, passed, broken=1.0).prob(4) == 0.0  # only "broken for good": ruled out

@@ -175,7 +175,7 @@ def test_the_sampling_follows_the_oracles_metadata() -> None:
     assert sampling_for(OracleMeta(), confirm=False) == Sampling()
     assert sampling_for(OracleMeta(), confirm=True).confirm_runs == 1
     flaky = sampling_for(OracleMeta(flaky=True, false_positive=0.05), confirm=True)
-    assert (flaky.kind, flaky.fp, flaky.fn, flaky.confirm_runs) == (Kind.FLAKY, 0.05, 0.1, 3)
+    assert (flaky.kind, flaky.fp, flaky.fn, flaky.confirm_runs) == (Kind.FLAKY, 0.05, 0.1, 1)
     perf = sampling_for(OracleMeta(threshold=0.05, max_runs=4), confirm=False)
     assert (perf.kind, perf.max_runs, perf.confirm_runs) == (Kind.PERFORMANCE, 4, 0)
 
