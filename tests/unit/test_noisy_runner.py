@@ -264,3 +264,21 @@ def test_a_bad_endpoint_passing_twice_is_not_yet_no_regression() -> None:
     six = Evidence(((0, False), *((9, False),) * 6), {})
     stop = endpoints(six, 10, 1)
     assert isinstance(stop, Stop) and stop.problem is Problem.BAD_IS_GOOD
+
+
+@pytest.mark.parametrize(("good_fails", "ends"), [(0, False), (3, True)])
+def test_a_passing_bad_endpoint_ends_the_search_only_when_the_good_one_fails_as_often(
+        good_fails: int, ends: bool) -> None:
+    """A bad endpoint that passes 6 of 8 runs is a clear "bad is good" vote. Beside a good
+    endpoint that never failed in 8 runs it is still likely a regression (a test failing 25 %
+    of the time where it never did), and the search goes on; beside one failing 3 of 8, it is
+    "no regression"."""
+    from bisector.core import noisy
+    from bisector.run.strategies.noisy import Ending, Evidence, plan
+
+    n = 100
+    reports = tuple([(0, i < good_fails) for i in range(8)] + [(n - 1, i < 2) for i in range(8)])
+    post = noisy.Posterior.from_observations(n, 0.1, 0.1, list(reports))
+    got = plan(Evidence(reports, {}), n, 1, 0.99, post, post, 500, len(reports), 1)
+    assert (got.end is Ending.NO_REGRESSION) is ends
+    assert ends or got.positions  # it runs on
