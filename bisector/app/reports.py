@@ -33,6 +33,7 @@ from bisector.run.prior import note as prior_note
 from bisector.run.prior import view as prior_view
 from bisector.store import bisections, views
 from bisector.store.db import Store
+from bisector.store.records import ArtifactRecord
 
 
 def _portable_ref(repo: git.Repo | None, ref: str, sha: str) -> str:
@@ -130,16 +131,12 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         # Built by this probe (an older store did not record it: then assume it was).
         if a is not None and a.kind is ArtifactKind.SOURCE and p.facts.get("artifact_fresh",
                                                                           True):
-            entry["build"] = {
-                "seconds": round(a.duration_s, 1), "status": a.status.value,
-                "where": "assembled from the tree" if (a.stats or {}).get("assembled")
-                else (a.settings.get("builder") or {}).get("where", "host"),
-                **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
-            }
+            entry["build"] = _build_entry(a)
         if repo is not None:
             entry["subject"] = commit_facts(repo, p.commit_sha, None).get("subject", "")
         data["probes"].append(entry)
         data["oracle_runs"] += 0 if p.reused or p.exit_code is None else 1
+    data["confirm_builds"] = confirmation_builds(store, b.result or {})
     decided = _perf_verdicts(b.result)
     for entry in data["probes"]:
         # A performance oracle's runs exit 0; what a commit is comes from its samples.
@@ -151,6 +148,48 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
     # A compile failure: the commands that show what dynamo/inductor did at the culprit.
     data["compile_debug"] = compile_debug.hints(data, cfg.request)
     return data
+
+
+def _build_entry(a: ArtifactRecord) -> dict[str, Any]:
+    return {
+        "seconds": round(a.duration_s, 1), "status": a.status.value,
+        "where": "assembled from the tree" if (a.stats or {}).get("assembled")
+        else (a.settings.get("builder") or {}).get("where", "host"),
+        **({"ccache": a.stats["ccache"]} if a.stats and "ccache" in a.stats else {}),
+    }
+
+
+def confirmation_builds(store: Store, result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The source builds confirmation paid for (the revert's, mostly: the culprit and its
+    parent were built for the search), once each, with what they were built for. A report
+    counting only the probes' builds said "Source builds: 6" for 7."""
+    c = result.get("confirmation") or {}
+    role = {int(x["run"]): side for side in ("culprit", "parent")
+            for x in c.get(side) or [] if x.get("run") is not None}
+    role.update({int(x["run"]): "revert" for x in (c.get("revert") or {}).get("runs") or []
+                 if x.get("run") is not None})
+    out: dict[int, dict[str, Any]] = {}
+    for run_id, facts, a in views.run_artifacts(store, sorted(role)):
+        if a.kind is ArtifactKind.SOURCE and facts.get("artifact_fresh") and a.id not in out:
+            out[a.id] = {**_build_entry(a), "for": role[run_id]}
+    return list(out.values())
+
+
+def builds_line(d: dict[str, Any]) -> str | None:
+    """"- Source builds: N, …" for the builds that ran for this bisection (a wheel found in the
+    cache is not one), those confirmation paid for (its revert) included; None without any."""
+    builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
+    extra = d.get("confirm_builds") or []
+    builds += extra
+    if not builds:
+        return None
+    hits = sum(b.get("ccache", {}).get("hits", 0) for b in builds)
+    calls = hits + sum(b.get("ccache", {}).get("misses", 0) for b in builds)
+    cache = f", ccache {hits}/{calls} hits" if calls else ""
+    why = ", ".join(sorted({b.get("for") or "confirmation" for b in extra}))
+    return (f"- Source builds: {len(builds)}"
+            + (f" ({len(extra)} for confirmation: {why})" if extra else "")
+            + f", {sum(b['seconds'] for b in builds):.0f}s in all{cache}")
 
 
 def _perf_verdicts(result: dict[str, Any]) -> dict[int, str]:
@@ -214,14 +253,8 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
         lines.append(f"- {confirmation_summary(d['result']['confirmation'], old, new)}")
     if (d["result"] or {}).get("perf"):
         lines += ["", *perf_table(d["result"]["perf"], old, new)]
-    builds = [p["build"] for p in d["probes"] if p.get("build") and not p["reused"]]
-    # Only builds that ran for this bisection: a wheel found in the cache is not one.
-    if builds:
-        hits = sum(b.get("ccache", {}).get("hits", 0) for b in builds)
-        calls = hits + sum(b.get("ccache", {}).get("misses", 0) for b in builds)
-        cache = f", ccache {hits}/{calls} hits" if calls else ""
-        lines.append(f"- Source builds: {len(builds)}, "
-                     f"{sum(b['seconds'] for b in builds):.0f}s in all{cache}")
+    if (built := builds_line(d)) is not None:
+        lines.append(built)
     for note in d["notes"]:
         lines.append(f"- Note: {md(note)}")
     package = (d.get("project") or {}).get("package", "torch")

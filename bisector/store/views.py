@@ -47,3 +47,18 @@ def probe_views(store: Store, bisection_id: int) -> list[ProbeView]:
                           v.stderr_path, v.output_tail, dict(v.facts or {}),
                           artifact_record(a) if a is not None else None, v.started_at)
                 for p, v, a in rows]
+
+
+def run_artifacts(store: Store, run_ids: list[int]) -> list[tuple[int, dict[str, Any],
+                                                                   ArtifactRecord]]:
+    """(run id, facts, artifact) of these runs that ran on an artifact: confirmation's runs (the
+    culprit, its parent, the revert) are no probes, yet a build one of them paid for is one."""
+    if not run_ids:
+        return []
+    with store.session() as s:
+        rows = s.execute(
+            select(m.RunRow, m.Artifact)
+            .join(m.Artifact, m.RunRow.artifact_id == m.Artifact.id)
+            .where(m.RunRow.id.in_(run_ids))
+            .order_by(m.RunRow.id)).all()
+        return [(v.id, dict(v.facts or {}), artifact_record(a)) for v, a in rows]

@@ -149,3 +149,38 @@ def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store)
     flipped = stored_verdicts(store, key, cands, Rules(find_fix=True))
     assert all(v is not probed[pos] for pos, (_, v, _) in flipped.items())
     assert stored_verdicts(store, run_store.Key(ORACLE.sha256, "env1"), cands, Rules()) == {}
+
+
+def test_a_build_confirmation_paid_for_is_counted_once_with_what_it_was_for(
+        store: Store) -> None:
+    """Issue 35: the report said "Source builds: 6" for 7: the revert confirmation built was
+    no probe. It counts now, once per artifact (its runs share it), and only when built here."""
+    from bisector.app.reports import builds_line, confirmation_builds
+
+    cands = shas(4)
+    bid = bisection(store, cands)
+    arts = ArtifactStore(store)
+    built = arts.save(NewArtifact("rev", "e" * 40, ArtifactKind.SOURCE, ArtifactStatus.OK, {},
+                                  duration_s=42.0))
+    cached = arts.save(NewArtifact("par", cands[1], ArtifactKind.SOURCE, ArtifactStatus.OK, {},
+                                   duration_s=9.0))
+    key = run_store.Key(ORACLE.sha256, "env0")
+    now = datetime.now(UTC)
+
+    def run(sha: str, artifact: int, fresh: bool) -> int:
+        return run_store.save_run(store, key, NewRun(
+            sha, Outcome.PASS, "exit 0", False, now, artifact_id=artifact,
+            facts={"artifact_fresh": fresh, "confirmation": {"bisection": bid}}))
+
+    revert = [run("e" * 40, built.id, True), run("e" * 40, built.id, False)]
+    parent = [run(cands[1], cached.id, False)]
+    result = {"confirmation": {
+        "culprit": [], "parent": [{"run": r, "verdict": "good"} for r in parent],
+        "revert": {"applied": True, "runs": [{"run": r, "verdict": "good"} for r in revert]}}}
+    got = confirmation_builds(store, result)
+    assert [(b["for"], b["seconds"]) for b in got] == [("revert", 42.0)]
+    assert confirmation_builds(store, {}) == []
+    d = {"probes": [{"build": {"seconds": 10.0}, "reused": False},
+                    {"build": {"seconds": 5.0}, "reused": True}], "confirm_builds": got}
+    assert builds_line(d) == "- Source builds: 2 (1 for confirmation: revert), 52s in all"
+    assert builds_line({"probes": [], "confirm_builds": []}) is None
