@@ -28,7 +28,8 @@
 13. Performance on a drifting, bimodal machine: right / wrong-done / unsure rates and oracle
    runs of the paired search against the unpaired rule it replaced, on the same simulated
    hunts (bench/perf_drift.py; BENCH_PERF_HUNTS, 500 a row).
-14. A flaky oracle over flake-only ranges, real regressions and a 60/40 mix: right / wrong /
+14. A flaky oracle over flake-only ranges, real regressions, a 60/40 mix and regressions that
+   only raise the failure rate: right / wrong /
    unsure and oracle runs (confirmation included) against the Z-channel floor
    (bench/flaky_regression.py; BENCH_FLAKY_HUNTS, 500 a row).
 15. Prefetch: the demo's nightly path over an index throttled to BENCH_WHEEL_S a wheel, a
