@@ -282,3 +282,15 @@ def test_a_passing_bad_endpoint_ends_the_search_only_when_the_good_one_fails_as_
     got = plan(Evidence(reports, {}), n, 1, 0.99, post, post, 500, len(reports), 1)
     assert (got.end is Ending.NO_REGRESSION) is ends
     assert ends or got.positions  # it runs on
+
+
+def test_one_skip_at_an_endpoint_is_run_again_three_are_untestable() -> None:
+    """With one run of each endpoint to start, a single skip (a passing failure of the box)
+    must not stop the search as "untestable": the endpoint runs again, up to the vote."""
+    from bisector.core.search import Problem, Stop
+    from bisector.run.strategies.noisy import Evidence, endpoints
+
+    assert endpoints(Evidence(((9, True),), {0: 1}), 10, 1) == (0,)
+    assert endpoints(Evidence(((9, True),), {0: 2}), 10, 1) == (0,)
+    stop = endpoints(Evidence(((9, True),), {0: 3}), 10, 1)
+    assert isinstance(stop, Stop) and stop.problem is Problem.GOOD_UNTESTABLE

@@ -115,14 +115,15 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
     short = []
     for position, wrong_if_bad in ((0, True), (n - 1, False)):
         said, skipped = ev.at(position), ev.skips.get(position, 0)
-        if (not said and skipped >= want) or (
-                skipped >= want and len(said) + skipped >= ENDPOINT_ROUNDS * want):
+        vote = max(want, ENDPOINT_VOTE)
+        if (not said and skipped >= vote) or (
+                skipped >= vote and len(said) + skipped >= ENDPOINT_ROUNDS * vote):
             # Mostly skips: the endpoint cannot be judged (a runaway loop of skips otherwise).
+            # One skip is not that: with one run each to start, it may be a passing failure.
             return Stop(Problem.GOOD_UNTESTABLE if position == 0 else Problem.BAD_UNTESTABLE,
                         position)
         wrong = sum(1 for bad in said if bad == wrong_if_bad)
-        vote = max(want, ENDPOINT_VOTE)
-        if len(said) + skipped < want:
+        if len(said) + skipped < want or not said:  # an endpoint needs an answer
             short.append(position)
         elif 2 * wrong > len(said):
             clear = len(said) >= 2 * vote and 4 * wrong >= 3 * len(said)
