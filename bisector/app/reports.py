@@ -161,9 +161,12 @@ def _build_entry(a: ArtifactRecord) -> dict[str, Any]:
 
 def confirmation_builds(store: Store, result: dict[str, Any]) -> list[dict[str, Any]]:
     """The source builds confirmation paid for (the revert's, mostly: the culprit and its
-    parent were built for the search), once each, with what they were built for. A report
-    counting only the probes' builds said "Source builds: 6" for 7."""
+    parent were built for the search), each artifact once among them, with what it was built
+    for; none when the confirmation was another bisection's, reused. A report counting only
+    the probes' builds said "Source builds: 6" for 7."""
     c = result.get("confirmation") or {}
+    if c.get("reused_from"):  # another bisection's runs: it paid for their builds
+        return []
     role = {int(x["run"]): side for side in ("culprit", "parent")
             for x in c.get(side) or [] if x.get("run") is not None}
     role.update({int(x["run"]): "revert" for x in (c.get("revert") or {}).get("runs") or []

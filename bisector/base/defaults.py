@@ -64,8 +64,8 @@ NOISY_CONTRAST_MAX_RUNS = 150
 # A bad endpoint that clearly passes (a vote of three in four) ends a flaky search as "no
 # regression" once the regression's probability is at most this; otherwise the regression test
 # goes on to the confidence asked for. At 1 (the vote alone) a regression from 10 % to 55 %
-# failures was called "no regression" in 38 % of hunts; at 0.1, 4.5 %, for 40 % more runs on a
-# flake-only range at 40 % (simulated, ``make bench`` section 14).
+# failures was called "no regression" in 38 % of hunts; at 0.1, 3.0 %, for 60 % more runs on a
+# flake-only range at 40 % (56 against 35; simulated, ``make bench`` section 14).
 NOISY_PASSING_BAD_BAR = 0.1
 # Flaky oracles: the noisy search stops when the most likely culprit is this probable.
 NOISY_CONFIDENCE = 0.99
@@ -76,7 +76,8 @@ NOISY_CONFIDENCE = 0.99
 # (simulated, ``make bench`` section 14).
 NOISY_ENDPOINT_RUNS = 1
 # Confirmation of a flaky culprit: fresh runs of it and its parent, one of each at a time, while
-# their posterior is undecided, up to this many of each.
+# their posterior is undecided, up to this many of each (groups of ``repeats`` run whole: 20
+# for groups of 4).
 NOISY_CONFIRM_RUNS_MAX = 18
 # Runs of a flaky oracle's revert check (a majority verdict).
 NOISY_REVERT_RUNS = 3

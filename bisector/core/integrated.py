@@ -59,6 +59,8 @@ class Integrated:
                  broken: float = defaults.NOISY_BROKEN_FOR_GOOD) -> None:
         if n < 2:
             raise ValueError("a bisection needs at least the good and the bad endpoint")
+        if not 0.0 <= broken < 1.0:  # at 1 one pass anywhere would leave no culprit at all
+            raise ValueError("broken must be in [0, 1)")
         self.n = n
         self.broken = broken
         at: dict[int, list[int]] = {}  # position -> [runs, reported bad]

@@ -79,4 +79,6 @@ def test_a_test_broken_for_good_is_believed_once_no_run_after_the_culprit_passes
     assert with_spike.rates()[1] < uniform.rates()[1] / 2  # no pass after: fn near 0
     passed = [*runs, (7, False)]  # a pass after 5: not broken for good there
     assert Integrated(10, passed).rates()[1] == Integrated(10, passed, broken=0.0).rates()[1]
-    assert Integrated(10, passed, broken=1.0).prob(4) == 0.0  # only "broken for good": ruled out
+    assert Integrated(10, passed, broken=0.999).prob(4) < 0.01  # nearly only "broken": ruled out
+    with pytest.raises(ValueError, match="broken"):
+        Integrated(10, passed, broken=1.0)

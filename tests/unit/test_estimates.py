@@ -184,3 +184,21 @@ def test_a_build_confirmation_paid_for_is_counted_once_with_what_it_was_for(
                     {"build": {"seconds": 5.0}, "reused": True}], "confirm_builds": got}
     assert builds_line(d) == "- Source builds: 2 (1 for confirmation: revert), 52s in all"
     assert builds_line({"probes": [], "confirm_builds": []}) is None
+
+
+def test_a_reused_confirmation_brings_no_builds(store: Store) -> None:
+    """A confirmation reused from another bisection names that bisection's runs: their builds
+    were that one's, not this one's."""
+    from bisector.app.reports import confirmation_builds
+
+    bisection(store, shas(4))  # the oracle's row
+    arts = ArtifactStore(store)
+    built = arts.save(NewArtifact("rev2", "d" * 40, ArtifactKind.SOURCE, ArtifactStatus.OK, {},
+                                  duration_s=42.0))
+    rid = run_store.save_run(store, run_store.Key(ORACLE.sha256, "env0"), NewRun(
+        "d" * 40, Outcome.PASS, "exit 0", False, datetime.now(UTC), artifact_id=built.id,
+        facts={"artifact_fresh": True}))
+    revert = {"applied": True, "runs": [{"run": rid, "verdict": "good"}]}
+    assert len(confirmation_builds(store, {"confirmation": {"revert": revert}})) == 1
+    assert confirmation_builds(store, {"confirmation": {"revert": revert,
+                                                        "reused_from": 3}}) == []

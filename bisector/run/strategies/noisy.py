@@ -116,9 +116,11 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
     for position, wrong_if_bad in ((0, True), (n - 1, False)):
         said, skipped = ev.at(position), ev.skips.get(position, 0)
         vote = max(want, ENDPOINT_VOTE)
-        if (not said and skipped >= vote) or (
-                skipped >= vote and len(said) + skipped >= ENDPOINT_ROUNDS * vote):
-            # Mostly skips: the endpoint cannot be judged (a runaway loop of skips otherwise).
+        runs = len(said) + skipped
+        if skipped >= vote and (not said or (skipped > len(said)
+                                             and runs >= ENDPOINT_ROUNDS * vote)):
+            # Mostly skips: the endpoint cannot be judged (a runaway loop of skips otherwise);
+            # a few skips among many answers are passing failures, not that.
             # One skip is not that: with one run each to start, it may be a passing failure.
             return Stop(Problem.GOOD_UNTESTABLE if position == 0 else Problem.BAD_UNTESTABLE,
                         position)
@@ -128,6 +130,8 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
         elif 2 * wrong > len(said):
             clear = len(said) >= 2 * vote and 4 * wrong >= 3 * len(said)
             if clear or len(said) >= ENDPOINT_ROUNDS * vote:
+                if short:  # the good endpoint first: a passing bad one may not end the search
+                    return tuple(short)
                 return Stop(Problem.GOOD_IS_BAD if position == 0 else Problem.BAD_IS_GOOD,
                             position)
             short.append(position)
