@@ -79,8 +79,10 @@ NOISY_ENDPOINT_RUNS = 1
 # their posterior is undecided, up to this many of each (groups of ``repeats`` run whole: 20
 # for groups of 4).
 NOISY_CONFIRM_RUNS_MAX = 18
-# Runs of a flaky oracle's revert check (a majority verdict).
-NOISY_REVERT_RUNS = 3
+# A flaky oracle's vote: the fewest runs a majority verdict rests on (an endpoint that looks
+# wrong, the revert confirmation runs). At 20 % wrong answers a vote of three is lost one time
+# in ten; one run, one time in five.
+NOISY_VOTE = 3
 # Runs of the good endpoint a performance oracle's samples are compared with (this bisection's
 # own runs).
 PERF_BASELINE_RUNS = 3

@@ -44,7 +44,7 @@ def _log_after(good: int, runs: int, broken: float) -> float:
     """log of the after side's marginal: with prior weight ``broken`` the test fails every
     run from the culprit on (no false pass at all), else its false-pass rate is uniform on
     [0, 1/2] (:func:`_log_marginal`). One pass rules the first out for this culprit."""
-    slab = math.log1p(-broken) + _log_marginal(good, runs) if broken < 1 else -math.inf
+    slab = math.log1p(-broken) + _log_marginal(good, runs)
     if good or broken <= 0:
         return slab
     spike = math.log(broken)
@@ -117,7 +117,7 @@ class Integrated:
         j = next(i for i, (f, _, _) in enumerate(self._segments) if f == first)
         bad_before, before, good_after, after = self._splits[j]
         fn = (good_after + 1) / (after + 2)
-        if good_after == 0 and 0 < self.broken < 1:  # times P(not broken for good | runs)
+        if good_after == 0 and self.broken > 0:  # times P(not broken for good | runs)
             fn *= math.exp(math.log1p(-self.broken) + _log_marginal(0, after)
                            - _log_after(0, after, self.broken))
         return (bad_before + 1) / (before + 2), fn

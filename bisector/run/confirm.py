@@ -50,16 +50,18 @@ from bisector.store.records import NewRun
 # A flaky oracle's culprit is "not reproducible" once its fresh runs leave it less likely than
 # not to be the culprit (another commit may then be the most likely one).
 NOT_REPRODUCIBLE_BELOW = 0.5
-# A flaky culprit whose fresh runs leave it between that and the confidence gets more fresh
-# runs, a group (one run of each, or the oracle's ``repeats``) at a time, up to
-# ``defaults.NOISY_CONFIRM_RUNS_MAX`` of each, before it is called inconclusive. Nine runs of
-# each left a right culprit at 40 % spurious failures inconclusive about 3 times in 100
-# (simulated, ``make bench`` section 14); eighteen, under 1 in 100. A right culprit is mostly
-# confirmed by its first group: groups of three cost 6.3 runs at 20 %, groups of one 2.4.
 
 
 def confirm_rounds(times: int) -> int:
-    """Groups of ``times`` runs of each a flaky confirmation may run, the first included."""
+    """Groups of ``times`` runs of each a flaky confirmation may run, the first included.
+
+    A flaky culprit whose fresh runs leave it between :data:`NOT_REPRODUCIBLE_BELOW` and the
+    confidence gets more, a group (one run of each, or the oracle's ``repeats``) at a time, up
+    to ``defaults.NOISY_CONFIRM_RUNS_MAX`` of each (a last group runs whole), before it is
+    called inconclusive. Nine runs of each left a right culprit at 40 % spurious failures
+    inconclusive about 3 times in 100 (simulated, ``make bench`` section 14); eighteen, under 1
+    in 100. A right culprit is mostly confirmed by its first group: groups of three cost 6.3
+    runs at 20 %, groups of one 2.4."""
     return max(1, -(-defaults.NOISY_CONFIRM_RUNS_MAX // max(1, times)))
 
 
@@ -349,7 +351,7 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
         n = len(cands)
         # A flaky oracle's revert is a vote of a few runs (one run is wrong a fifth of the time
         # at 20 % false failures, and a right culprit would read "the revert did not fix it").
-        votes = defaults.NOISY_REVERT_RUNS if posterior is not None else times
+        votes = defaults.NOISY_VOTE if posterior is not None else times
         seen, verdict = _runs(ctx, lambda: ctx.source.obtain_commit(revert, n - 1),
                               n - 1, revert, votes, judge, "revert")
         out["revert"] = {"applied": True, "sha": revert, "verdict": verdict,

@@ -50,12 +50,6 @@ SUSPECTS_MAX = 20
 # An endpoint whose runs mostly look wrong runs on, up to this many times its vote, before the
 # search stops on it (at 20 % wrong answers a wrong majority of 18 happens once in a thousand).
 ENDPOINT_ROUNDS = 6
-# The smallest vote an endpoint that looks wrong is judged by (however few runs it starts with):
-# it stops the search when it is clearly wrong (three in four of at least twice this many runs).
-# One run each to start is enough where the endpoints look right, as they mostly do; a bad
-# endpoint that passes is given the vote of three it always had (fewer call a regression from
-# 10 % to 55 % failures "no regression" half the time, simulated).
-ENDPOINT_VOTE = 3
 # A commit skipped this often with no answer is untestable (one skip may be a passing failure).
 UNTESTABLE_SKIPS = 2
 
@@ -109,23 +103,25 @@ def endpoints(ev: Evidence, n: int, want: int) -> Stop | tuple[int, ...]:
     Each endpoint runs ``want`` times. A flaky oracle gets a vote, not a single word, and a
     vote of three at 20 % wrong answers is lost one time in ten, so an endpoint whose majority
     looks wrong runs on until it is clearly wrong (three in four of at least twice the vote,
-    ``want`` or :data:`ENDPOINT_VOTE`) or :data:`ENDPOINT_ROUNDS` times the vote still gives a
-    wrong majority; then the search stops the way plain bisection would ("good is already
-    bad")."""
+    ``want`` or :data:`~bisector.base.defaults.NOISY_VOTE`) or :data:`ENDPOINT_ROUNDS` times
+    the vote still gives a wrong majority; then the search stops the way plain bisection
+    would ("good is already bad")."""
     short = []
     for position, wrong_if_bad in ((0, True), (n - 1, False)):
         said, skipped = ev.at(position), ev.skips.get(position, 0)
-        vote = max(want, ENDPOINT_VOTE)
+        # One run each to start is enough where the endpoints look right, as they mostly do;
+        # one that looks wrong, or skips, is judged by a vote (fewer than three runs called a
+        # regression from 10 % to 55 % failures "no regression" half the time, simulated).
+        vote = max(want, defaults.NOISY_VOTE)
         runs = len(said) + skipped
         if skipped >= vote and (not said or (skipped > len(said)
                                              and runs >= ENDPOINT_ROUNDS * vote)):
             # Mostly skips: the endpoint cannot be judged (a runaway loop of skips otherwise);
-            # a few skips among many answers are passing failures, not that.
-            # One skip is not that: with one run each to start, it may be a passing failure.
+            # a skip among answers is a passing failure, not that.
             return Stop(Problem.GOOD_UNTESTABLE if position == 0 else Problem.BAD_UNTESTABLE,
                         position)
         wrong = sum(1 for bad in said if bad == wrong_if_bad)
-        if len(said) + skipped < want or not said:  # an endpoint needs an answer
+        if runs < want or not said:  # an endpoint needs an answer
             short.append(position)
         elif 2 * wrong > len(said):
             clear = len(said) >= 2 * vote and 4 * wrong >= 3 * len(said)
@@ -260,13 +256,14 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
     (:mod:`bisector.core.contrast`), then the posterior search, with the
     endpoints run beside it while a regression is not yet sure; a culprit only once it is."""
     short = endpoints(ev, n, want)
+    p_reg: float | None = None
     if isinstance(short, Stop) and short.problem is Problem.BAD_IS_GOOD:
         # A bad endpoint that clearly passes ends the search as "no regression" only when the
         # regression test agrees enough: a regression from 10 % to 55 % failures shows a
         # passing majority too, and was called "no regression" in 38 % of such hunts.
-        if contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST) <= \
-                defaults.NOISY_PASSING_BAD_BAR:
-            return Planned(end=Ending.NO_REGRESSION)
+        p_reg = contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST)
+        if p_reg <= defaults.NOISY_PASSING_BAD_BAR:
+            return Planned(end=Ending.NO_REGRESSION, regression=p_reg)
         short = ()  # else the regression test decides, as for a failing good endpoint
     if isinstance(short, Stop) and short.problem is Problem.GOOD_IS_BAD and \
             not contrast.mostly_fails(ev.at(0), 1 - (1 - confidence) / 10):
@@ -275,7 +272,8 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
         return Planned(end=short)
     if short:
         return Planned(short)
-    p_reg = contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST)
+    if p_reg is None:
+        p_reg = contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST)
     if p_reg <= 1 - confidence:
         return Planned(end=Ending.NO_REGRESSION, regression=p_reg)
     more = endpoint_runs(ev, n, p_reg, confidence)
