@@ -21,19 +21,9 @@ from typing import Any
 
 from bisector.base import oracle_env, redact
 from bisector.base.escape import fence
+from bisector.core import compile_failure
 from bisector.run.config import Request, flag
 
-# What a failing run prints when dynamo, AOTAutograd, inductor or Triton failed.
-_COMPILE_OUTPUT = re.compile(r"torch[._/]_dynamo|torch[._/]_inductor|torch[._/]_functorch"
-                             r"|\btriton\b|InductorError|BackendCompilerFailed|"
-                             r"TorchRuntimeError|Unsupported: ", re.IGNORECASE)
-# A failure after dynamo traced the graph (AOT/inductor/Triton): the minifier runs after AOT.
-_AFTER_AOT = re.compile(r"_inductor|_functorch|triton|InductorError|BackendCompilerFailed",
-                        re.IGNORECASE)
-_USES_COMPILE = re.compile(r"\btorch\.compile\b|\btorch\._dynamo\.optimize\b")
-# ``compile(..., backend=...)`` on one line: found line by line, first call then the keyword
-# after it (``compile\(.*backend=`` rescans the line from every ``compile(``: quadratic).
-_COMPILE_CALL = re.compile(r"\bcompile\(")
 LOGS = "+dynamo,recompiles,graph_breaks,output_code"
 # The options of `bisect check` a bisection's request shares (cli/options.py CHECK_OPTIONS).
 _SHARED = ("profile", "python", "regress", "match", "timeout")
@@ -52,10 +42,8 @@ def is_compile_failure(d: dict[str, Any]) -> bool:
     Triton, or whose oracle calls torch.compile."""
     if (d.get("project") or {}).get("package", "torch") != "torch" or not d.get("culprit"):
         return False
-    source = str((d.get("oracle") or {}).get("source") or "")
-    return bool(_COMPILE_OUTPUT.search(_failing_text(d)) or _USES_COMPILE.search(source)
-                or any((m := _COMPILE_CALL.search(ln)) and "backend=" in ln[m.end():]
-                       for ln in source.splitlines()))
+    return compile_failure.is_compile_failure(
+        _failing_text(d), str((d.get("oracle") or {}).get("source") or ""))
 
 
 def check_line(req: Request, commit: str, env: dict[str, str]) -> str:
@@ -72,7 +60,9 @@ def check_line(req: Request, commit: str, env: dict[str, str]) -> str:
     for dep in req.dependency:
         parts += ["--dependency", dep]
     words = [redact.text(shlex.join(parts))]
-    given = {**oracle_env.parse(req.env), **env}
+    # The variables a box's image describes itself with are facts of that box, not choices.
+    given = {**{k: v for k, v in oracle_env.parse(req.env).items()
+                if not oracle_env.describes_image(k)}, **env}
     for name, value in sorted(given.items()):
         word = oracle_env.word(f"{name}={value}")
         words.append("--env " + (f'{name}="{value}"' if value.startswith("$PWD/")
@@ -90,7 +80,7 @@ def hints(d: dict[str, Any], req: Request) -> dict[str, Any] | None:
         return None
     sha = str(d["culprit"]["sha"])
     short = sha[:12]
-    after = "aot" if _AFTER_AOT.search(_failing_text(d)) else "dynamo"
+    after = "aot" if compile_failure.after_aot(_failing_text(d)) else "dynamo"
     debug, trace = f"$PWD/compile-debug-{short}", f"$PWD/trace-{short}"
     return {
         "after": after,

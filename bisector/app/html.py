@@ -18,6 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from bisector.app import compiler_pass
 from bisector.app.evidence import evidence
 from bisector.app.phases import ahead_text, hidden_total, phase_rows
 from bisector.app.phases import timeline as phase_timeline
@@ -168,7 +169,18 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
             "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
             "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": rows,
             "phase_names": PHASES, "ev": evidence(d), "overlap": phase_timeline(rows),
-            "hidden_s": hidden_total(rows)}
+            "hidden_s": hidden_total(rows), **_compiler_pass(d)}
+
+
+def _compiler_pass(d: dict[str, Any]) -> dict[str, Any]:
+    """The compiler bisector's finding at the culprit for the page (app/compiler_pass.py)."""
+    c = compiler_pass.found_of(d)
+    if c is None:
+        return {"cpass": None}
+    saved = f"./{d['oracle']['name']}.py"
+    return {"cpass": c, "cpass_where": compiler_pass.where(c),
+            "cpass_replay": "\n".join(compiler_pass.replay(c, compiler_pass.oracle_words(
+                d, saved))) if c.get("available") and not c.get("error") else ""}
 
 
 def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:

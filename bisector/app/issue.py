@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bisector.app import compile_debug, hunted, merge_text
+from bisector.app import compile_debug, compiler_pass, hunted, merge_text
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
@@ -340,9 +340,11 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     inner = ((d["result"] or {}).get("into_merge") or {}).get("position")
     if d.get("inside") and inner in by_pos:  # what the commit inside the merge printed
         lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub, package)
+    saved = portable_request(req, "").oracle
+    passed = compiler_pass.markdown(d, scrub, saved if saved.startswith("./") else None)
+    lines += [*passed[1:], ""] if passed else []
     debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
     lines += [*debug[1:], ""] if debug else []
-    saved = portable_request(req, "").oracle
     save_as = (f" (save it as <code>{html.escape(saved[2:])}</code>)" if saved.startswith("./")
                else "")
     # A command oracle's source is its stored document; a #!/bin/bash oracle is not Python.
@@ -354,6 +356,6 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
               *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
               "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
-              "### Versions", "", *fence(scrub(versions(culprit_facts(d), d["environment"],
-                                                    d.get("project"))))]
+              "### Versions", "", *fence(compiler_pass.environment_block(d, scrub) or scrub(
+                  versions(culprit_facts(d), d["environment"], d.get("project"))))]
     return "\n".join(lines) + "\n"

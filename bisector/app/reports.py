@@ -10,7 +10,7 @@ from typing import Any
 
 import git
 
-from bisector.app import compile_debug, hunted, merge_text
+from bisector.app import compile_debug, compiler_pass, hunted, merge_text
 from bisector.app.list_rows import commit_facts, effective_state, open_clone
 from bisector.app.phases import phase_markdown
 from bisector.app.result_text import (
@@ -286,6 +286,7 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
             verdict = {"bad": new}.get(p["verdict"], p["verdict"])
             lines += ["", f"Output of probe {p['seq']} (`{p['sha'][:12]}`, {verdict}, "
                       f"{md(p['reason'])}), last lines:", *fence(tail(p["output_tail"]))]
+    lines += compiler_pass.markdown(d)
     lines += compile_debug.markdown(d.get("compile_debug"))
     if d["reproduce"]:
         lines += ["", "Reproduce with:", *fence(d["reproduce"])]

@@ -13,6 +13,12 @@ BUILD_TIMEOUT_S = 3600.0  # one source build
 ORACLE_TIMEOUT_S = 600.0  # an oracle without `timeout` in its metadata
 JOBS = 1  # probes at once
 BUILD_JOBS = 1  # source builds at once (each already uses every core)
+# At the culprit, after the answer (run/at_culprit.py): collect_env once per environment, and
+# torch's compiler bisector over the oracle (its search runs the oracle about 15-30 times: its
+# timeout is the oracle's times this).
+COLLECT_ENV_TIMEOUT_S = 180.0
+COLLECT_ENV_CHARS = 20_000  # of collect_env's text kept (it is about 5 KB)
+COMPILER_BISECT_RUNS = 40
 
 # Bounds of every number a user gives (cli/options.py): beyond them a value is a typo, and
 # unbounded it overflows a list, a thread pool or a PostgreSQL integer with a traceback.

@@ -43,8 +43,8 @@ META_KEY = "bisector.config_sources"
 # its output, nothing that picks a program, a host, a path, an image, a database or weakens
 # isolation. Every other key (and every key a later release adds) waits for `bisect trust`.
 INERT = frozenset({
-    "good", "bad", "regress", "find-fix", "ancestry-path", "into-merge", "confirm", "match",
-    "any-failure",
+    "good", "bad", "regress", "find-fix", "ancestry-path", "into-merge", "compiler-bisect",
+    "confirm", "match", "any-failure",
     "timeout", "profile", "variant", "prebuilt", "offline", "manual", "cuda-arch", "max-jobs",
     "jobs", "build-jobs", "prefetch", "build-timeout", "gpus", "gpu", "enqueue", "cost", "json",
     "format", "limit", "wide", "columns", "description",

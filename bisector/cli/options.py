@@ -154,6 +154,11 @@ RANGE_OPTIONS = [
                  help="When the first-parent culprit is a merge, go on among the commits it "
                  "brings and name the one that did it beside the merge (deterministic "
                  "oracles); --no-into-merge stops at the merge."),
+    click.option("--compiler-bisect/--no-compiler-bisect", default=True, show_default=True,
+                 help="When the culprit's failure is a torch.compile one, run torch's "
+                 "compiler bisector there with the same oracle (python -m "
+                 "torch._inductor.compiler_bisector run ...) and report the backend, "
+                 "subsystem and pass or lowering at fault."),
     click.option("--path", "path", multiple=True, metavar="PATH", help="Only commits "
                  "touching PATH are candidates (repeatable), as git bisect start -- PATHS; "
                  "the report says how many of the range's commits that leaves."),

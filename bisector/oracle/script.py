@@ -22,8 +22,11 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+import cattrs
 
 from bisector.base.errors import OracleError
 from bisector.oracle.metadata import OracleMeta as OracleMeta
@@ -98,6 +101,13 @@ class Oracle:
     def python(self) -> bool:
         """Run by the environment's python (no ``#!``, or one naming Python)."""
         return foreign_interpreter(self.content) is None
+
+    def stored_meta(self) -> dict[str, Any]:
+        """The metadata as the store keeps it beside the bytes, with what judges it besides
+        them (``materialise_oracle`` rebuilds the identity from it)."""
+        plain: dict[str, Any] = cattrs.Converter().unstructure(asdict(self.meta))
+        plain["judging"] = [list(j) for j in self.judging]
+        return plain
 
     @property
     def ident(self) -> str:

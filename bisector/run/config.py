@@ -32,7 +32,8 @@ from bisector.oracle.command import check_match
 # file names carry, what prebuilt.pick_wheels compares, and what goes into the index URL.
 VARIANT = re.compile(r"[a-z0-9]+(?:\.[a-z0-9]+)*")
 # Options that change how fast a run goes, never what it finds: left out of the reproduce line.
-SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm", "prefetch"})
+SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm", "prefetch",
+                        "compiler_bisect"})
 # NAME=VALUE options: a secret-named variable's value is shown as *** in the reproduce line.
 ENV_FIELDS = frozenset({"env", "build_env"})
 
@@ -50,6 +51,8 @@ class Request:
     ancestry_path: bool = False
     # A first-parent culprit that is a merge: search the commits it brings (run/into_merge.py).
     into_merge: bool = True
+    # A torch.compile failure: torch's compiler bisector at the culprit (run/at_culprit.py).
+    compiler_bisect: bool = True
     profile: str | None = None
     python: str | None = None
     offline: bool = False

@@ -43,6 +43,7 @@ from bisector.oracle.manual import Asks
 from bisector.oracle.script import Oracle, parse_metadata
 from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
+from bisector.run.at_culprit import Asked
 from bisector.run.config import RunConfig, decode, legacy_rules
 from bisector.run.hunt import Hunt, hunt_for
 from bisector.run.into_merge import Beside
@@ -224,7 +225,9 @@ def open_bisection(store: Store, bisection: int | BisectionRecord, events: Event
         oracle, cfg.rules, confirm=req.confirm and not req.manual, reconfirm=req.reconfirm,
         prior=FailurePrior(req.prior, parts.repos, req.command),
         hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)),
-        into_merge=into_merge(cfg, oracle))
+        into_merge=into_merge(cfg, oracle),
+        at_culprit=Asked(environment=not req.manual,
+                         compiler=req.compiler_bisect and not req.manual))
     means = Means(parts.source, parts.executor, slots, remote,
                   prefetch=prefetch_slots(cfg, len(slots)),
                   spare_builds=max(0, cfg.build_jobs - len(slots)),

@@ -15,12 +15,11 @@ import json
 import os
 import subprocess
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-import cattrs
 import git
 
 from bisector.artifacts.build import (
@@ -319,19 +318,12 @@ def _date_span(repo: git.Repo, cands: list[str]) -> tuple[date, date]:
     return min(days), max(days)
 
 
-def _meta_json(oracle: Oracle) -> dict[str, Any]:
-    plain: dict[str, Any] = cattrs.Converter().unstructure(asdict(oracle.meta))
-    # What judges it besides its bytes: materialise_oracle rebuilds the identity from it.
-    plain["judging"] = [list(j) for j in oracle.judging]
-    return plain
-
-
 def record(store: Store, p: Prepared) -> int:
     """Store the oracle, the bisection and its frozen candidate list; owned by this process."""
     oracle, span, seeding = p.oracle, p.span, p.seeding
     for o in (oracle, *((seeding.oracle,) if seeding is not None else ())):
         bisections.save_oracle(store, o.sha256, o.name, o.content.decode("utf-8"),
-                               _meta_json(o))
+                               o.stored_meta())
 
     def seed(s: Transaction, bisection_id: int) -> None:
         if seeding is not None and seeding.seeds:

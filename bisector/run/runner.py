@@ -28,7 +28,7 @@ from bisector.core.search import Verdict
 from bisector.executors.base import prepare
 from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
-from bisector.run import confirm
+from bisector.run import at_culprit, confirm
 from bisector.run.into_merge import Inside, go_inside
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
@@ -285,9 +285,26 @@ class Runner:
             raise LeaseLost(f"bisection {b.id} was taken over by another process before it "
                             f"finished here")
         self.lease.stop_beating()
+        if culprit is not None and answer.culprit is not None and state is State.DONE:
+            self.at_culprit(answer.culprit, culprit)
         if answer.stop:
             raise EndpointError(message or "")
         return bisections.get(self.store, b.id)
+
+    def at_culprit(self, position: int, sha: str) -> None:
+        """What runs at the culprit once the answer is stored (run/at_culprit.py), added to
+        the result. Ctrl-C there stops it alone: the answer is already written."""
+        ctx = at_culprit.Context(self.store, self.record.id, self.record.env_fingerprint,
+                                 self.source, self.pipeline.executor, self.oracle, self.rules,
+                                 self.events, self.slots[0])
+        try:
+            found = at_culprit.after(ctx, self.judging.at_culprit, position, sha)
+        except cancel.Stopped:
+            self.events.note("stopped at the culprit: its answer is stored; what ran there "
+                             "after it (collect_env, the compiler bisector) is not")
+            return
+        if found:
+            bisections.add_to_result(self.store, self.record.id, found)
 
     def confirming(self) -> confirm.Context:
         return confirm.Context(self.store, self.key, self.record.id,

@@ -8,11 +8,12 @@ stored bisection; tests fill them with fakes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
+from bisector.run.at_culprit import Asked
 from bisector.run.hunt import Hunt
 from bisector.run.pipeline import Source
 from bisector.run.prior import FailurePrior
@@ -35,6 +36,8 @@ class Judging:
     confirm: bool = False  # run the culprit and its parent again before saying done
     reconfirm: bool = False  # ... with fresh runs even where verdicts are stored
     into_merge: bool = False  # a first-parent culprit that is a merge: search inside it
+    # What runs at a culprit once the answer is written (run/at_culprit.py).
+    at_culprit: Asked = field(default_factory=Asked)
 
 
 @dataclass(frozen=True)

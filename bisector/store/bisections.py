@@ -162,6 +162,18 @@ def finish(store: Store, bisection_id: int, *, me: str, state: State, result: di
         return bool(res.rowcount == 1)  # type: ignore[attr-defined]
 
 
+def add_to_result(store: Store, bisection_id: int, entries: dict[str, Any]) -> None:
+    """Add entries to a finished bisection's result (what ran at the culprit after the
+    answer was written: ``run/at_culprit.py``); the answer itself is never changed."""
+    with store.session() as s:
+        b = s.get(m.Bisection, bisection_id)
+        if b is None:
+            return
+        result = dict(b.result or {})
+        result.update({k: v for k, v in entries.items() if k not in result})
+        b.result = result
+
+
 def set_in_flight(store: Store, bisection_id: int, *, me: str, round_: int,
                   positions: Sequence[int]) -> bool:
     """Note the round about to run, before it runs: ``resume`` re-runs what of it is missing."""

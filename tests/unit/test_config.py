@@ -32,6 +32,7 @@ from bisector.run.config import (
 EVERYTHING = Request(
     good="v2.8.0", bad="v2.9.1", oracle="/abs/oracle.py", repo=Path("/src/pytorch"),
     find_fix=True, regress=Polarity.SUCCESS, ancestry_path=True, into_merge=False,
+    compiler_bisect=False,
     profile="pytorch",
     python="/usr/bin/python3.12", offline=True, build_timeout=99.0, prebuilt=False,
     nightly_index="http://127.0.0.1:1/whl/nightly/cu128", release_index="", variant="cu126",

@@ -1,0 +1,115 @@
+"""What ran at the culprit after the answer (``run/at_culprit.py``), in the reports' words:
+torch's compiler bisector (backend, subsystem, the pass or lowering at fault, and how to replay
+it without bisector) and the culprit environment's own ``collect_env`` block.
+
+The commands are made here from fields checked when they were read (identifiers and numbers,
+``oracle/at_culprit.read_compiler``) and from the oracle as the report names it; the node's
+description and the compiler bisector's log are the probed torch's words, shown escaped in
+fenced blocks, never copied into a command.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from bisector.base import redact
+from bisector.base.escape import code, fence, md
+from bisector.oracle.script import argv_of, foreign_interpreter
+
+MODULE = "torch._inductor.compiler_bisector"
+
+
+def found_of(d: dict[str, Any]) -> dict[str, Any] | None:
+    """The compiler bisector's entry of a bisection's result, None when it did not run."""
+    c = (d.get("result") or {}).get("compiler_bisector")
+    return c if isinstance(c, dict) else None
+
+
+def oracle_words(d: dict[str, Any], saved_as: str) -> str:
+    """How the oracle runs by hand in the culprit's environment: its command, or its file
+    saved as ``saved_as`` (run by python unless its ``#!`` names another interpreter)."""
+    source = str((d.get("oracle") or {}).get("source") or "")
+    argv = argv_of(source)
+    if argv is not None:
+        return shlex.join(argv)
+    return (f"python {shlex.quote(saved_as)}" if foreign_interpreter(source.encode()) is None
+            else shlex.quote(saved_as))
+
+
+def where(c: dict[str, Any]) -> str:
+    """``inductor / lowerings / aten.argmin.default``: what the compiler bisector blamed."""
+    found = c.get("found") or {}
+    node = found.get("node") or {}
+    parts = [found.get("backend"), found.get("subsystem"),
+             node.get("target") or node.get("node") or found.get("debug_info")]
+    return " / ".join(str(p) for p in parts if p)
+
+
+def replay(c: dict[str, Any], run: str) -> list[str]:
+    """The commands that replay the compiler bisector's finding in the culprit's environment:
+    its whole search, then the application at fault on (fails) and off (passes)."""
+    lines = [f"python -m {MODULE} run {run}"]
+    found = c.get("found") or {}
+    number = found.get("bisect_number")
+    if found.get("kind") == "bisect" and isinstance(number, int) and number > 0:
+        env = (f"TORCH_BISECT_BACKEND={found['backend']} "
+               f"TORCH_BISECT_SUBSYSTEM={found['subsystem']}")
+        lines += [f"{env} TORCH_BISECT_MAX={number} {run}  # fails: application {number} on",
+                  f"{env} TORCH_BISECT_MAX={number - 1} {run}  # passes: it is off"]
+    return lines
+
+
+def summary(c: dict[str, Any]) -> str:
+    """One sentence of what the compiler bisector found, or why nothing."""
+    if c.get("error"):
+        return f"it could not finish: {md(str(c['error']))}"
+    if not c.get("available"):
+        return (f"torch {md(str(c.get('torch', '?')))} at the culprit has no "
+                f"`{MODULE}`; it was not run")
+    found = c.get("found")
+    if not found:
+        return ("no backend or subsystem alone reproduces the failure (it printed "
+                "\"no issue found\")")
+    blamed = code(where(c))
+    number = found.get("bisect_number")
+    if found.get("kind") == "bisect" and number is not None:
+        blamed += f", application {number} of the {md(str(found.get('subsystem')))}"
+    elif found.get("kind") == "switch":
+        blamed += " (a config switch: turning it fixes the failure)"
+    node = (found.get("node") or {}).get("node")
+    if node:
+        blamed += f" (graph node {code(node)})"
+    return blamed
+
+
+def markdown(d: dict[str, Any], scrub: Any = None, saved_as: str | None = None) -> list[str]:
+    """The compiler pass section (empty when the compiler bisector did not run); the oracle
+    file is called ``saved_as`` in the commands (default: ``./NAME.py``)."""
+    c = found_of(d)
+    if c is None:
+        return []
+    scrub = scrub or (lambda s: s)
+    saved_as = saved_as or f"./{(d.get('oracle') or {}).get('name', 'oracle')}.py"
+    cost = ", ".join(x for x in (f"{c['runs']} oracle runs" if c.get("runs") else "",
+                                 f"{c['seconds']:.1f} s" if c.get("seconds") else "",
+                                 "stored from an earlier bisection" if c.get("reused") else "")
+                     if x)
+    lines = ["", f"The compiler pass at the culprit (`python -m {MODULE}` with the same "
+                 f"oracle{'; ' + cost if cost else ''}): {summary(c)}."]
+    if c.get("available") and not c.get("error"):
+        lines += ["", "Replay it in the culprit's environment:", "",
+                  *fence(scrub("\n".join(replay(c, oracle_words(d, saved_as)))), "sh")]
+    return lines
+
+
+def environment_block(d: dict[str, Any], scrub: Any) -> str | None:
+    """The culprit environment's own collect_env text, scrubbed, with how its torch was
+    obtained (an overlay's nightly and commit) on the last line; None without one."""
+    env = (d.get("result") or {}).get("environment_report")
+    if not isinstance(env, dict) or not isinstance(env.get("text"), str):
+        return None
+    text = str(scrub(redact.text(env["text"].rstrip())))
+    if env.get("obtained"):
+        text += f"\n\nHow the culprit's torch was installed: {scrub(str(env['obtained']))}"
+    return text

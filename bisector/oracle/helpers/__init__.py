@@ -1,0 +1,1 @@
+"""Scripts bisector runs inside a probed environment (standard library only)."""
