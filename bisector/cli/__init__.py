@@ -20,9 +20,17 @@ from bisector.base.errors import StoreError, UsageError
 from bisector.base.escape import safe_text
 from bisector.cli import config_file, disk, failures, listing, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
-from bisector.cli.console import err, escape, is_quiet, out, set_quiet
+from bisector.cli.console import err, escape, is_quiet, set_quiet
 from bisector.cli.context import Ctx
-from bisector.cli.options import BISECTION_REF, FROM_LOG, JOBS, LAST, Whole, range_options
+from bisector.cli.options import (
+    BISECTION_REF,
+    FROM_LOG,
+    FROM_REPORT,
+    JOBS,
+    LAST,
+    Whole,
+    range_options,
+)
 from bisector.store.location import absent, default_db, sqlite_path
 
 # `bisect --help`, `bisect list` on an empty store and every TAB completion must start in a
@@ -94,8 +102,10 @@ def _request(kw: dict[str, Any]) -> Request:
 @FROM_LOG
 @workers.ENQUEUE
 @click.option("--json", "json_out", is_flag=True, help="Print the result as JSON.")
+@FROM_REPORT
 @click.pass_obj
-def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
+def start(c: Ctx, /, json_out: bool, enqueue: bool | None, from_report: str | None,
+          **kw: Any) -> None:
     """Start a bisection and run it to the end."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
@@ -104,6 +114,11 @@ def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
     # Inputs are checked before the store is opened: a refused start leaves no database.
     workers.check_enqueue(c.db, enqueue)
     req = _request(kw)
+    if from_report is not None:
+        from bisector.cli.from_report import start_all  # lazy: as above
+
+        start_all(c, req, from_report, json_out, enqueue, _db_flag(c))
+        return
     carry_out(lambda events, begun: bisections.start(c.store, req, events, enqueue,
                                                      begun=begun), json_out, _db_flag(c))
 
@@ -113,61 +128,30 @@ def start(c: Ctx, /, json_out: bool, enqueue: bool | None, **kw: Any) -> None:
 @click.option("--cost", "costs", multiple=True, metavar="STEP=SECONDS",
               help="Override a per-step cost: oracle, cached, prebuilt, overlay, build.")
 @click.option("--json", "json_out", is_flag=True, help="Print the plan as JSON.")
+@FROM_REPORT
 @click.pass_obj
-def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], **kw: Any) -> None:
+def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], from_report: str | None,
+         **kw: Any) -> None:
     """Explain a range before searching it: candidates, prebuilt wheels (and expired ones),
     overlay-eligible commits, verdicts already stored, expected source builds and a projected
     wall time priced with what steps took on this repository."""
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import plan as planning
-    from bisector.app.plan import describe_source, human, parse_costs
+    from bisector.app.plan import parse_costs
+    from bisector.cli.plans import print_plan
     from bisector.cli.progress import waiting
 
     overrides = parse_costs(costs)
     req = _request(kw)
+    if from_report is not None:
+        from bisector.cli.from_report import plan_all  # lazy: as above
+
+        plan_all(c, req, from_report, overrides, json_out)
+        return
     req.check()
     with waiting() as events:
         rep = planning.plan_for(c.store(), req, overrides, events)
-    if json_out:
-        click.echo(json.dumps(rep.as_dict(), indent=2, default=str))
-        return
-    for note in rep.notes:
-        err.print(f"[yellow]note:[/] {escape(note)}")
-    k = rep.kinds
-    out.print(f"[bold]{rep.candidates}[/] candidate commits")
-    src = rep.prebuilt_sources
-    out.print(f"  prebuilt wheels inside the range: {len(rep.prebuilt)} "
-              f"({src.get('listed', 0)} from the index listing, "
-              f"{src.get('direct URL', 0)} by direct URL)")
-    for pb in rep.prebuilt[:20]:
-        where = "-" if pb["position"] is None else pb["position"]
-        how = " (direct URL)" if pb.get("source") == "direct URL" else ""
-        out.print(f"    {where:>6}  {pb['commit'][:12]}  {pb['kind']:<9} "
-                  f"{escape(pb['filename'])}{how}")
-    if len(rep.prebuilt) > 20:
-        out.print(f"    ... {len(rep.prebuilt) - 20} more")
-    out.print(f"  prebuilt wheels gone from the index: {len(rep.missing)}")
-    for name in rep.missing[:10]:
-        out.print(f"    {escape(name)}")
-    out.print(f"  overlay-eligible commits: {k.get('overlay', 0)}")
-    out.print(f"  already built (cached): {k.get('cached', 0)}; known not to build: "
-              f"{k.get('broken', 0)}")
-    out.print(f"  commits that would need a source build: {k.get('build', 0)}")
-    out.print(f"  stored verdicts in the range: {rep.stored_verdicts} (reused, never run again)")
-    if rep.stored_verdicts and rep.probes_max == 0:
-        out.print("  the stored verdicts already answer this range: a run only reports them")
-    out.print(f"  oracle runs: {rep.probes_mean:.1f} on average, at most {rep.probes_max}")
-    out.print(f"  expected source builds: {rep.builds_mean:.1f} on average, at most "
-              f"{rep.builds_max}")
-    out.print(f"  projected wall time: {human(rep.seconds_mean)} on average, at most "
-              f"{human(rep.seconds_max)}, each probe's torch obtained when it is chosen")
-    if rep.seconds_prefetch_mean is not None:
-        out.print(f"  with the next probes made while the oracle runs (the default; "
-                  f"--prefetch 0 turns it off): {human(rep.seconds_prefetch_mean)} on average")
-    out.print("  per-step costs (change with --cost STEP=SECONDS):")
-    for step, seconds in rep.costs.items():
-        shown = f"{seconds:.1f} s" if seconds < 90 else human(seconds)
-        out.print(f"    {step:<9}{shown:>9}  {describe_source(rep.cost_sources.get(step, {}))}")
+    print_plan(rep, json_out)
 
 
 @cli.command()

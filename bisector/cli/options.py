@@ -136,6 +136,9 @@ RANGE_OPTIONS = [
                  "\"fails differently\"."),
     click.option("--timeout", type=SECONDS, default=None, metavar="SECONDS",
                  help=f"A command oracle's timeout (default {defaults.ORACLE_TIMEOUT_S:.0f})."),
+    click.option("--threshold", default=None, metavar="PCT", help="A command oracle is a "
+                 "performance oracle: it prints BISECTOR_RESULT samples, and a commit is bad "
+                 "when worse than the good endpoint by more than PCT (e.g. 5%%)."),
     click.option("--dependency", multiple=True, metavar="REQ", help="A requirement the "
                  "command oracle needs in the probed environment, e.g. pytest (repeatable)."),
     click.option("--env", "env", multiple=True, metavar="NAME=VALUE", help="A variable for "
@@ -250,6 +253,14 @@ FROM_LOG = click.option(
     metavar="FILE", help="Seed the bisection with the marks of a git bisect log (git's, or "
     "bisect log's): they become verdicts judged by hand, the range is the log's unless "
     "--good/--bad are given, and the search goes on with the oracle, a command or --manual.")
+
+
+FROM_REPORT = click.option(
+    "--from-report", default=None, metavar="FILE|-", help="A HUD benchmark regression "
+    "report's JSON (- for standard input): one bisection per regressed range and metric, "
+    "its oracle PyTorch's benchmark script for the regressed models (benchmarks/dynamo/"
+    "SUITE.py --performance --only MODEL), its threshold the report's policy; --repo is the "
+    "PyTorch clone. A range already bisected in the store is named, not run again.")
 
 
 def _name(option: Any) -> str:

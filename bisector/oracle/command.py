@@ -35,26 +35,33 @@ NAME_CHARS = 100  # a command's name in `bisect list` and reports; the argv itse
 
 
 def document(argv: tuple[str, ...], *, timeout: float | None = None,
-             dependencies: tuple[str, ...] = ()) -> str:
-    """The stored text of a command oracle (deterministic: the same inputs, the same hash)."""
+             dependencies: tuple[str, ...] = (), threshold: str | None = None) -> str:
+    """The stored text of a command oracle (deterministic: the same inputs, the same hash).
+    ``threshold`` makes it a performance oracle (it prints a BISECTOR_RESULT line)."""
     block = []
     if dependencies:
         block.append(f"# dependencies = [{', '.join(json.dumps(d) for d in dependencies)}]")
-    if timeout is not None:
-        block += ["# [tool.bisector]", f"# timeout = {float(timeout)!r}"]
+    table = [*([f"# timeout = {float(timeout)!r}"] if timeout is not None else []),
+             *([f"# threshold = {json.dumps(threshold)}"] if threshold is not None else [])]
+    if table:
+        block += ["# [tool.bisector]", *table]
     head = ["# /// script", *block, "# ///"] if block else []
     return "\n".join([MARKER, *head, json.dumps(list(argv))]) + "\n"
 
 
 def name_of(argv: tuple[str, ...]) -> str:
-    """What lists and reports call a command oracle: the command, on one line, shortened."""
+    """What lists and reports call a command oracle: the command, on one line, shortened. A
+    command run through an inline reader (``python -c CODE ... -- CMD``: the dashboard's
+    benchmark oracles) is called by the command it runs."""
+    if argv[1:2] == ("-c",) and "--" in argv[3:]:
+        argv = argv[argv.index("--", 3) + 1:] or argv
     line = " ".join(shlex.join(argv).split())
     return line if len(line) <= NAME_CHARS else line[:NAME_CHARS - 1] + "…"
 
 
 def command_oracle(argv: tuple[str, ...], *, timeout: float | None = None,
-                   dependencies: tuple[str, ...] = ()) -> Oracle:
-    text = document(argv, timeout=timeout, dependencies=dependencies)
+                   dependencies: tuple[str, ...] = (), threshold: str | None = None) -> Oracle:
+    text = document(argv, timeout=timeout, dependencies=dependencies, threshold=threshold)
     name = name_of(argv)
     return Oracle(name=name, path=Path("command"), content=text.encode(),
                   meta=parse_metadata(text, f"the command {name}"))
@@ -95,7 +102,8 @@ def bind_match(oracle: Oracle, given: str | None, bug: Polarity) -> Oracle:
 
 
 def oracle_for(spec: str, command: tuple[str, ...], *, timeout: float | None = None,
-               dependencies: tuple[str, ...] = (), oracles_dir: Path | None = None) -> Oracle:
+               dependencies: tuple[str, ...] = (), oracles_dir: Path | None = None,
+               threshold: str | None = None) -> Oracle:
     """``--oracle NAME|PATH`` or ``-- CMD``: exactly one; ``--timeout`` and ``--dependency``
     belong to a command (an oracle file says both in its own metadata)."""
     if spec and command:
@@ -105,8 +113,9 @@ def oracle_for(spec: str, command: tuple[str, ...], *, timeout: float | None = N
         raise UsageError("no oracle: give --oracle NAME|PATH, or a command after -- "
                          "(bisect start ... -- python test/test_x.py -k test_y)")
     if not command:
-        if timeout is not None or dependencies:
-            flag = "--timeout" if timeout is not None else "--dependency"
+        if timeout is not None or dependencies or threshold is not None:
+            flag = ("--timeout" if timeout is not None else "--threshold"
+                    if threshold is not None else "--dependency")
             raise UsageError(f"{flag} goes with a command oracle (-- CMD); the oracle {spec} "
                              f"says its timeout and dependencies in its [tool.bisector] and "
                              f"dependencies metadata")
@@ -114,4 +123,5 @@ def oracle_for(spec: str, command: tuple[str, ...], *, timeout: float | None = N
     if timeout is not None and not timeout > 0:
         raise UsageError(f"--timeout {timeout}: give a positive number of seconds")
     # A malformed --dependency is refused by the metadata's own check (OracleError).
-    return command_oracle(command, timeout=timeout, dependencies=dependencies)
+    return command_oracle(command, timeout=timeout, dependencies=dependencies,
+                          threshold=threshold)

@@ -84,6 +84,8 @@ class Request:
     # skip, "fails differently" (run/hunt.py).
     any_failure: bool = False
     timeout: float | None = None  # a command oracle's (an oracle file says its own)
+    # A command oracle's performance threshold ("5%"): it prints BISECTOR_RESULT samples.
+    threshold: str | None = None
     dependency: tuple[str, ...] = ()  # a command oracle's, installed into the environment
     # The oracle environment, NAME=VALUE (base/oracle_env.py): as given with --env, and after
     # ``prepare`` with what the run inherits (TORCH_LOGS=...) folded in.

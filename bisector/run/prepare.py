@@ -147,7 +147,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa:
                                  find_fix=req.find_fix)
     oracle = manual_oracle() if req.manual else oracle_for(
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
-        oracles_dir=oracles_dir)
+        oracles_dir=oracles_dir, threshold=req.threshold)
     oracle, rules = judge_for(oracle, req.regress, req.find_fix, req.match)
     rules = replace(rules, term_old=req.term_old, term_new=req.term_new)
     refuse_for_performance(req, oracle)

@@ -40,7 +40,7 @@ EVERYTHING = Request(
     memory="8g", pids=64, build_in=BuildPlace.HOST, builder_image="b:1", cuda_arch="9.0",
     max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2, prefetch=0,
     confirm=False, reconfirm=True,
-    match=r"NameError: .*_Runner__", any_failure=True, timeout=30.0,
+    match=r"NameError: .*_Runner__", any_failure=True, timeout=30.0, threshold="5%",
     dependency=("pytest", "expecttest>=0.2"),
     env=("TORCH_LOGS=+dynamo,recompiles", "MY_FLAG=a b"),
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,

@@ -21,6 +21,7 @@ from pathlib import Path
 from bisector.app.demo.torchlet_files import (
     AREAS,
     AUTHORS,
+    BENCH_PY,
     BROKEN_MARK,
     C_BAD_LOOP,
     C_GOOD_LOOP,
@@ -151,6 +152,7 @@ def generate(  # noqa: C901, PLR0912, PLR0913, PLR0915
     culprit_subject: str = "Simplify the norm computation",
     slow_at: int | None = None,
     broken_import: tuple[int, int] | None = None,
+    benchmark: bool = False,
 ) -> SyntheticHistory:
     """Write a history of ``commits`` first-parent commits on main into ``path``.
 
@@ -166,7 +168,8 @@ def generate(  # noqa: C901, PLR0912, PLR0913, PLR0915
     ``triton_bump_at`` changes the Triton pin files. ``slow_at`` plants a slowdown for
     performance oracles: ``torchlet._pace.work()`` sleeps 20 ms up to that commit and 60 ms
     from it on (the module exists only in histories that ask for it, so others keep their
-    commits). ``broken_import=(a, b)``: from commit a to b (excluded) importing
+    commits); with ``benchmark`` PyTorch's benchmark script times it (``--from-report``).
+    ``broken_import=(a, b)``: from commit a to b (excluded) importing
     ``torchlet.nn.functional`` raises a SyntaxError (the package itself still imports).
     """
     if not 0 < culprit < commits:
@@ -191,6 +194,8 @@ def generate(  # noqa: C901, PLR0912, PLR0913, PLR0915
     }
     if slow_at is not None:
         files["torchlet/_pace.py"] = PACE_PY.format(delay=PACE_FAST_S)
+        if benchmark:  # PyTorch's benchmark script's command line and CSV (--from-report)
+            files["benchmarks/dynamo/torchbench.py"] = BENCH_PY
     marks: list[int] = []
     side_marks: list[int] = []
     release_marks: dict[str, int] = {}

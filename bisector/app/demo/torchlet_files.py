@@ -152,3 +152,41 @@ DELAY = {delay}
 def work():
     time.sleep(DELAY)
 """
+
+# PyTorch's benchmark script, as far as ``bisect start --from-report`` runs it: the same
+# command line and CSV columns (``generate(slow_at=..., benchmark=True)``); each model's speedup
+# is the pacing loop's intended time over its measured one (1.0 before ``slow_at``, 1/3 after).
+BENCH_PY = """\
+\"\"\"benchmarks/dynamo/torchbench.py of torchlet: PyTorch's command line and CSV.\"\"\"
+import argparse
+import csv
+import os
+import time
+
+from torchlet import _pace
+
+p = argparse.ArgumentParser()
+for flag in ("--performance", "--accuracy", "--training", "--inference", "--amp",
+             "--bfloat16", "--float16", "--float32"):
+    p.add_argument(flag, action="store_true")
+p.add_argument("--backend", default="inductor")
+p.add_argument("--device", default="cuda")
+p.add_argument("--only", required=True)
+p.add_argument("--output", required=True)
+a = p.parse_args()
+t0 = time.perf_counter()
+_pace.work()
+took = time.perf_counter() - t0
+fields = (["dev", "name", "batch_size", "accuracy"] if a.accuracy else
+          ["dev", "name", "batch_size", "speedup", "abs_latency", "compilation_latency",
+           "compression_ratio"])
+row = {"dev": a.device, "name": a.only, "batch_size": 1, "accuracy": "pass",
+       "speedup": round({fast} / took, 4), "abs_latency": round(took * 1000, 3),
+       "compilation_latency": 1.0, "compression_ratio": 1.0}
+new = not os.path.exists(a.output)
+with open(a.output, "a", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+    if new:
+        w.writeheader()
+    w.writerow(row)
+""".replace("{fast}", repr(PACE_FAST_S))

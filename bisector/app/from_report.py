@@ -1,0 +1,78 @@
+"""``bisect start|plan --from-report FILE|-``: a HUD benchmark regression report in, one
+bisection per distinct range and metric out (``project/dashboard.py`` reads the report,
+``oracle/dashboard.py`` makes each range's benchmark oracle).
+
+Each range becomes the request the user would have typed: ``--good``/``--bad`` the report's
+commits, the oracle PyTorch's benchmark command for the range's models with the report
+policy's threshold, everything else as given (``--repo`` the PyTorch clone, ``--python``,
+``--gpus``...). A range already bisected in this store (the same oracle and endpoints) is not
+bisected again: it is named with its id.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from bisector.base.errors import UsageError
+from bisector.oracle.dashboard import TIMEOUT_S, command, oracle_of, threshold
+from bisector.project.dashboard import Range, parse
+from bisector.run.config import Request
+from bisector.store import bisections
+from bisector.store.db import Store
+
+
+@dataclass(frozen=True)
+class Planned:
+    report_id: str
+    items: tuple[tuple[Range, Request], ...]
+    skipped: tuple[str, ...]  # series of the report not bisected, each with why
+
+
+def read_text(source: str) -> str:
+    """The report's text: a file, or standard input for ``-``."""
+    if source == "-":
+        return sys.stdin.read()
+    path = Path(source)
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise UsageError(f"--from-report {source}: cannot read it ({e.strerror}): give the "
+                         f"path of a HUD regression report's JSON, or - for standard input"
+                         ) from None
+
+
+def requests(base: Request, text: str) -> Planned:
+    """One request per range of the report, the rest of ``base`` kept."""
+    given = [f for f, v in (("--oracle", base.oracle), ("-- CMD", base.command),
+                            ("--good", base.good), ("--bad", base.bad)) if v]
+    if given:
+        raise UsageError(f"--from-report takes the range and the oracle from the report: drop "
+                         f"{', '.join(given)}")
+    report = parse(text)
+    if not report.ranges:
+        why = "; ".join(report.skipped[:5]) or "none is labelled regression"
+        raise UsageError(f"the report has no regressed series bisector can run ({why})")
+    items = tuple((r, replace(base, good=r.good, bad=r.bad, command=command(r),
+                              threshold=threshold(r), timeout=TIMEOUT_S,
+                              profile=base.profile or "pytorch"))
+                  for r in report.ranges)
+    return Planned(report.report_id, items, report.skipped)
+
+
+def describe(r: Range) -> str:
+    """One line naming a range's series for the progress and the notes."""
+    models = ", ".join(r.models)
+    return (f"{r.suite} {r.metric} ({r.mode}, {r.dtype}, {r.device}) of {models}: "
+            f"{r.good[:12]}..{r.bad[:12]}, threshold {100 * r.threshold:g}%")
+
+
+def already(store: Store, r: Range) -> int | None:
+    """The id of a bisection of this store with the range's oracle and endpoints, if any."""
+    sha = oracle_of(r).sha256
+    for b in bisections.listing(store, 100_000):
+        if (b.oracle_sha256 == sha and b.good_sha.startswith(r.good.lower())
+                and b.bad_sha.startswith(r.bad.lower())):
+            return b.id
+    return None

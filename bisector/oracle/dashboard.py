@@ -1,0 +1,79 @@
+"""The oracle of a dashboard regression: PyTorch's own benchmark script for the regressed models,
+run from the probed commit's tree, its CSV read into samples.
+
+The command is PyTorch's (``python benchmarks/dynamo/SUITE.py --performance --inference
+--bfloat16 --backend inductor --device cuda --only MODEL --output CSV``), run through a short
+inline reader: ``python -c READER COLUMN WAY RUNS MODELS -- COMMAND``. For each of RUNS rounds
+the reader runs the command once per model (``{model}`` and ``{csv}`` filled in), reads the
+column of the row it wrote, and keeps the geometric mean over the models as that round's
+sample; then it prints ``BISECTOR_RESULT {"samples": ..., "direction": ...}``. A pass-rate
+series (``WAY`` = ``pass``) is a correctness oracle instead: ``--accuracy``, bad when a model's
+row does not say ``pass``. The document is an ordinary command oracle
+(:func:`bisector.oracle.command.document`), named by the benchmark command, its threshold the
+report's policy; the same series bisected again has the same hash, so it is found in the store.
+"""
+
+from __future__ import annotations
+
+from bisector.oracle.command import command_oracle
+from bisector.oracle.script import Oracle
+from bisector.project.dashboard import METRICS, SUITES, Range
+
+RUNS = 3  # samples a probe: one round of every model each
+TIMEOUT_S = 3600.0  # a probe: RUNS rounds of every model, each compiling it first
+DTYPES = {"amp": "--amp", "bfloat16": "--bfloat16", "float16": "--float16",
+          "float32": "--float32"}
+MODES = {"inference": "--inference", "training": "--training"}
+
+READER = """\
+import csv, json, math, os, subprocess, sys, tempfile
+column, way, runs, models = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(',')
+cmd = sys.argv[sys.argv.index('--') + 1:]
+samples = []
+for _ in range(runs):
+    values = []
+    for model in models:
+        out = os.path.join(tempfile.mkdtemp(), 'bench.csv')
+        argv = [a.replace('{model}', model).replace('{csv}', out) for a in cmd]
+        code = subprocess.run(argv).returncode
+        rows = list(csv.DictReader(open(out))) if os.path.exists(out) else []
+        row = next((r for r in rows if r.get('name') == model), None)
+        if row is None or code != 0:
+            print(f'{model}: the benchmark wrote no row (exit {code})')
+            sys.exit(125)
+        if way == 'pass':
+            if row.get(column) != 'pass':
+                print(f'{model}: accuracy {row.get(column)}')
+                sys.exit(1)
+            continue
+        values.append(float(row[column]))
+    if way == 'pass':
+        break
+    samples.append(math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values)))
+    print(f'{column} over {len(models)} model(s): {samples[-1]:.4g}')
+if way != 'pass':
+    print('BISECTOR_RESULT ' + json.dumps({'samples': samples, 'unit': column,
+                                           'direction': way, 'metric': column}))
+"""
+
+
+def command(r: Range) -> tuple[str, ...]:
+    """The oracle's argv for one range: the reader, then PyTorch's benchmark command."""
+    column, way = METRICS[r.metric]
+    script = f"benchmarks/dynamo/{SUITES[r.suite]}.py"
+    bench = ("python", script, "--accuracy" if way == "pass" else "--performance",
+             MODES.get(r.mode, f"--{r.mode}"), DTYPES.get(r.dtype, f"--{r.dtype}"),
+             "--backend", "inductor", "--device", r.device, "--only", "{model}",
+             "--output", "{csv}")
+    return ("python", "-c", READER, column, way, str(RUNS), ",".join(r.models), "--", *bench)
+
+
+def threshold(r: Range) -> str | None:
+    """The report policy's allowed change as a threshold ("5%"); none for a pass rate."""
+    if METRICS[r.metric][1] == "pass":
+        return None
+    return f"{100 * r.threshold:g}%"
+
+
+def oracle_of(r: Range) -> Oracle:
+    return command_oracle(command(r), timeout=TIMEOUT_S, threshold=threshold(r))

@@ -1,0 +1,224 @@
+"""A HUD benchmark regression report, read: which series regressed between which commits.
+
+PyTorch's dashboards compare a baseline window with a target window every day
+(pytorch/test-infra ``aws/lambda/benchmark_regression_summary_report``) and keep a report per
+run: ``{"report_id", "policy", "report": {"summary", "results": [...], "baseline_meta_data",
+"new_meta_data", ...}}`` (the bare ``report`` object is taken too). Each result is one series:
+``group_info`` (suite, model, metric, device, arch, dtype, mode, ...), the baseline window's
+points (``all_baseline_points``, or ``baseline_point``), the target window's ``points`` with
+their ``flag`` (worse than the policy allows), a ``label`` and its ``policy`` (``condition``
+``greater_equal``/``less_equal`` and ``threshold``, a ratio to the baseline).
+
+For a series labelled ``regression`` the good commit is the last one before the trailing run
+of flagged points (the baseline window's last when the whole target window is flagged) and the
+bad one the first of that run: the narrowest range the report itself supports. Series of one
+report with the same range and metric become one :class:`Range`. The GitHub issue the report
+files carries only counts and a link to the report page, no commits: :func:`read` says so in
+one line and names the JSON to give instead.
+
+The report is untrusted input: commits must be hexadecimal, names short words, numbers finite.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from bisector.base.errors import UsageError
+
+SHA = re.compile(r"[0-9a-fA-F]{7,40}")
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+REPORT_PAGE = re.compile(r"https://hud\.pytorch\.org/benchmark/regression/report/([\w-]{1,64})")
+MAX_BYTES = 32 * 2**20
+# The dashboards' compiler suites: the script of PyTorch's tree that runs each.
+SUITES = {"torchbench": "torchbench", "huggingface": "huggingface", "timm_models": "timm_models",
+          "timm": "timm_models"}
+# A metric, the CSV column of ``--performance`` that holds it, and which way is better.
+METRICS = {"speedup": ("speedup", "higher-is-better"),
+           "geomean_speedup": ("speedup", "higher-is-better"),
+           "compilation_latency": ("compilation_latency", "lower-is-better"),
+           "compression_ratio": ("compression_ratio", "higher-is-better"),
+           "passrate": ("accuracy", "pass")}
+
+
+@dataclass(frozen=True)
+class Series:
+    """One regressed series of a report."""
+
+    suite: str
+    model: str
+    metric: str
+    device: str
+    dtype: str
+    mode: str
+    good: str
+    bad: str
+    threshold: float  # the policy's allowed change, as a fraction (0.05: 5 %)
+    baseline: float | None
+    worst: float | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.suite}/{self.model} {self.metric} ({self.mode}, {self.dtype}, {self.device})"
+
+
+@dataclass(frozen=True)
+class Range:
+    """What one bisection is: the series of one report with the same range and metric."""
+
+    good: str
+    bad: str
+    metric: str
+    suite: str
+    device: str
+    dtype: str
+    mode: str
+    threshold: float
+    series: tuple[Series, ...]
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(sorted({s.model for s in self.series}))
+
+
+@dataclass(frozen=True)
+class Report:
+    report_id: str
+    ranges: tuple[Range, ...]
+    skipped: tuple[str, ...]  # series not bisected, each with why
+
+
+def _word(value: Any, what: str) -> str:
+    if isinstance(value, str) and WORD.fullmatch(value):
+        return value
+    raise ValueError(f"{what} {str(value)[:60]!r} is not a plain name")
+
+
+def _points(raw: Any) -> list[dict[str, Any]]:
+    return [p for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
+
+
+def _commit(p: dict[str, Any]) -> str | None:
+    c = p.get("commit")
+    return c if isinstance(c, str) and SHA.fullmatch(c) else None
+
+
+def _value(p: dict[str, Any] | None) -> float | None:
+    v = (p or {}).get("value")
+    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+
+
+def _threshold(policy: Any) -> float:
+    """The policy's ratio as the fraction a commit may be worse (0.95 or 1.15: 5 % or 15 %)."""
+    ratio = policy.get("threshold") if isinstance(policy, dict) else None
+    if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
+        raise ValueError("its policy has no threshold")
+    change = abs(1.0 - float(ratio))
+    if not 0 < change < 1:
+        raise ValueError(f"its policy threshold {ratio} allows no change")
+    return round(change, 6)
+
+
+def _range(result: dict[str, Any]) -> tuple[str, str]:
+    """(good, bad): around the trailing run of flagged points of the target window."""
+    points = [p for p in _points(result.get("points")) if _commit(p)]
+    base = [p for p in _points(result.get("all_baseline_points"))
+            or _points([result.get("baseline_point")]) if _commit(p)]
+    run = 0
+    for p in reversed(points):
+        if not p.get("flag"):
+            break
+        run += 1
+    if not run:
+        raise ValueError("no flagged point ends its target window")
+    first_bad = points[len(points) - run]
+    before = points[:len(points) - run] or base[-1:]
+    if not before:
+        raise ValueError("no commit before its flagged points")
+    return str(_commit(before[-1])), str(_commit(first_bad))
+
+
+def _series(result: dict[str, Any], policy: Any) -> Series:
+    gi = result.get("group_info")
+    if not isinstance(gi, dict):
+        raise ValueError("no group_info")
+    metric = _word(gi.get("metric"), "metric")
+    if metric.lower() not in METRICS:
+        raise ValueError(f"metric {metric} has no benchmark column bisector knows")
+    suite = _word(gi.get("suite"), "suite")
+    if suite not in SUITES:
+        raise ValueError(f"suite {suite} is none of {', '.join(sorted(SUITES))}")
+    if not gi.get("model"):
+        raise ValueError("a suite-wide series (no model): bisect one of its models")
+    good, bad = _range(result)
+    points = _points(result.get("points"))
+    values = [v for p in points if p.get("flag") and (v := _value(p)) is not None]
+    return Series(
+        suite=suite, model=_word(gi.get("model"), "model"), metric=metric.lower(),
+        device=_word(gi.get("device") or "cuda", "device"),
+        dtype=_word(gi.get("dtype") or "amp", "dtype"),
+        mode=_word(gi.get("mode") or "inference", "mode"), good=good, bad=bad,
+        threshold=_threshold(result.get("policy") or policy),
+        baseline=_value(result.get("baseline_point")),
+        worst=min(values) if values else None)
+
+
+def _name(gi: Any) -> str:
+    if not isinstance(gi, dict):
+        return "a series"
+    return "/".join(str(gi.get(k))[:40] for k in ("suite", "model", "metric") if gi.get(k))
+
+
+def _policy_for(policy: Any, gi: Any) -> Any:
+    metrics = policy.get("metrics") if isinstance(policy, dict) else None
+    metric = gi.get("metric") if isinstance(gi, dict) else None
+    return (metrics or {}).get(str(metric).lower()) if isinstance(metrics, dict) else None
+
+
+def parse(text: str) -> Report:
+    """The report's regressed series, grouped by range and metric (see the module)."""
+    if len(text) > MAX_BYTES:
+        raise UsageError(f"the report is {len(text)} bytes, over {MAX_BYTES}: give the JSON of "
+                         f"one report")
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        page = REPORT_PAGE.search(text)
+        if page:
+            raise UsageError(f"this is the Markdown of HUD report {page[1]}: it holds counts "
+                             f"and a link, no commits; save the report's JSON from {page[0]} "
+                             f"and give that to --from-report") from None
+        raise UsageError("--from-report: neither a HUD regression report's JSON nor the "
+                         "Markdown of its GitHub issue") from None
+    if not isinstance(doc, dict):
+        raise UsageError("--from-report: the JSON is not a HUD regression report (an object "
+                         "with report.results)")
+    inner = doc.get("report")
+    report: dict[str, Any] = inner if isinstance(inner, dict) else doc
+    results = report.get("results")
+    if not isinstance(results, list):
+        raise UsageError("--from-report: the JSON has no report.results list: give the JSON "
+                         "of one HUD regression report")
+    policy = doc.get("policy")
+    found: list[Series] = []
+    skipped: list[str] = []
+    for r in results:
+        if not isinstance(r, dict) or r.get("label") != "regression":
+            continue
+        try:
+            found.append(_series(r, _policy_for(policy, r.get("group_info"))))
+        except ValueError as e:
+            skipped.append(f"{_name(r.get('group_info'))}: {e}")
+    groups: dict[tuple[str, ...], list[Series]] = {}
+    for s in found:
+        groups.setdefault((s.good, s.bad, s.metric, s.suite, s.device, s.dtype, s.mode),
+                          []).append(s)
+    ranges = tuple(Range(good=ss[0].good, bad=ss[0].bad, metric=ss[0].metric,
+                         suite=ss[0].suite, device=ss[0].device, dtype=ss[0].dtype,
+                         mode=ss[0].mode, threshold=min(s.threshold for s in ss),
+                         series=tuple(ss)) for ss in groups.values())
+    rid = doc.get("report_id") or doc.get("id") or ""
+    return Report(str(rid)[:80], ranges, tuple(skipped))

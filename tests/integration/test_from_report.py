@@ -1,0 +1,89 @@
+"""``bisect start|plan --from-report``: a HUD benchmark regression report (the layout of
+pytorch/test-infra's benchmark_regression_summary_report, tests/fixtures) in, one bisection per
+regressed range and metric out, its oracle the benchmark script of the probed tree (torchlet's
+benchmarks/dynamo/torchbench.py: PyTorch's command line and CSV columns)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bisector.app.demo.torchlet import generate
+from bisector.project.dashboard import parse
+from tests.support import invoke, one_line_error, run_cli
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SLOW_AT = 18
+
+
+def _report(main: list[str]) -> str:
+    text = (FIXTURES / "hud_regression_report.json").read_text()
+    return re.sub(r"@C(\d+)@", lambda m: main[int(m[1])], text)
+
+
+def test_the_report_becomes_ranges_by_range_and_metric() -> None:
+    main = [f"{i:040x}" for i in range(1, 40)]
+    rep = parse(_report(main))
+    assert rep.report_id == "compiler_regression"
+    [r] = rep.ranges  # BERT_pytorch and resnet50: one range, one metric
+    assert r.models == ("BERT_pytorch", "resnet50")
+    # The last unflagged point before the trailing flagged run, and the first of that run.
+    assert (r.good, r.bad) == (main[12], main[20])
+    assert r.threshold == pytest.approx(0.05) and r.mode == "inference"
+    assert [s.split(":")[0] for s in rep.skipped] == ["huggingface/passrate"]
+    assert "suite-wide series" in rep.skipped[0]
+
+
+@pytest.mark.e2e
+def test_start_from_a_report_names_the_slowdown_and_not_twice(home: Path,
+                                                              tmp_path: Path) -> None:
+    hist = generate(tmp_path / "src", commits=30, culprit=25, broken=(), release_at=None,
+                    side_branch_at=None, slow_at=SLOW_AT, benchmark=True)
+    report = tmp_path / "report.json"
+    report.write_text(_report(hist.main))
+    db = tmp_path / "b.db"
+    args = ("--db", str(db), "start", "--repo", str(hist.path), "--profile", "torchlet",
+            "--python", sys.executable, "--offline", "--no-compiler-bisect",
+            "--from-report", str(report))
+    r = run_cli(*args, "--json")
+    assert r.returncode == 0, r.stderr
+    d: dict[str, Any] = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == hist.main[SLOW_AT]
+    assert d["good"]["sha"] == hist.main[12] and d["bad"]["sha"] == hist.main[20]
+    assert "range 1 of 1 of report compiler_regression" in r.stderr
+    assert "not bisected: huggingface/passrate" in r.stderr
+    # The oracle is PyTorch's benchmark command for both models, under the policy's 5 %.
+    assert d["oracle"]["name"].startswith("python benchmarks/dynamo/torchbench.py "
+                                          "--performance --inference --bfloat16")
+    assert "BERT_pytorch,resnet50" in d["oracle"]["source"]
+    assert '# threshold = "5%"' in d["oracle"]["source"]
+    again = run_cli(*args)
+    assert again.returncode == 0, again.stderr
+    assert f"already bisected as #{d['id']}" in again.stderr
+    assert json.loads(run_cli("--db", str(db), "list", "--json").stdout).__len__() == 1
+    plan = run_cli("--db", str(db), "plan", "--repo", str(hist.path), "--profile", "torchlet",
+                   "--python", sys.executable, "--offline", "--from-report", str(report))
+    assert plan.returncode == 0, plan.stderr
+    assert "candidate commits" in plan.stdout and "range 1 of 1" in plan.stderr
+
+
+def test_the_issue_markdown_and_bad_reports_are_one_line_errors(home: Path,
+                                                                tmp_path: Path) -> None:
+    md = invoke("start", "--repo", str(tmp_path), "--from-report",
+                str(FIXTURES / "hud_regression_issue.md"))
+    one_line_error(md, "this is the Markdown of HUD report 6f1c2a3e-5b7d-4c2a-9e1f-0a1b2c3d4e5f")
+    assert "save the report's JSON from https://hud.pytorch.org/benchmark/regression/report/" \
+        in md.stderr
+    (tmp_path / "r.json").write_text('{"report": {"results": []}}')
+    none = invoke("start", "--repo", str(tmp_path), "--from-report", str(tmp_path / "r.json"))
+    one_line_error(none, "the report has no regressed series bisector can run")
+    both = invoke("start", "--repo", str(tmp_path), "--good", "a", "--from-report",
+                  str(tmp_path / "r.json"))
+    one_line_error(both, "--from-report takes the range and the oracle from the report: "
+                         "drop --good")
+    assert not (home / "data").exists() or not list((home / "data").glob("*.db"))
