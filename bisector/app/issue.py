@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bisector.app import compile_debug, compiler_pass, hunted, merge_text
+from bisector.app import by_hand, compile_debug, compiler_pass, hunted, merge_text
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
@@ -35,6 +35,7 @@ from bisector.base.escape import code, fence, md
 from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
+from bisector.project.profiles import PROFILES
 from bisector.run.config import VARIANT, Request, reproduce_command
 
 # A path-like word (no spaces, quotes or colons) and the package folders inside one. Found in
@@ -266,6 +267,24 @@ def _no_culprit(d: dict[str, Any]) -> str:
     return "no culprit was named"
 
 
+def _by_hand(d: dict[str, Any], req: Request, saved: str,
+             scrub: Callable[[str], str]) -> list[str]:
+    """"Reproduce without bisector" (app/by_hand.py): the nightly index the probes used
+    (the profile's, for the variant probed, unless it lived only on this machine)."""
+    prof = PROFILES.get(str((d.get("project") or {}).get("profile")))
+    tpl = portable(d, req).nightly_index or (prof.nightly_index if prof else None)
+    variant = _probed_variant(d) or req.variant or (prof.default_variant if prof else None)
+    index = tpl.format(variant=variant) if tpl and variant and "{variant}" in tpl else tpl
+    clone = (f"https://github.com/{d['github']}.git" if d.get("github")
+             else _clone_name(d))
+    name = saved if saved.startswith("./") else f"./{d['oracle']['name']}.py"
+    lines = by_hand.steps(d, name, clone, index)
+    if lines is None:
+        return []
+    return ["Reproduce without bisector (the culprit's package as its probe got it, then the "
+            "oracle):", "", *fence(scrub("\n".join(lines)), "sh"), ""]
+
+
 # Above ruff's limits on purpose: the issue's sections in the order a reader meets them.
 def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     scrub = scrubber(d["repo"], (d["environment"] or {}).get("paths"))
@@ -355,6 +374,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
               f"(sha256 {oracle['sha256'][:12]}){save_as}</summary>", "",
               *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
+              *_by_hand(d, req, saved, scrub),
               "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
               "### Versions", "", *fence(compiler_pass.environment_block(d, scrub) or scrub(
                   versions(culprit_facts(d), d["environment"], d.get("project"))))]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.compile_world import CompileWorld, make_compile_world
+from tests.issue_rules import check
 from tests.support import cli, run_cli
 
 PYTHON = sys.executable
@@ -59,6 +60,7 @@ def test_the_compiler_pass_and_the_environment_at_the_culprit(home: Path,
     assert "Is debug build: False" in versions  # collect_env's own block, not imitated
     assert "How the culprit's torch was installed: overlay of" in versions
     assert str(tmp_path) not in issue
+    check(issue, [tmp_path])
     page = cli(db, "show", str(d["id"]), "--format", "html")
     assert 'id="compiler-pass"' in page and "inductor / lowerings / aten.argmin.default" in page
     assert "application 2 of the lowerings" in cli(db, "show", str(d["id"]))

@@ -17,6 +17,7 @@ import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.core.search import max_probes
+from tests.issue_rules import check
 from tests.support import BISECT, ORACLES, ROOT, _probes, invoke, run_cli, start
 
 pytestmark = pytest.mark.e2e
@@ -111,6 +112,9 @@ def test_find_fix(home: Path, tmp_path: Path) -> None:
     assert set(lines) == {"broken", "fixed"}, r.stderr
     md = invoke("--db", str(home / "b.db"), "show", str(d["id"])).stdout
     assert "First fixed commit" in md
+    issue = invoke("--db", str(home / "b.db"), "show", str(d["id"]), "--format", "issue")
+    check(issue.stdout, [h.path, tmp_path])  # a find-fix bisection's issue
+    assert "is fixed by" in issue.stdout
 
 
 def test_skip_next_to_the_culprit_gives_a_window(home: Path, tmp_path: Path) -> None:

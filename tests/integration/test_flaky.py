@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
+from tests.issue_rules import check
 from tests.support import run_cli
 
 LIAR = '''# /// script
@@ -64,6 +65,7 @@ def test_an_oracle_wrong_one_time_in_five_finds_the_planted_commit(
     assert "Flaky oracle: probability" in text
     issue = run_cli("show", str(d["id"]), "--format", "issue", check=True).stdout
     assert "Flaky oracle: probability" in issue
+    check(issue, [hist.path])  # a flaky bisection's issue (its oracle names tmp_path)
     # Issue 31, item 6: the report draws the posterior over commits, the culprit's the tallest.
     page = run_cli("show", str(d["id"]), "--format", "html", check=True).stdout
     assert 'data-kind="posterior"' in page and 'class="posterior"' in page

@@ -15,7 +15,8 @@ import pytest
 
 from bisector.app.demo.torchlet import generate
 from bisector.project.dashboard import parse
-from tests.support import invoke, one_line_error, run_cli
+from tests.issue_rules import check
+from tests.support import cli, invoke, one_line_error, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SLOW_AT = 18
@@ -62,6 +63,9 @@ def test_start_from_a_report_names_the_slowdown_and_not_twice(home: Path,
                                           "--performance --inference --bfloat16")
     assert "BERT_pytorch,resnet50" in d["oracle"]["source"]
     assert '# threshold = "5%"' in d["oracle"]["source"]
+    issue = cli(db, "show", str(d["id"]), "--format", "issue")
+    check(issue, [tmp_path])
+    assert "% slower since" in issue or "% lower since" in issue
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr
     assert f"already bisected as #{d['id']}" in again.stderr

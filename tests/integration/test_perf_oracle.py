@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from bisector.app.demo.torchlet import generate
+from tests.issue_rules import check
 from tests.support import git, run_cli
 
 TIMER = '''# /// script
@@ -84,6 +85,8 @@ def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) ->
     assert d["result"]["confirmation"]["culprit_verdict"] == "bad"
     text = run_cli("show", str(d["id"]), check=True).stdout
     assert "Performance: good endpoint median" in text and "| change |" in text
+    check(run_cli("show", str(d["id"]), "--format", "issue", check=True).stdout,
+          [repo, tmp_path])  # a performance bisection's issue
     # Issue 31, item 6: the report draws what was measured: each judged commit's paired
     # change, the threshold, and the reference's own medians in the order they ran.
     page = run_cli("show", str(d["id"]), "--format", "html", check=True).stdout

@@ -21,6 +21,7 @@ from bisector.cli import start
 from bisector.cli.tools import check
 from bisector.project.profiles import report_names
 from bisector.run.config import request_from
+from tests.issue_rules import check as check_issue
 from tests.support import bisect, failing_in_ops, forty_commits, invoke, run_cli
 
 pytestmark = [pytest.mark.e2e]
@@ -77,6 +78,7 @@ def test_reports_name_the_project_the_prior_and_the_compile_debugging(
     assert f"{count} commits (first-parent)" in md and shown["range_commits"] == int(count)
     assert "Prior: auto, from the failure" in md and "for this culprit" in md
     issue = _show(db, "--format", "issue")
+    check_issue(issue, [hist.path, home])  # a plain bisection's issue
     assert "torchlet version:" in issue and "PyTorch" not in issue
     # Each probe's output names how its package was obtained (here, built from the commit).
     assert "; torchlet: " in issue

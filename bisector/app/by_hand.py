@@ -1,0 +1,83 @@
+"""The issue's "Reproduce without bisector": the culprit's package got the way its probe got it,
+then the oracle, in commands a maintainer runs as they are.
+
+A probe's package came one of four ways, and so does the reproduction: a prebuilt wheel (a
+nightly or a release: ``pip install`` that version), an overlay (that wheel, then the commit's
+changed Python files laid over the installed package, as PyTorch's ``tools/nightly.py`` lays a
+checkout's over a nightly), a source build (check out and build), or an installed torch of the
+user's own (check out and build: nobody else has that torch). The oracle then runs from a file
+saved as the report names it, or, for a command, in the checkout. Only the report's own fields
+go into the commands: shas checked as hexadecimal, versions as version strings.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from bisector.app.compiler_pass import oracle_words
+
+_SHA = re.compile(r"[0-9a-f]{7,40}")
+_VERSION = re.compile(r"[0-9A-Za-z.+_-]{1,80}")
+
+
+def _culprit_probe(d: dict[str, Any]) -> dict[str, Any] | None:
+    sha = (d.get("culprit") or {}).get("sha")
+    at = [p for p in d.get("probes") or [] if p.get("sha") == sha and p.get("artifact")]
+    return at[-1] if at else None
+
+
+def _wheel(d: dict[str, Any], commit: str) -> dict[str, Any] | None:
+    """The prebuilt wheel of the range made from ``commit`` (a nightly or a release)."""
+    return next((pb for pb in d.get("prebuilts") or []
+                 if str(pb.get("sha") or "").startswith(commit[:12])
+                 and _VERSION.fullmatch(str(pb.get("version") or ""))), None)
+
+
+def _pip(package: str, version: str, index: str | None) -> str:
+    """``pip install`` of that version: a nightly (``.dev``) from the nightly index, a release
+    from the default one."""
+    nightly = "dev" in version
+    where = f" --index-url {shlex.quote(index)}" if index and nightly else ""
+    pre = " --pre" if nightly else ""
+    return f"pip install{pre} {shlex.quote(f'{package}=={version}')}{where}"
+
+
+def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> list[str] | None:
+    """The shell lines, or None when the culprit's probe does not say how it got its
+    package (a reused verdict of an older store)."""
+    p = _culprit_probe(d)
+    sha = str((d.get("culprit") or {}).get("sha") or "")
+    if p is None or not _SHA.fullmatch(sha):
+        return None
+    package = str((d.get("project") or {}).get("package") or "torch")
+    kind, facts = p.get("artifact"), p.get("facts") or {}
+    run = oracle_words(d, saved_as)
+    checkout = [*([f"git clone {clone}"] if clone.startswith("https://") else []),
+                f"cd {shlex.quote(clone.rstrip('/').rsplit('/', 1)[-1].removesuffix('.git'))}",
+                f"git checkout {sha}"]
+    base = str((facts.get("overlay") or {}).get("base_commit") or "")
+    wheel = _wheel(d, sha if kind == "prebuilt" else base) if kind in ("prebuilt",
+                                                                       "overlay") else None
+    if kind == "prebuilt" and wheel is not None:
+        lines = [f"# the culprit is {wheel['kind']} {wheel['version']} itself",
+                 _pip(package, str(wheel["version"]), index)]
+    elif kind == "overlay" and wheel is not None and _SHA.fullmatch(base):
+        site = (f"$(python -c 'import {package}, os; "
+                f"print(os.path.dirname({package}.__path__[0]))')")
+        lines = [*checkout,
+                 f"# {wheel['kind']} {wheel['version']} (built from {base[:12]}), then the "
+                 f"commit's changed Python files over it",
+                 _pip(package, str(wheel["version"]), index),
+                 f"git diff --name-only --diff-filter=AM {base} {sha} -- '{package}/*.py' "
+                 f"| while read -r f; do cp \"$f\" \"{site}/$f\"; done"]
+    else:
+        build = ("pip install -e . -v --no-build-isolation  # PyTorch's build: "
+                 "see its CONTRIBUTING.md" if package == "torch" else "pip install .")
+        lines = [*checkout, "git submodule update --init --recursive", build]
+    if run.startswith("python ") or run.startswith("./"):
+        lines.append(f"{run}  # exit 0: good, 1: bad")
+    else:
+        lines.append(f"{run}  # in the checkout; exit 0: good, 1: bad")
+    return lines
