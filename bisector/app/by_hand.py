@@ -54,7 +54,7 @@ def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> li
     package = str((d.get("project") or {}).get("package") or "torch")
     kind, facts = p.get("artifact"), p.get("facts") or {}
     run = oracle_words(d, saved_as)
-    checkout = [*([f"git clone {clone}"] if clone.startswith("https://") else []),
+    checkout = [*([f"git clone {shlex.quote(clone)}"] if clone.startswith("https://") else []),
                 f"cd {shlex.quote(clone.rstrip('/').rsplit('/', 1)[-1].removesuffix('.git'))}",
                 f"git checkout {sha}"]
     base = str((facts.get("overlay") or {}).get("base_commit") or "")

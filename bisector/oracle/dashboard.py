@@ -17,13 +17,10 @@ from __future__ import annotations
 
 from bisector.oracle.command import command_oracle
 from bisector.oracle.script import Oracle
-from bisector.project.dashboard import METRICS, SUITES, Range
+from bisector.project.dashboard import DTYPES, METRICS, MODES, SUITES, Range
 
 RUNS = 3  # samples a probe: one round of every model each
 TIMEOUT_S = 3600.0  # a probe: RUNS rounds of every model, each compiling it first
-DTYPES = {"amp": "--amp", "bfloat16": "--bfloat16", "float16": "--float16",
-          "float32": "--float32"}
-MODES = {"inference": "--inference", "training": "--training"}
 
 READER = """\
 import csv, json, math, os, subprocess, sys, tempfile
@@ -62,7 +59,7 @@ def command(r: Range) -> tuple[str, ...]:
     column, way = METRICS[r.metric]
     script = f"benchmarks/dynamo/{SUITES[r.suite]}.py"
     bench = ("python", script, "--accuracy" if way == "pass" else "--performance",
-             MODES.get(r.mode, f"--{r.mode}"), DTYPES.get(r.dtype, f"--{r.dtype}"),
+             MODES[r.mode], DTYPES[r.dtype],
              "--backend", "inductor", "--device", r.device, "--only", "{model}",
              "--output", "{csv}")
     return ("python", "-c", READER, column, way, str(RUNS), ",".join(r.models), "--", *bench)

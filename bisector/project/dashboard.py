@@ -36,6 +36,10 @@ MAX_BYTES = 32 * 2**20
 # The dashboards' compiler suites: the script of PyTorch's tree that runs each.
 SUITES = {"torchbench": "torchbench", "huggingface": "huggingface", "timm_models": "timm_models",
           "timm": "timm_models"}
+# The flags of the benchmark scripts a series' dtype and mode become.
+DTYPES = {"amp": "--amp", "bfloat16": "--bfloat16", "float16": "--float16",
+          "float32": "--float32"}
+MODES = {"inference": "--inference", "training": "--training"}
 # A metric, the CSV column of ``--performance`` that holds it, and which way is better.
 METRICS = {"speedup": ("speedup", "higher-is-better"),
            "geomean_speedup": ("speedup", "higher-is-better"),
@@ -153,14 +157,17 @@ def _series(result: dict[str, Any], policy: Any) -> Series:
         raise ValueError(f"suite {suite} is none of {', '.join(sorted(SUITES))}")
     if not gi.get("model"):
         raise ValueError("a suite-wide series (no model): bisect one of its models")
+    dtype = _word(gi.get("dtype") or "amp", "dtype")
+    mode = _word(gi.get("mode") or "inference", "mode")
+    if dtype not in DTYPES or mode not in MODES:
+        raise ValueError(f"dtype {dtype} or mode {mode} is no flag of the benchmark scripts")
     good, bad = _range(result)
     points = _points(result.get("points"))
     values = [v for p in points if p.get("flag") and (v := _value(p)) is not None]
     return Series(
         suite=suite, model=_word(gi.get("model"), "model"), metric=metric.lower(),
-        device=_word(gi.get("device") or "cuda", "device"),
-        dtype=_word(gi.get("dtype") or "amp", "dtype"),
-        mode=_word(gi.get("mode") or "inference", "mode"), good=good, bad=bad,
+        device=_word(gi.get("device") or "cuda", "device"), dtype=dtype, mode=mode,
+        good=good, bad=bad,
         threshold=_threshold(result.get("policy") or policy),
         baseline=_value(result.get("baseline_point")),
         worst=min(values) if values else None)
