@@ -4,7 +4,8 @@ itself, not imitated from facts), and on a ``torch.compile`` failure torch's com
 over the same oracle (which backend, subsystem and pass or lowering is at fault).
 
 Both are helper oracles (``oracle/at_culprit.py``) run through the one probe pipeline, so any
-executor runs them where it ran the probes. Their runs are stored under their own keys (the
+executor runs them where it ran the probes; what they need of the bisection is what its
+confirmation needs (``run/confirm.Context``). Their runs are stored under their own keys (the
 helper's hash and the bisection's environment fingerprint), never as the bisection's probes:
 an environment is described once, and a compiler bisection of a commit is found again by any
 later bisection of it. Neither can change the answer; a helper that cannot run leaves a line
@@ -16,11 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bisector.base.events import Events, QuietEvents
+from bisector.base.events import QuietEvents
 from bisector.core import compile_failure
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
-from bisector.executors.base import Executor
 from bisector.oracle.at_culprit import (
     collect_env_oracle,
     compiler_bisect_oracle,
@@ -28,7 +28,8 @@ from bisector.oracle.at_culprit import (
     read_env,
 )
 from bisector.oracle.script import Oracle
-from bisector.run.pipeline import NullRecorder, Pipeline, Source
+from bisector.run.confirm import Context
+from bisector.run.pipeline import NullRecorder, Pipeline
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -42,19 +43,6 @@ class Asked:
 
     environment: bool = False  # collect_env, where the culprit's environment has torch
     compiler: bool = False  # the compiler bisector, on a torch.compile failure
-
-
-@dataclass(frozen=True)
-class Context:
-    store: Store
-    bisection_id: int
-    env_fingerprint: str
-    source: Source
-    executor: Executor
-    oracle: Oracle
-    rules: Rules
-    events: Events
-    gpu: str | None
 
 
 class _Saved(NullRecorder):
@@ -77,7 +65,7 @@ class _Saved(NullRecorder):
 def _helper_run(ctx: Context, helper: Oracle, position: int, sha: str) -> dict[str, Any]:
     """The helper's stored run at ``sha`` in this environment, else a fresh one: its id, its
     outcome, its structured result and how the culprit's package was obtained."""
-    key = run_store.Key(helper.sha256, ctx.env_fingerprint)
+    key = run_store.Key(helper.sha256, ctx.key.env_fingerprint)
     stored = [s for s in run_store.samples(ctx.store, key, [sha]).get(sha, [])
               if s.run.reusable]
     if stored:

@@ -294,11 +294,8 @@ class Runner:
     def at_culprit(self, position: int, sha: str) -> None:
         """What runs at the culprit once the answer is stored (run/at_culprit.py), added to
         the result. Ctrl-C there stops it alone: the answer is already written."""
-        ctx = at_culprit.Context(self.store, self.record.id, self.record.env_fingerprint,
-                                 self.source, self.pipeline.executor, self.oracle, self.rules,
-                                 self.events, self.slots[0])
         try:
-            found = at_culprit.after(ctx, self.judging.at_culprit, position, sha)
+            found = at_culprit.after(self.confirming(), self.judging.at_culprit, position, sha)
         except cancel.Stopped:
             self.events.note("stopped at the culprit: its answer is stored; what ran there "
                              "after it (collect_env, the compiler bisector) is not")
