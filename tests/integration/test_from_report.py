@@ -91,3 +91,37 @@ def test_the_issue_markdown_and_bad_reports_are_one_line_errors(home: Path,
     one_line_error(both, "--from-report takes the range and the oracle from the report: "
                          "drop --good")
     assert not (home / "data").exists() or not list((home / "data").glob("*.db"))
+
+
+@pytest.mark.e2e
+def test_the_watch_bisects_the_reports_dropped_into_its_folder(home: Path,
+                                                               tmp_path: Path) -> None:
+    hist = generate(tmp_path / "src", commits=30, culprit=25, broken=(), release_at=None,
+                    side_branch_at=None, slow_at=SLOW_AT, benchmark=True)
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    (folder / "2026-11-25.json").write_text(_report(hist.main))
+    (folder / "broken.json").write_text("{not json")
+    cfg = tmp_path / "watch.toml"
+    cfg.write_text(f"""
+[[suite]]
+name = "hud"
+repo = "{hist.path}"
+reports = "{folder}"
+profile = "torchlet"
+python = "{sys.executable}"
+
+[suite.bisect]
+offline = true
+compiler_bisect = false
+""")
+    r = run_cli("tick", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "hud: 2026-11-25.json: started bisection 1 for torchbench speedup" in out
+    assert "hud: broken.json: --from-report: neither" in out
+    assert "bisection 1: done, culprit " + hist.main[SLOW_AT] in out
+    again = run_cli("tick", "--config", str(cfg))
+    assert again.returncode == 0 and "started bisection" not in again.stdout + again.stderr
+    listed = json.loads(run_cli("list", "--json").stdout)
+    assert len(listed) == 1

@@ -49,7 +49,7 @@ from bisector.run.config import Request, request_from
 SOURCES = ("nightly", "release", "installed", "wheel")
 EVENTS = ("flip", "culprit", "inconclusive")
 SUITE_KEYS = ("name", "repo", "oracles", "torch", "index", "variant", "python", "wheel",
-              "profile", "bisect")
+              "profile", "bisect", "reports")
 WATCH_KEYS = ("bisect", "events")
 NOTIFY_KEYS = ("command", "on", "timeout")
 # `bisect start` options a suite decides itself (range, oracle, torch), not [suite.bisect].
@@ -73,6 +73,9 @@ class Suite:
     profile: str | None = None
     start: dict[str, Any] = field(default_factory=dict)  # [suite.bisect], as Request fields
     where: str = ""  # "FILE [[suite]] 'NAME'", for messages
+    # A folder of HUD regression reports (JSON) instead of oracles: each tick bisects every
+    # regressed range of every report in it not bisected yet (app/watch/reports.py).
+    reports: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -238,11 +241,23 @@ def _suite(table: dict[str, Any], path: Path, index: int) -> Suite:
                          f"give both or neither")
     if wheel is not None:
         wheel = str(_path(wheel, path.resolve().parent))
+    reports = _str(table, "reports", where)
+    if reports is not None:
+        if "oracles" in table:
+            raise UsageError(f"{where}: reports and oracles do not go together: a reports "
+                             f"suite's oracles come from each report; keep one")
+        return Suite(name=raw_name, repo=repo, oracles=(), torch=torch, index=index_url,
+                     variant=_str(table, "variant", where),
+                     python=_python(_str(table, "python", where), where),
+                     profile=_profile(_str(table, "profile", where), where) or "pytorch",
+                     start=_start(table.get("bisect", {}), where), where=where,
+                     reports=_path(reports, path.resolve().parent))
     oracles = table.get("oracles")
     if not isinstance(oracles, list) or not oracles or not all(
             isinstance(o, str) and o for o in oracles):
         raise UsageError(f"{where}: oracles = {oracles!r}: give a list of oracle names or "
-                         f"paths, e.g. oracles = [\"name_mangling\"]")
+                         f"paths, e.g. oracles = [\"name_mangling\"] (or reports = "
+                         f"\"FOLDER\" of dashboard reports)")
     resolved = tuple(_oracle(o, path.resolve().parent, where) for o in oracles)
     names = [name for _spec, name in resolved]
     twice = next((n for n in names if names.count(n) > 1), None)

@@ -64,21 +64,27 @@ def run_unfinished(p: Pass) -> None:
     for flip in ws.flips(p.store):
         if flip.bisection_id is None or (p.only and flip.suite not in p.only):
             continue
-        b = bisections.get(p.store, flip.bisection_id)
-        if b.state.finished or (b.owner != p.me and b.state is State.RUNNING
-                                and owner_alive(b.owner, b.heartbeat_at)):
-            continue
-        if b.state is State.CANCELLED or bisections.cancel_requested(p.store, b.id):
-            continue  # `bisect cancel` said stop: only `bisect resume` takes it up again
-        p.say(f"running bisection {b.id} ({flip.suite}: {flip.oracle} {flip.kind})")
-        try:
-            app.resume(p.store, b.id, p.events)
-        except BusyError:
-            continue  # another tick took it a moment ago: it runs it
-        except BisectorError as e:
-            p.say(f"bisection {b.id}: {e.message}")
-        b = bisections.get(p.store, b.id)
-        if b.state.finished:
-            p.report.finished.append(b.id)
-            p.say(f"bisection {b.id}: {b.state.value}"
-                  + (f", culprit {b.culprit_sha}" if b.culprit_sha else ""))
+        run_one(p, flip.bisection_id, f"{flip.suite}: {flip.oracle} {flip.kind}")
+
+
+def run_one(p: Pass, bisection_id: int, what: str) -> None:
+    """Run one of the watch's bisections here, unless it is over, cancelled, or another live
+    process runs it."""
+    b = bisections.get(p.store, bisection_id)
+    if b.state.finished or (b.owner != p.me and b.state is State.RUNNING
+                            and owner_alive(b.owner, b.heartbeat_at)):
+        return
+    if b.state is State.CANCELLED or bisections.cancel_requested(p.store, b.id):
+        return  # `bisect cancel` said stop: only `bisect resume` takes it up again
+    p.say(f"running bisection {b.id} ({what})")
+    try:
+        app.resume(p.store, b.id, p.events)
+    except BusyError:
+        return  # another tick took it a moment ago: it runs it
+    except BisectorError as e:
+        p.say(f"bisection {b.id}: {e.message}")
+    b = bisections.get(p.store, b.id)
+    if b.state.finished:
+        p.report.finished.append(b.id)
+        p.say(f"bisection {b.id}: {b.state.value}"
+              + (f", culprit {b.culprit_sha}" if b.culprit_sha else ""))

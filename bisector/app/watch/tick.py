@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bisector.app.watch import announce, results, starts
+from bisector.app.watch import announce, reports, results, starts
 from bisector.app.watch.announce import events_folder
 from bisector.app.watch.config import WatchConfig
 from bisector.app.watch.context import Pass, TickReport
@@ -43,6 +43,9 @@ def tick(store: Store, cfg: WatchConfig, *, bisect: bool, events: Events | None 
         if only and suite.name not in only:
             continue
         try:
+            if suite.reports is not None:
+                reports.report_pass(p, suite, bisect)
+                continue
             results.suite_pass(p, suite)
         except BisectorError as e:
             p.report.errors.append(e)

@@ -1,0 +1,64 @@
+"""A watch suite of dashboard reports (``reports = "FOLDER"``): each tick reads every HUD
+regression report (``*.json``) in the folder and starts a bisection for each regressed range
+and metric not bisected yet (``app/from_report.py``: the same ranges and oracles as ``bisect
+start --from-report``), then, unless ``--no-bisect``, runs those nobody alive runs.
+
+Nothing is kept but the store: a range is "bisected yet" when the store has a bisection with
+its oracle and endpoints, so a report dropped into the folder twice, or read by two ticks at
+once, starts one bisection (the second tick finds the first's, or its start fails on the lease
+and it finds it next time). A report that cannot be read is one line of the tick, the others
+go on.
+"""
+
+from __future__ import annotations
+
+from bisector.app import bisections as app
+from bisector.app import from_report
+from bisector.app.watch.config import Suite
+from bisector.app.watch.context import Pass
+from bisector.app.watch.starts import run_one
+from bisector.base.errors import BisectorError
+from bisector.run.config import Request
+
+MAX_FILES = 200  # reports read a tick, newest first: an old folder does not slow every tick
+
+
+def base_request(suite: Suite) -> Request:
+    """What every range's request shares: the suite's clone, Python, index and options; the
+    rest resolved as ``bisect start --from-report`` resolves it."""
+    return Request(good="", bad="", repo=suite.repo, python=suite.python,
+                   profile=suite.profile, variant=suite.variant,
+                   nightly_index=suite.index if suite.torch == "nightly" else None,
+                   release_index=suite.index if suite.torch == "release" else None,
+                   **suite.start)
+
+
+def report_pass(p: Pass, suite: Suite, bisect: bool) -> None:
+    """Start (and with ``bisect`` run) a bisection for every range of the suite's reports."""
+    folder = suite.reports
+    assert folder is not None
+    if not folder.is_dir():
+        p.say(f"{suite.name}: no reports folder {folder} yet")
+        return
+    files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime,
+                   reverse=True)[:MAX_FILES]
+    base = base_request(suite)
+    for f in files:
+        try:
+            planned = from_report.requests(base, from_report.read_text(str(f)))
+        except BisectorError as e:
+            p.say(f"{suite.name}: {f.name}: {e.message}")
+            continue
+        for r, req in planned.items:
+            found = from_report.already(p.store, r)
+            if found is None:
+                try:
+                    _store, found = app.create(lambda: p.store, req)
+                except BisectorError as e:
+                    p.say(f"{suite.name}: {f.name}: {from_report.describe(r)}: {e.message}")
+                    continue
+                p.report.started.append(found)
+                p.say(f"{suite.name}: {f.name}: started bisection {found} for "
+                      f"{from_report.describe(r)}")
+            if bisect:
+                run_one(p, found, f"{suite.name}: {f.name}")
