@@ -256,6 +256,16 @@ def _output(p: dict[str, Any], label: str, new: str, old: str,
             "", *fence(text), ""]
 
 
+def _moved(change: float, direction: str) -> str:
+    """How far the metric moved, in its own terms: a time ``N % slower`` (the change is the
+    ratio of times less one), a score or speed-up ``N % lower`` (the change is then how much
+    worse, reference over measured less one: 0.99 to 0.33 is +200 % worse, 67 % lower)."""
+    if direction == "lower-is-better":
+        return f"{abs(100 * change):.0f} % {'faster' if change < 0 else 'slower'}"
+    value = 1.0 / (1.0 + change) - 1.0 if change > -1.0 else 0.0
+    return f"{abs(100 * value):.0f} % {'higher' if value > 0 else 'lower'}"
+
+
 def _no_culprit(d: dict[str, Any]) -> str:
     """Why there is no culprit: a running bisection has not named one yet (saying "no culprit
     was named" of it reads as if it had ended empty-handed)."""
@@ -298,9 +308,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     if pf and c:  # a measurement: say how much slower, never "fails"
         row = next((r for r in pf["commits"] if r["sha"] == c["sha"]), None)
         if row and row.get("change") is not None:
-            worse = "slower" if pf["direction"] == "lower-is-better" else "lower"
-            since = (f"{abs(100 * row['change']):.0f} % "
-                     f"{'faster' if row['change'] < 0 else worse} since")
+            since = f"{_moved(float(row['change']), pf['direction'])} since"
     unsure = d["state"] in ("not reproducible", "inconclusive")
     lines: list[str] = []
     if c:
