@@ -17,6 +17,7 @@ import shlex
 from typing import Any
 
 from bisector.app.compiler_pass import oracle_words
+from bisector.oracle.script import argv_of
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 _VERSION = re.compile(r"[0-9A-Za-z.+_-]{1,80}")
@@ -42,6 +43,27 @@ def _pip(package: str, version: str, index: str | None) -> str:
     where = f" --index-url {shlex.quote(index)}" if index and nightly else ""
     pre = " --pre" if nightly else ""
     return f"pip install{pre} {shlex.quote(f'{package}=={version}')}{where}"
+
+
+def _benchmark_lines(d: dict[str, Any]) -> list[str]:
+    """A dashboard oracle (``python -c READER COLUMN WAY RUNS MODELS -- BENCHMARK``,
+    oracle/dashboard.py) by hand: the benchmark command for each model, and which column of
+    its CSV to compare; [] for any other oracle."""
+    argv = argv_of(str((d.get("oracle") or {}).get("source") or ""))
+    if argv is None or argv[1:2] != ("-c",) or "--" not in argv[3:] or len(argv) < 8:
+        return []
+    column, way, _runs, models = argv[3:7]
+    bench = list(argv[argv.index("--", 3) + 1:])
+    lines = []
+    for model in models.split(","):
+        words = [a.replace("{model}", model).replace("{csv}", f"{model}.csv") for a in bench]
+        lines.append(shlex.join(words))
+    if way == "pass":
+        lines.append("# bad when a model's accuracy column is not pass")
+    else:
+        lines.append(f"# compare the {column} column of each CSV with the same run at the good "
+                     f"commit ({way})")
+    return lines
 
 
 def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> list[str] | None:
@@ -76,6 +98,9 @@ def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> li
         build = ("pip install -e . -v --no-build-isolation  # PyTorch's build: "
                  "see its CONTRIBUTING.md" if package == "torch" else "pip install .")
         lines = [*checkout, "git submodule update --init --recursive", build]
+    bench = _benchmark_lines(d)
+    if bench:
+        return lines + bench
     if run.startswith("python ") or run.startswith("./"):
         lines.append(f"{run}  # exit 0: good, 1: bad")
     else:

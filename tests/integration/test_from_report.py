@@ -66,6 +66,9 @@ def test_start_from_a_report_names_the_slowdown_and_not_twice(home: Path,
     issue = cli(db, "show", str(d["id"]), "--format", "issue")
     check(issue, [tmp_path])
     assert "67 % lower since" in issue  # speed-up 0.99 -> 0.33: not "199 % lower"
+    # By hand: PyTorch's own benchmark command for each model, not bisector's reader.
+    assert ("python benchmarks/dynamo/torchbench.py --performance --inference --bfloat16 "
+            "--backend inductor --device cuda --only resnet50 --output resnet50.csv") in issue
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr
     assert f"already bisected as #{d['id']}" in again.stderr
