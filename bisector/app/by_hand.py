@@ -17,10 +17,13 @@ import shlex
 from typing import Any
 
 from bisector.app.compiler_pass import oracle_words
+from bisector.oracle.command import reads_benchmark
+from bisector.oracle.manual import is_manual_source
 from bisector.oracle.script import argv_of
 
 _SHA = re.compile(r"[0-9a-f]{7,40}")
 _VERSION = re.compile(r"[0-9A-Za-z.+_-]{1,80}")
+_WORD = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
 def _culprit_probe(d: dict[str, Any]) -> dict[str, Any] | None:
@@ -50,9 +53,11 @@ def _benchmark_lines(d: dict[str, Any]) -> list[str]:
     oracle/dashboard.py) by hand: the benchmark command for each model, and which column of
     its CSV to compare; [] for any other oracle."""
     argv = argv_of(str((d.get("oracle") or {}).get("source") or ""))
-    if argv is None or argv[1:2] != ("-c",) or "--" not in argv[3:] or len(argv) < 8:
+    if argv is None or not reads_benchmark(argv) or len(argv) < 8:
         return []
     column, way, _runs, models = argv[3:7]
+    if not (_WORD.fullmatch(column) and _WORD.fullmatch(way)):
+        return []
     bench = list(argv[argv.index("--", 3) + 1:])
     lines = []
     for model in models.split(","):
@@ -71,8 +76,9 @@ def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> li
     package (a reused verdict of an older store)."""
     p = _culprit_probe(d)
     sha = str((d.get("culprit") or {}).get("sha") or "")
-    if p is None or not _SHA.fullmatch(sha):
-        return None
+    source = str((d.get("oracle") or {}).get("source") or "")
+    if p is None or not _SHA.fullmatch(sha) or is_manual_source(source):
+        return None  # a person judged it: there is no oracle to run
     package = str((d.get("project") or {}).get("package") or "torch")
     kind, facts = p.get("artifact"), p.get("facts") or {}
     run = oracle_words(d, saved_as)
@@ -83,7 +89,8 @@ def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> li
     wheel = _wheel(d, sha if kind == "prebuilt" else base) if kind in ("prebuilt",
                                                                        "overlay") else None
     if kind == "prebuilt" and wheel is not None:
-        lines = [f"# the culprit is {wheel['kind']} {wheel['version']} itself",
+        lines = [*(checkout if argv_of(source) is not None else []),  # a command: in the tree
+                 f"# the culprit is {wheel['kind']} {wheel['version']} itself",
                  _pip(package, str(wheel["version"]), index)]
     elif kind == "overlay" and wheel is not None and _SHA.fullmatch(base):
         site = (f"$(python -c 'import {package}, os; "
@@ -92,8 +99,11 @@ def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> li
                  f"# {wheel['kind']} {wheel['version']} (built from {base[:12]}), then the "
                  f"commit's changed Python files over it",
                  _pip(package, str(wheel["version"]), index),
-                 f"git diff --name-only --diff-filter=AM {base} {sha} -- '{package}/*.py' "
-                 f"| while read -r f; do cp \"$f\" \"{site}/$f\"; done"]
+                 f"site=$(cd / && {site[2:-1]})",
+                 f"git diff --no-renames --name-only --diff-filter=AM {base} {sha} -- "
+                 f"'{package}/*.py' | while read -r f; do cp \"$f\" \"$site/$f\"; done",
+                 f"git diff --no-renames --name-only --diff-filter=D {base} {sha} -- "
+                 f"'{package}/*.py' | while read -r f; do rm -f \"$site/$f\"; done"]
     else:
         build = ("pip install -e . -v --no-build-isolation  # PyTorch's build: "
                  "see its CONTRIBUTING.md" if package == "torch" else "pip install .")
@@ -101,8 +111,10 @@ def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> li
     bench = _benchmark_lines(d)
     if bench:
         return lines + bench
-    if run.startswith("python ") or run.startswith("./"):
-        lines.append(f"{run}  # exit 0: good, 1: bad")
+    if argv_of(source) is None:  # an oracle file, saved beside the checkout: run from there,
+        # where no source tree's torch/ shadows the installed one
+        cd = "cd .. && " if any(ln.startswith("git checkout") for ln in lines) else ""
+        lines.append(f"{cd}{run}  # exit 0: good, 1: bad")
     else:
         lines.append(f"{run}  # in the checkout; exit 0: good, 1: bad")
     return lines

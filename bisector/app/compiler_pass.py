@@ -52,9 +52,10 @@ def replay(c: dict[str, Any], run: str) -> list[str]:
     lines = [f"python -m {MODULE} run {run}"]
     found = c.get("found") or {}
     number = found.get("bisect_number")
-    if found.get("kind") == "bisect" and isinstance(number, int) and number > 0:
-        env = (f"TORCH_BISECT_BACKEND={found['backend']} "
-               f"TORCH_BISECT_SUBSYSTEM={found['subsystem']}")
+    if (found.get("kind") == "bisect" and isinstance(number, int) and number >= 0
+            and found.get("backend") and found.get("subsystem")):
+        env = (f"TORCH_BISECT_BACKEND={found.get('backend')} "
+               f"TORCH_BISECT_SUBSYSTEM={found.get('subsystem')}")
         lines += [f"{env} TORCH_BISECT_MAX={number} {run}  # fails: application {number} on",
                   f"{env} TORCH_BISECT_MAX={number - 1} {run}  # passes: it is off"]
     return lines

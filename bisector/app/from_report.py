@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bisector.base.errors import UsageError
-from bisector.oracle.dashboard import TIMEOUT_S, command, oracle_of, threshold
-from bisector.project.dashboard import Range, parse
+from bisector.oracle.command import oracle_for
+from bisector.oracle.dashboard import TIMEOUT_S, command, threshold
+from bisector.project.dashboard import MAX_BYTES, Range, parse
 from bisector.run.config import Request
 from bisector.store import bisections
 from bisector.store.db import Store
@@ -33,10 +34,11 @@ class Planned:
 def read_text(source: str) -> str:
     """The report's text: a file, or standard input for ``-``."""
     if source == "-":
-        return sys.stdin.read()
+        return sys.stdin.read(MAX_BYTES + 1)
     path = Path(source)
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as f:  # one byte over the cap: parse() says it is too big
+            return f.read(MAX_BYTES + 1).decode("utf-8", errors="replace")
     except OSError as e:
         raise UsageError(f"--from-report {source}: cannot read it ({e.strerror}): give the "
                          f"path of a HUD regression report's JSON, or - for standard input"
@@ -46,7 +48,9 @@ def read_text(source: str) -> str:
 def requests(base: Request, text: str) -> Planned:
     """One request per range of the report, the rest of ``base`` kept."""
     given = [f for f, v in (("--oracle", base.oracle), ("-- CMD", base.command),
-                            ("--good", base.good), ("--bad", base.bad)) if v]
+                            ("--good", base.good), ("--bad", base.bad),
+                            ("--timeout", base.timeout), ("--threshold", base.threshold))
+             if v]
     if given:
         raise UsageError(f"--from-report takes the range and the oracle from the report: drop "
                          f"{', '.join(given)}")
@@ -68,11 +72,13 @@ def describe(r: Range) -> str:
             f"{r.good[:12]}..{r.bad[:12]}, threshold {100 * r.threshold:g}%")
 
 
-def already(store: Store, r: Range) -> int | None:
-    """The id of a bisection of this store with the range's oracle and endpoints, if any."""
-    sha = oracle_of(r).sha256
+def already(store: Store, req: Request) -> int | None:
+    """The id of a bisection of this store with the request's oracle (hashed as ``start``
+    makes it: its dependencies and timeout included) and endpoints, if any."""
+    sha = oracle_for("", req.command, timeout=req.timeout, dependencies=req.dependency,
+                     threshold=req.threshold).sha256
     for b in bisections.listing(store, 100_000):
-        if (b.oracle_sha256 == sha and b.good_sha.startswith(r.good.lower())
-                and b.bad_sha.startswith(r.bad.lower())):
+        if (b.oracle_sha256 == sha and b.good_sha.startswith(req.good.lower())
+                and b.bad_sha.startswith(req.bad.lower())):
             return b.id
     return None

@@ -285,6 +285,8 @@ def _by_hand(d: dict[str, Any], req: Request, saved: str,
     tpl = portable(d, req).nightly_index or (prof.nightly_index if prof else None)
     variant = _probed_variant(d) or req.variant or (prof.default_variant if prof else None)
     index = tpl.format(variant=variant) if tpl and variant and "{variant}" in tpl else tpl
+    if index and (urlsplit(index).username or urlsplit(index).query):
+        index = None  # credentials: never in a pasted issue (the default index instead)
     clone = (f"https://github.com/{d['github']}.git" if d.get("github")
              else _clone_name(d))
     name = saved if saved.startswith("./") else f"./{d['oracle']['name']}.py"

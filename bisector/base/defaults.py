@@ -19,6 +19,7 @@ BUILD_JOBS = 1  # source builds at once (each already uses every core)
 COLLECT_ENV_TIMEOUT_S = 180.0
 COLLECT_ENV_CHARS = 20_000  # of collect_env's text kept (it is about 5 KB)
 COMPILER_BISECT_RUNS = 40
+COMPILER_BISECT_MAX_S = 2 * 3600.0  # the whole compiler bisection, however slow the oracle
 
 # Bounds of every number a user gives (cli/options.py): beyond them a value is a typo, and
 # unbounded it overflows a list, a thread pool or a PostgreSQL integer with a traceback.

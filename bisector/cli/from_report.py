@@ -42,7 +42,7 @@ def start_all(c: Ctx, req: Request, source: str, json_out: bool, enqueue: bool |
     for i, (r, one) in enumerate(planned.items, 1):
         err.print(f"[bold]range {i} of {n}[/] of report {escape(planned.report_id or '?')}: "
                   f"{escape(from_report.describe(r))}")
-        found = from_report.already(c.store(), r)
+        found = from_report.already(c.store(), one)
         if found is not None:
             err.print(f"  already bisected as #{found}: bisect show {found}")
             continue

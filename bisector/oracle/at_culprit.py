@@ -54,11 +54,13 @@ def compiler_bisect_oracle(oracle: Oracle) -> Oracle:
     """torch's compiler bisector over ``oracle``: a command oracle's argv runs in the
     commit's tree as the command would (the helper is then a command too); an oracle file
     travels inside the helper, which writes it out and runs it."""
-    timeout = oracle.meta.timeout * defaults.COMPILER_BISECT_RUNS
+    timeout = min(oracle.meta.timeout * defaults.COMPILER_BISECT_RUNS,
+                  defaults.COMPILER_BISECT_MAX_S)
     argv = oracle.argv
     inner: dict[str, Any] = ({"argv": list(argv)} if argv is not None else
                              {"name": oracle.path.name, "python": oracle.python,
                               "file": base64.b64encode(oracle.content).decode()})
+    inner["timeout"] = int(oracle.meta.timeout)  # each of its oracle runs
     body = (_pep723(oracle.meta.dependencies, timeout) + _script("compiler_bisect")
             + f"INNER = json.loads({json.dumps(json.dumps(inner, sort_keys=True))})\n\n"
             + "if __name__ == '__main__':\n    sys.exit(main())\n")

@@ -49,11 +49,21 @@ def document(argv: tuple[str, ...], *, timeout: float | None = None,
     return "\n".join([MARKER, *head, json.dumps(list(argv))]) + "\n"
 
 
+# The first line of the inline reader of a dashboard oracle (oracle/dashboard.py).
+READER_MARK = "# bisector: a benchmark's CSV read into samples"
+
+
+def reads_benchmark(argv: tuple[str, ...]) -> bool:
+    """``python -c READER ... -- CMD``: a dashboard oracle, named and reproduced by CMD."""
+    return (len(argv) > 3 and argv[1] == "-c" and argv[2].startswith(READER_MARK + "\n")
+            and "--" in argv[3:])
+
+
 def name_of(argv: tuple[str, ...]) -> str:
     """What lists and reports call a command oracle: the command, on one line, shortened. A
     command run through an inline reader (``python -c CODE ... -- CMD``: the dashboard's
     benchmark oracles) is called by the command it runs."""
-    if argv[1:2] == ("-c",) and "--" in argv[3:]:
+    if reads_benchmark(argv):
         argv = argv[argv.index("--", 3) + 1:] or argv
     line = " ".join(shlex.join(argv).split())
     return line if len(line) <= NAME_CHARS else line[:NAME_CHARS - 1] + "…"

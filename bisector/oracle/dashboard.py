@@ -15,14 +15,14 @@ report's policy; the same series bisected again has the same hash, so it is foun
 
 from __future__ import annotations
 
-from bisector.oracle.command import command_oracle
+from bisector.oracle.command import READER_MARK, command_oracle
 from bisector.oracle.script import Oracle
 from bisector.project.dashboard import DTYPES, METRICS, MODES, SUITES, Range
 
 RUNS = 3  # samples a probe: one round of every model each
 TIMEOUT_S = 3600.0  # a probe: RUNS rounds of every model, each compiling it first
 
-READER = """\
+READER = READER_MARK + """
 import csv, json, math, os, subprocess, sys, tempfile
 column, way, runs, models = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(',')
 cmd = sys.argv[sys.argv.index('--') + 1:]

@@ -88,5 +88,10 @@ def manual_oracle(token: str | None = None) -> Oracle:
                   meta=parse_metadata(text, "the manual oracle"))
 
 
+def is_manual_source(source: str) -> bool:
+    """A stored oracle's text that is a manual session's (a person answered each probe)."""
+    return source.startswith(MARKER + "\n")
+
+
 def is_manual(oracle: Oracle) -> bool:
     return oracle.content.startswith(MARKER.encode() + b"\n")

@@ -161,6 +161,16 @@ def _series(result: dict[str, Any], policy: Any) -> Series:
     mode = _word(gi.get("mode") or "inference", "mode")
     if dtype not in DTYPES or mode not in MODES:
         raise ValueError(f"dtype {dtype} or mode {mode} is no flag of the benchmark scripts")
+    compiler = gi.get("compiler")
+    if compiler not in (None, "", "inductor"):
+        raise ValueError(f"compiler {str(compiler)[:40]} is not inductor, the backend the "
+                         f"benchmark command runs")
+    condition = (result.get("policy") or policy or {}).get("condition") \
+        if isinstance(result.get("policy") or policy, dict) else None
+    way = METRICS[metric.lower()][1]
+    if isinstance(condition, str) and way != "pass" and \
+            condition.startswith("greater") != (way == "higher-is-better"):
+        raise ValueError(f"its policy's condition {condition[:20]} contradicts {metric}")
     good, bad = _range(result)
     points = _points(result.get("points"))
     values = [v for p in points if p.get("flag") and (v := _value(p)) is not None]

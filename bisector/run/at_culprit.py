@@ -161,6 +161,7 @@ def after(ctx: Context, asked: Asked, position: int, sha: str) -> dict[str, Any]
         out["environment_report"] = environment(ctx, position, sha)
     rules = ctx.rules
     if (asked.compiler and rules.polarity is Polarity.FAILURE and not rules.find_fix
+            and not ctx.oracle.judging  # a signature judges it; the compiler bisector can't
             and not ctx.oracle.meta.sampled and failing
             and compile_failure.is_compile_failure(
                 failing, ctx.oracle.content.decode("utf-8", "replace"))):

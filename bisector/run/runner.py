@@ -294,11 +294,19 @@ class Runner:
     def at_culprit(self, position: int, sha: str) -> None:
         """What runs at the culprit once the answer is stored (run/at_culprit.py), added to
         the result. Ctrl-C there stops it alone: the answer is already written."""
+        if self.remote is not None:  # the probes ran on workers: this box is no culprit's
+            return
         try:
             found = at_culprit.after(self.confirming(), self.judging.at_culprit, position, sha)
-        except cancel.Stopped:
+        except (cancel.Stopped, KeyboardInterrupt):
             self.events.note("stopped at the culprit: its answer is stored; what ran there "
                              "after it (collect_env, the compiler bisector) is not")
+            return
+        except Exception as e:  # never the answer's loss: it is stored already
+            if connection_lost(e):
+                raise
+            self.events.note(f"what runs at the culprit failed ({type(e).__name__}: {e}); "
+                             f"the answer is stored")
             return
         if found:
             bisections.add_to_result(self.store, self.record.id, found)

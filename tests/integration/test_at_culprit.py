@@ -86,3 +86,18 @@ def test_no_compiler_bisector_is_a_line_and_the_option_turns_it_off(home: Path,
     off = _start(tmp_path / "off.db", w, "--no-confirm", "--no-compiler-bisect")
     assert "compiler_bisector" not in off["result"]
     assert off["result"]["environment_report"]["text"]  # collect_env still runs
+
+
+@pytest.mark.e2e
+def test_a_command_oracle_is_bisected_by_the_compiler_bisector_in_its_tree(
+        home: Path, tmp_path: Path) -> None:
+    """A command runs in the commit's tree; the helper and torch's compiler bisector import
+    the environment's installed torch, never the tree's (a real PyTorch tree's torch/ has no
+    compiled parts)."""
+    w = make_compile_world(tmp_path)
+    r = run_cli("--db", str(tmp_path / "c.db"), "start", "--repo", str(w.path), "--good",
+                w.good, "--bad", w.bad, "--python", PYTHON, "--offline", "--no-confirm",
+                "--json", "--", "python", str(w.oracle))
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)["result"]["compiler_bisector"]
+    assert c["found"]["node"]["target"] == "aten.argmin.default", c

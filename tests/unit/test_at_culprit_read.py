@@ -49,7 +49,13 @@ def test_a_report_cannot_choose_the_benchmark_flags() -> None:
               "all_baseline_points": [{"commit": sha, "value": 1.0}], "label": "regression",
               "policy": {"threshold": 0.95}}
     other = {**series, "group_info": {**series["group_info"], "mode": "eval"}}
-    rep = parse(json.dumps({"report": {"results": [series, other]}}))
+    eager = {**series, "group_info": {**series["group_info"], "mode": "inference",
+                                      "compiler": "aot_eager"}}
+    upside = {**series, "group_info": {**series["group_info"], "mode": "inference"},
+              "policy": {"threshold": 1.05, "condition": "less_equal"}}
+    rep = parse(json.dumps({"report": {"results": [series, other, eager, upside]}}))
     assert rep.ranges == ()
+    assert "compiler aot_eager is not inductor" in rep.skipped[2]
+    assert "condition less_equal contradicts speedup" in rep.skipped[3]
     assert "'--output=/etc/x' is not a plain name" in rep.skipped[0]
     assert "mode eval is no flag of the benchmark scripts" in rep.skipped[1]

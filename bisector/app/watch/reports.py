@@ -4,13 +4,17 @@ and metric not bisected yet (``app/from_report.py``: the same ranges and oracles
 start --from-report``), then, unless ``--no-bisect``, runs those nobody alive runs.
 
 Nothing is kept but the store: a range is "bisected yet" when the store has a bisection with
-its oracle and endpoints, so a report dropped into the folder twice, or read by two ticks at
-once, starts one bisection (the second tick finds the first's, or its start fails on the lease
-and it finds it next time). A report that cannot be read is one line of the tick, the others
-go on.
+its oracle and endpoints, so a report dropped into the folder twice, or read by two ticks one
+after the other, starts one bisection (the second finds the first's). Two ticks reading a new
+report at the same instant may each start one: run ticks from one timer (the systemd unit
+does). A range whose bisection failed or was cancelled counts as bisected (``bisect resume
+ID`` takes it up again); an interrupted one is run again by the next tick. A report that
+cannot be read is one line of the tick, the others go on.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from bisector.app import bisections as app
 from bisector.app import from_report
@@ -33,6 +37,13 @@ def base_request(suite: Suite) -> Request:
                    **suite.start)
 
 
+def _mtime(f: Path) -> float:
+    try:
+        return f.stat().st_mtime
+    except OSError:  # removed while the tick looked: read as the oldest (then unreadable)
+        return 0.0
+
+
 def report_pass(p: Pass, suite: Suite, bisect: bool) -> None:
     """Start (and with ``bisect`` run) a bisection for every range of the suite's reports."""
     folder = suite.reports
@@ -40,8 +51,7 @@ def report_pass(p: Pass, suite: Suite, bisect: bool) -> None:
     if not folder.is_dir():
         p.say(f"{suite.name}: no reports folder {folder} yet")
         return
-    files = sorted(folder.glob("*.json"), key=lambda f: f.stat().st_mtime,
-                   reverse=True)[:MAX_FILES]
+    files = sorted(folder.glob("*.json"), key=_mtime, reverse=True)[:MAX_FILES]
     base = base_request(suite)
     for f in files:
         try:
@@ -50,7 +60,7 @@ def report_pass(p: Pass, suite: Suite, bisect: bool) -> None:
             p.say(f"{suite.name}: {f.name}: {e.message}")
             continue
         for r, req in planned.items:
-            found = from_report.already(p.store, r)
+            found = from_report.already(p.store, req)
             if found is None:
                 try:
                     _store, found = app.create(lambda: p.store, req)

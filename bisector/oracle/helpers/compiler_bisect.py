@@ -37,8 +37,14 @@ FIELD = re.compile(r"(backend|subsystem|bisect_number|debug_info)=('(?:[^'\\]|\\
 TAIL = 60  # lines of the compiler bisector's own output kept in the result
 # Each oracle run the compiler bisector makes goes through this: one line noted, then the
 # oracle itself in its place (its exit is the answer).
-COUNT = ("import os, sys\nw = os.environ.get('BISECTOR_COUNT_FILE')\nif w:\n"
-         "    open(w, 'a').write('run\\n')\nos.execvp(sys.argv[1], sys.argv[1:])\n")
+# It runs in a scratch folder (so ``python -m`` never imports a source tree's torch) and goes
+# back into the oracle's own folder; SIGALRM, which survives exec, is the run's timeout.
+COUNT = ("import os, signal, sys\nw = os.environ.get('BISECTOR_COUNT_FILE')\nif w:\n"
+         "    open(w, 'a').write('run\\n')\n"
+         "os.chdir(os.environ['BISECTOR_ORACLE_CWD'])\n"
+         "signal.alarm(int(os.environ.get('BISECTOR_RUN_TIMEOUT', '0')))\n"
+         "os.execvp(sys.argv[1], sys.argv[1:])\n")
+LOG_READ = 200_000  # of the compiler bisector's log read back, from its end
 
 # Installed in the last run's interpreter: notes the node of the application found.
 HOOK = '''\
@@ -150,14 +156,28 @@ def node_at(argv: list[str], env: dict[str, str], work: Path, found: dict[str, A
                "BISECTOR_NODE_FILE": str(node_file),
                "PYTHONPATH": os.pathsep.join(filter(None, [str(hook_dir),
                                                            env.get("PYTHONPATH")]))}
-    r = subprocess.run(argv, env=run_env, capture_output=True, check=False)
+    timeout = float(INNER.get("timeout") or 0) or None
+    try:
+        r = subprocess.run(argv, env=run_env, capture_output=True, check=False,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        found["check_exit"] = None
+        return
     found["check_exit"] = r.returncode
     if node_file.is_file():
         with contextlib.suppress(ValueError):
             found["node"] = json.loads(node_file.read_text())
 
 
+def _installed_only() -> None:
+    """Never import the torch of the folder this runs in (a command oracle's source tree,
+    whose ``torch/`` has no compiled parts): the environment's installed one is probed."""
+    here = os.path.realpath(os.getcwd())
+    sys.path[:] = [p for p in sys.path if p and os.path.realpath(p) != here]
+
+
 def main() -> int:
+    _installed_only()
     result: dict[str, Any] = {"available": importlib.util.find_spec(MODULE) is not None}
     try:
         import torch  # type: ignore[import-not-found]
@@ -174,17 +194,24 @@ def main() -> int:
     env = dict(os.environ)
     env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "inductor")  # its state files live there
     env["BISECTOR_COUNT_FILE"] = str(counter)
+    env["BISECTOR_ORACLE_CWD"] = os.getcwd()
+    env["BISECTOR_RUN_TIMEOUT"] = str(INNER.get("timeout") or 0)
     t0 = time.monotonic()
     log = work / "log.txt"
+    scratch = work / "run"
+    scratch.mkdir()
     with log.open("wb") as f:
         r = subprocess.run([sys.executable, "-m", MODULE, "run", sys.executable, "-c", COUNT,
-                            *argv], env=env, stdout=f, stderr=subprocess.STDOUT, check=False)
-    text = log.read_text(errors="replace")
+                            *argv], env=env, stdout=f, stderr=subprocess.STDOUT, check=False,
+                           cwd=scratch)
+    with log.open("rb") as f:
+        f.seek(max(0, f.seek(0, 2) - LOG_READ))
+        text = f.read().decode(errors="replace")
     sys.stdout.write(text[-20000:].rstrip("\n") + "\n")
     result["seconds"] = round(time.monotonic() - t0, 1)
     result["runs"] = len(counter.read_text().splitlines()) if counter.is_file() else 0
     result["exit"] = r.returncode
-    result["log_tail"] = "\n".join(text.splitlines()[-TAIL:])
+    result["log_tail"] = "\n".join(ln[:300] for ln in text.splitlines()[-TAIL:])
     found = parse(text)
     if found is None:
         result["error"] = "the compiler bisector ended without a result line"
