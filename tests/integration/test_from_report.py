@@ -65,7 +65,10 @@ def test_start_from_a_report_names_the_slowdown_and_not_twice(home: Path,
     assert '# threshold = "5%"' in d["oracle"]["source"]
     issue = cli(db, "show", str(d["id"]), "--format", "issue")
     check(issue, [tmp_path])
-    assert "67 % lower since" in issue  # speed-up 0.99 -> 0.33: not "199 % lower"
+    # A speed-up from 1.0 to about 0.33 (the pacing loop 3x slower): about 67 % lower, never
+    # "199 % lower" (the paired change is how much worse); the machine's load moves it a bit.
+    drop = re.search(r"(\d+) % lower since", issue)
+    assert drop is not None and 55 <= int(drop[1]) <= 75, issue[:300]
     # By hand: PyTorch's own benchmark command for each model, not bisector's reader.
     assert ("python benchmarks/dynamo/torchbench.py --performance --inference --bfloat16 "
             "--backend inductor --device cuda --only resnet50 --output resnet50.csv") in issue
