@@ -26,12 +26,6 @@ _VERSION = re.compile(r"[0-9A-Za-z.+_-]{1,80}")
 _WORD = re.compile(r"[A-Za-z0-9_-]{1,40}")
 
 
-def _culprit_probe(d: dict[str, Any]) -> dict[str, Any] | None:
-    sha = (d.get("culprit") or {}).get("sha")
-    at = [p for p in d.get("probes") or [] if p.get("sha") == sha and p.get("artifact")]
-    return at[-1] if at else None
-
-
 def _wheel(d: dict[str, Any], commit: str) -> dict[str, Any] | None:
     """The prebuilt wheel of the range made from ``commit`` (a nightly or a release)."""
     return next((pb for pb in d.get("prebuilts") or []
@@ -71,13 +65,14 @@ def _benchmark_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def steps(d: dict[str, Any], saved_as: str, clone: str, index: str | None) -> list[str] | None:
+def steps(d: dict[str, Any], p: dict[str, Any] | None, saved_as: str, clone: str,
+          index: str | None) -> list[str] | None:
     """The shell lines, or None when the culprit's probe does not say how it got its
     package (a reused verdict of an older store)."""
-    p = _culprit_probe(d)
     sha = str((d.get("culprit") or {}).get("sha") or "")
     source = str((d.get("oracle") or {}).get("source") or "")
-    if p is None or not _SHA.fullmatch(sha) or is_manual_source(source):
+    if p is None or not p.get("artifact") or not _SHA.fullmatch(sha) \
+            or is_manual_source(source):
         return None  # a person judged it: there is no oracle to run
     package = str((d.get("project") or {}).get("package") or "torch")
     kind, facts = p.get("artifact"), p.get("facts") or {}

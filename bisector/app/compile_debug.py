@@ -60,9 +60,7 @@ def check_line(req: Request, commit: str, env: dict[str, str]) -> str:
     for dep in req.dependency:
         parts += ["--dependency", dep]
     words = [redact.text(shlex.join(parts))]
-    # The variables a box's image describes itself with are facts of that box, not choices.
-    given = {**{k: v for k, v in oracle_env.parse(req.env).items()
-                if not oracle_env.describes_image(k)}, **env}
+    given = {**oracle_env.parse(oracle_env.chosen(req.env)), **env}
     for name, value in sorted(given.items()):
         word = oracle_env.word(f"{name}={value}")
         words.append("--env " + (f'{name}="{value}"' if value.startswith("$PWD/")

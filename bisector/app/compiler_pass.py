@@ -15,6 +15,7 @@ from typing import Any
 
 from bisector.base import redact
 from bisector.base.escape import code, fence, md
+from bisector.oracle.at_culprit import blamed
 from bisector.oracle.script import argv_of, foreign_interpreter
 
 MODULE = "torch._inductor.compiler_bisector"
@@ -35,15 +36,6 @@ def oracle_words(d: dict[str, Any], saved_as: str) -> str:
         return shlex.join(argv)
     return (f"python {shlex.quote(saved_as)}" if foreign_interpreter(source.encode()) is None
             else shlex.quote(saved_as))
-
-
-def where(c: dict[str, Any]) -> str:
-    """``inductor / lowerings / aten.argmin.default``: what the compiler bisector blamed."""
-    found = c.get("found") or {}
-    node = found.get("node") or {}
-    parts = [found.get("backend"), found.get("subsystem"),
-             node.get("target") or node.get("node") or found.get("debug_info")]
-    return " / ".join(str(p) for p in parts if p)
 
 
 def replay(c: dict[str, Any], run: str) -> list[str]:
@@ -72,26 +64,33 @@ def summary(c: dict[str, Any]) -> str:
     if not found:
         return ("no backend or subsystem alone reproduces the failure (it printed "
                 "\"no issue found\")")
-    blamed = code(where(c))
+    said = code(blamed(c))
     number = found.get("bisect_number")
     if found.get("kind") == "bisect" and number is not None:
-        blamed += f", application {number} of the {md(str(found.get('subsystem')))}"
+        said += f", application {number} of the {md(str(found.get('subsystem')))}"
     elif found.get("kind") == "switch":
-        blamed += " (a config switch: turning it fixes the failure)"
+        said += " (a config switch: turning it fixes the failure)"
     node = (found.get("node") or {}).get("node")
     if node:
-        blamed += f" (graph node {code(node)})"
-    return blamed
+        said += f" (graph node {code(node)})"
+    return said
 
 
-def markdown(d: dict[str, Any], scrub: Any = None, saved_as: str | None = None) -> list[str]:
+def oracle_file(d: dict[str, Any], saved: str = "") -> str:
+    """What the commands call the oracle file: as the issue says to save it (``./FILE``),
+    else ``./NAME.py``."""
+    return saved if saved.startswith("./") else \
+        f"./{(d.get('oracle') or {}).get('name', 'oracle')}.py"
+
+
+def markdown(d: dict[str, Any], scrub: Any = None, saved: str = "") -> list[str]:
     """The compiler pass section (empty when the compiler bisector did not run); the oracle
-    file is called ``saved_as`` in the commands (default: ``./NAME.py``)."""
+    file as :func:`oracle_file` calls it."""
     c = found_of(d)
     if c is None:
         return []
     scrub = scrub or (lambda s: s)
-    saved_as = saved_as or f"./{(d.get('oracle') or {}).get('name', 'oracle')}.py"
+    saved_as = oracle_file(d, saved)
     cost = ", ".join(x for x in (f"{c['runs']} oracle runs" if c.get("runs") else "",
                                  f"{c['seconds']:.1f} s" if c.get("seconds") else "",
                                  "stored from an earlier bisection" if c.get("reused") else "")

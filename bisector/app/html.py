@@ -27,6 +27,7 @@ from bisector.app.result_text import range_commits
 from bisector.app.watch.picture import geometry
 from bisector.base import defaults
 from bisector.base.kinds import State
+from bisector.oracle.at_culprit import blamed
 from bisector.run.pipeline import PHASES
 from bisector.run.prior import note as prior_note
 
@@ -177,10 +178,10 @@ def _compiler_pass(d: dict[str, Any]) -> dict[str, Any]:
     c = compiler_pass.found_of(d)
     if c is None:
         return {"cpass": None}
-    saved = f"./{d['oracle']['name']}.py"
-    return {"cpass": c, "cpass_where": compiler_pass.where(c),
+    return {"cpass": c, "cpass_where": blamed(c),
             "cpass_replay": "\n".join(compiler_pass.replay(c, compiler_pass.oracle_words(
-                d, saved))) if c.get("available") and not c.get("error") else ""}
+                d, compiler_pass.oracle_file(d)))) if c.get("available") and not c.get("error")
+            else ""}
 
 
 def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:

@@ -35,7 +35,7 @@ from bisector.base.escape import code, fence, md
 from bisector.base.paths import cache_dir, data_dir
 from bisector.oracle.command import argv_of
 from bisector.oracle.script import foreign_interpreter
-from bisector.project.profiles import PROFILES
+from bisector.project.profiles import PROFILES, nightly_url
 from bisector.run.config import VARIANT, Request, reproduce_command
 
 # A path-like word (no spaces, quotes or colons) and the package folders inside one. Found in
@@ -157,7 +157,7 @@ def reproduce(d: dict[str, Any], req: Request) -> str:
     name = _clone_name(d)
     # The variables the box's image describes itself with (CUDA_VERSION, TORCH_CUDA_ARCH_LIST)
     # are facts of that box, not choices to repeat; the variant is the one probed.
-    env = tuple(w for w in req.env if not oracle_env.describes_image(w.partition("=")[0]))
+    env = oracle_env.chosen(req.env)
     variant = _probed_variant(d) or req.variant
     line = reproduce_command(portable(d, replace(req, env=env, variant=variant)))
     if d["github"]:
@@ -277,20 +277,19 @@ def _no_culprit(d: dict[str, Any]) -> str:
     return "no culprit was named"
 
 
-def _by_hand(d: dict[str, Any], req: Request, saved: str,
+def _by_hand(d: dict[str, Any], req: Request, saved: str, probe: dict[str, Any] | None,
              scrub: Callable[[str], str]) -> list[str]:
-    """"Reproduce without bisector" (app/by_hand.py): the nightly index the probes used
-    (the profile's, for the variant probed, unless it lived only on this machine)."""
+    """"Reproduce without bisector" (app/by_hand.py) for the culprit's ``probe``: the nightly
+    index the probes used (the profile's, for the variant probed, unless it lived only on
+    this machine)."""
     prof = PROFILES.get(str((d.get("project") or {}).get("profile")))
-    tpl = portable(d, req).nightly_index or (prof.nightly_index if prof else None)
     variant = _probed_variant(d) or req.variant or (prof.default_variant if prof else None)
-    index = tpl.format(variant=variant) if tpl and variant and "{variant}" in tpl else tpl
+    index = portable(d, req).nightly_index or (nightly_url(prof, variant) if prof else None)
     if index and (urlsplit(index).username or urlsplit(index).query):
         index = None  # credentials: never in a pasted issue (the default index instead)
     clone = (f"https://github.com/{d['github']}.git" if d.get("github")
              else _clone_name(d))
-    name = saved if saved.startswith("./") else f"./{d['oracle']['name']}.py"
-    lines = by_hand.steps(d, name, clone, index)
+    lines = by_hand.steps(d, probe, compiler_pass.oracle_file(d, saved), clone, index)
     if lines is None:
         return []
     return ["Reproduce without bisector (the culprit's package as its probe got it, then the "
@@ -370,7 +369,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     if d.get("inside") and inner in by_pos:  # what the commit inside the merge printed
         lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub, package)
     saved = portable_request(req, "").oracle
-    passed = compiler_pass.markdown(d, scrub, saved if saved.startswith("./") else None)
+    passed = compiler_pass.markdown(d, scrub, saved)
     lines += [*passed[1:], ""] if passed else []
     debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
     lines += [*debug[1:], ""] if debug else []
@@ -384,7 +383,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
               f"(sha256 {oracle['sha256'][:12]}){save_as}</summary>", "",
               *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
-              *_by_hand(d, req, saved, scrub),
+              *_by_hand(d, req, saved, by_pos.get(pos) if pos is not None else None, scrub),
               "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
               "### Versions", "", *fence(compiler_pass.environment_block(d, scrub) or scrub(
                   versions(culprit_facts(d), d["environment"], d.get("project"))))]

@@ -44,6 +44,13 @@ def describes_image(name: str) -> bool:
     return name in _IMAGE or name.endswith("_VERSION")
 
 
+def chosen(pairs: Iterable[str]) -> tuple[str, ...]:
+    """The ``NAME=VALUE`` words a user chose, without those a box's image describes itself
+    with (``CUDA_VERSION``, ``TORCH_CUDA_ARCH_LIST``): facts of that box, not choices another
+    machine should repeat."""
+    return tuple(w for w in pairs if not describes_image(w.partition("=")[0]))
+
+
 def parse(pairs: Iterable[str], flag: str = "--env") -> dict[str, str]:
     """``NAME=VALUE`` words as a dict (later wins); a bad word is a one-line usage error."""
     out: dict[str, str] = {}

@@ -41,13 +41,19 @@ def _pep723(deps: tuple[str, ...], timeout: float) -> str:
                       "# [tool.bisector]", f"# timeout = {float(timeout)!r}", "# ///", ""])
 
 
+def _helper_meta(oracle: Oracle, timeout: float) -> Any:
+    """The oracle's metadata for a helper in its environment: its dependencies and variables,
+    the helper's timeout, nothing that would judge the helper's runs as the oracle's."""
+    return replace(oracle.meta, timeout=timeout, threshold=None, match=None, flaky=False,
+                   repeats=1, max_runs=None, description="")
+
+
 def collect_env_oracle(oracle: Oracle) -> Oracle:
     """``collect_env`` in the environment ``oracle``'s probes ran in."""
     text = _pep723(oracle.meta.dependencies, defaults.COLLECT_ENV_TIMEOUT_S) + _script(
         "collect_env")
-    meta = replace(oracle.meta, timeout=defaults.COLLECT_ENV_TIMEOUT_S, threshold=None,
-                   match=None, flaky=False, repeats=1, max_runs=None, description="")
-    return Oracle(COLLECT_ENV, Path(f"bisector_{COLLECT_ENV}.py"), text.encode(), meta)
+    return Oracle(COLLECT_ENV, Path(f"bisector_{COLLECT_ENV}.py"), text.encode(),
+                  _helper_meta(oracle, defaults.COLLECT_ENV_TIMEOUT_S))
 
 
 def compiler_bisect_oracle(oracle: Oracle) -> Oracle:
@@ -64,8 +70,7 @@ def compiler_bisect_oracle(oracle: Oracle) -> Oracle:
     body = (_pep723(oracle.meta.dependencies, timeout) + _script("compiler_bisect")
             + f"INNER = json.loads({json.dumps(json.dumps(inner, sort_keys=True))})\n\n"
             + "if __name__ == '__main__':\n    sys.exit(main())\n")
-    meta = replace(oracle.meta, timeout=timeout, threshold=None, match=None, flaky=False,
-                   repeats=1, max_runs=None, description="")
+    meta = _helper_meta(oracle, timeout)
     if argv is None:
         return Oracle(COMPILER_BISECT, Path(f"bisector_{COMPILER_BISECT}.py"), body.encode(),
                       meta)
@@ -113,6 +118,16 @@ def read_compiler(result: Any) -> dict[str, Any]:
     if isinstance(found, dict):
         out["found"] = _found(found)
     return out
+
+
+def blamed(c: dict[str, Any]) -> str:
+    """``inductor / lowerings / aten.argmin.default``: what a read result blames (the node's
+    target, else its name, else the compiler bisector's own debug info)."""
+    found = c.get("found") or {}
+    node = found.get("node") or {}
+    parts = [found.get("backend"), found.get("subsystem"),
+             node.get("target") or node.get("node") or found.get("debug_info")]
+    return " / ".join(str(p) for p in parts if p)
 
 
 def _found(found: dict[str, Any]) -> dict[str, Any]:

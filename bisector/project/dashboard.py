@@ -61,12 +61,6 @@ class Series:
     good: str
     bad: str
     threshold: float  # the policy's allowed change, as a fraction (0.05: 5 %)
-    baseline: float | None
-    worst: float | None
-
-    @property
-    def label(self) -> str:
-        return f"{self.suite}/{self.model} {self.metric} ({self.mode}, {self.dtype}, {self.device})"
 
 
 @dataclass(frozen=True)
@@ -110,14 +104,9 @@ def _commit(p: dict[str, Any]) -> str | None:
     return c if isinstance(c, str) and SHA.fullmatch(c) else None
 
 
-def _value(p: dict[str, Any] | None) -> float | None:
-    v = (p or {}).get("value")
-    return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
-
-
-def _threshold(policy: Any) -> float:
+def _threshold(policy: dict[str, Any]) -> float:
     """The policy's ratio as the fraction a commit may be worse (0.95 or 1.15: 5 % or 15 %)."""
-    ratio = policy.get("threshold") if isinstance(policy, dict) else None
+    ratio = policy.get("threshold")
     if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
         raise ValueError("its policy has no threshold")
     change = abs(1.0 - float(ratio))
@@ -145,7 +134,8 @@ def _range(result: dict[str, Any]) -> tuple[str, str]:
     return str(_commit(before[-1])), str(_commit(first_bad))
 
 
-def _series(result: dict[str, Any], policy: Any) -> Series:
+def _series(result: dict[str, Any], policy: dict[str, Any]) -> Series:
+    """One regressed result, ``policy`` its own or the report's for its metric."""
     gi = result.get("group_info")
     if not isinstance(gi, dict):
         raise ValueError("no group_info")
@@ -165,22 +155,16 @@ def _series(result: dict[str, Any], policy: Any) -> Series:
     if compiler not in (None, "", "inductor"):
         raise ValueError(f"compiler {str(compiler)[:40]} is not inductor, the backend the "
                          f"benchmark command runs")
-    condition = (result.get("policy") or policy or {}).get("condition") \
-        if isinstance(result.get("policy") or policy, dict) else None
+    condition = policy.get("condition")
     way = METRICS[metric.lower()][1]
     if isinstance(condition, str) and way != "pass" and \
             condition.startswith("greater") != (way == "higher-is-better"):
         raise ValueError(f"its policy's condition {condition[:20]} contradicts {metric}")
     good, bad = _range(result)
-    points = _points(result.get("points"))
-    values = [v for p in points if p.get("flag") and (v := _value(p)) is not None]
     return Series(
         suite=suite, model=_word(gi.get("model"), "model"), metric=metric.lower(),
         device=_word(gi.get("device") or "cuda", "device"), dtype=dtype, mode=mode,
-        good=good, bad=bad,
-        threshold=_threshold(result.get("policy") or policy),
-        baseline=_value(result.get("baseline_point")),
-        worst=min(values) if values else None)
+        good=good, bad=bad, threshold=_threshold(policy))
 
 
 def _name(gi: Any) -> str:
@@ -189,10 +173,16 @@ def _name(gi: Any) -> str:
     return "/".join(str(gi.get(k))[:40] for k in ("suite", "model", "metric") if gi.get(k))
 
 
-def _policy_for(policy: Any, gi: Any) -> Any:
+def _policy_for(result: dict[str, Any], policy: Any) -> dict[str, Any]:
+    """The result's own policy, else the report's for its metric, else none ({})."""
+    own = result.get("policy")
+    if isinstance(own, dict):
+        return own
     metrics = policy.get("metrics") if isinstance(policy, dict) else None
+    gi = result.get("group_info")
     metric = gi.get("metric") if isinstance(gi, dict) else None
-    return (metrics or {}).get(str(metric).lower()) if isinstance(metrics, dict) else None
+    found = metrics.get(str(metric).lower()) if isinstance(metrics, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def parse(text: str) -> Report:
@@ -226,7 +216,7 @@ def parse(text: str) -> Report:
         if not isinstance(r, dict) or r.get("label") != "regression":
             continue
         try:
-            found.append(_series(r, _policy_for(policy, r.get("group_info"))))
+            found.append(_series(r, _policy_for(r, policy)))
         except ValueError as e:
             skipped.append(f"{_name(r.get('group_info'))}: {e}")
     groups: dict[tuple[str, ...], list[Series]] = {}

@@ -90,6 +90,13 @@ class Profile:
         return f"{self.base_version}+git{sha[:7]}"
 
 
+def nightly_url(profile: Profile, variant: str | None) -> str | None:
+    """The profile's nightly index for ``variant`` (its ``{variant}`` filled in); None when
+    the profile has none."""
+    tpl = profile.nightly_index
+    return tpl.format(variant=variant) if tpl else None
+
+
 VERSION_TEMPLATE = '__version__ = "{version}"\ngit_version = "{sha}"\n'
 
 TORCHLET = Profile(

@@ -22,6 +22,7 @@ from bisector.core import compile_failure
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.oracle.at_culprit import (
+    blamed,
     collect_env_oracle,
     compiler_bisect_oracle,
     read_compiler,
@@ -127,12 +128,8 @@ def summary(c: dict[str, Any]) -> str:
         return "it ended without a result"
     if not found:
         return "no backend or subsystem reproduces the failure alone (no issue found)"
-    parts = [found.get("backend"), found.get("subsystem")]
-    node = found.get("node") or {}
-    parts.append(node.get("target") or node.get("node") or found.get("debug_info"))
-    where = " / ".join(str(p) for p in parts if p)
     number = found.get("bisect_number")
-    return where + (f" (application {number})" if found.get("kind") == "bisect"
+    return blamed(c) + (f" (application {number})" if found.get("kind") == "bisect"
                     and number is not None else "")
 
 
@@ -147,7 +144,7 @@ def _culprit_facts(ctx: Context, sha: str) -> tuple[dict[str, Any], str]:
 def after(ctx: Context, asked: Asked, position: int, sha: str) -> dict[str, Any]:
     """The result's entries for what ran at the culprit: ``environment_report`` and
     ``compiler_bisector`` (each only where it applies)."""
-    if not (asked.environment or asked.compiler) or ctx.executor.name == "manual":
+    if not (asked.environment or asked.compiler):
         return {}
     facts, failing = _culprit_facts(ctx, sha)
     if not facts.get("torch"):  # no torch there: the probes' facts describe it all

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import git
 
 from bisector.project.interpreter import Interpreter, choose_python
-from bisector.project.profiles import Profile, detect_profile, get_profile
+from bisector.project.profiles import Profile, detect_profile, get_profile, nightly_url
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,7 @@ class Resolved:
         if given is not None:
             return given
         if kind == "nightly":
-            tpl = self.profile.nightly_index
-            return tpl.format(variant=self.variant) if tpl else None
+            return nightly_url(self.profile, self.variant)
         if kind == "release" and self.profile.name == "pytorch":
             return configured_index()
         return None

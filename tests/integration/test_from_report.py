@@ -13,13 +13,20 @@ from typing import Any
 
 import pytest
 
-from bisector.app.demo.torchlet import generate
+from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.project.dashboard import parse
 from tests.issue_rules import check
 from tests.support import cli, invoke, one_line_error, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SLOW_AT = 18
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    """torchlet with PyTorch's benchmark script and a 3x slowdown at SLOW_AT (read only)."""
+    return generate(tmp_path_factory.mktemp("bench") / "src", commits=30, culprit=25, broken=(),
+                    release_at=None, side_branch_at=None, slow_at=SLOW_AT, benchmark=True)
 
 
 def _report(main: list[str]) -> str:
@@ -41,10 +48,9 @@ def test_the_report_becomes_ranges_by_range_and_metric() -> None:
 
 
 @pytest.mark.e2e
-def test_start_from_a_report_names_the_slowdown_and_not_twice(home: Path,
-                                                              tmp_path: Path) -> None:
-    hist = generate(tmp_path / "src", commits=30, culprit=25, broken=(), release_at=None,
-                    side_branch_at=None, slow_at=SLOW_AT, benchmark=True)
+def test_start_from_a_report_names_the_slowdown_and_not_twice(
+        home: Path, tmp_path: Path, bench: SyntheticHistory) -> None:
+    hist = bench
     report = tmp_path / "report.json"
     report.write_text(_report(hist.main))
     db = tmp_path / "b.db"
@@ -100,10 +106,9 @@ def test_the_issue_markdown_and_bad_reports_are_one_line_errors(home: Path,
 
 
 @pytest.mark.e2e
-def test_the_watch_bisects_the_reports_dropped_into_its_folder(home: Path,
-                                                               tmp_path: Path) -> None:
-    hist = generate(tmp_path / "src", commits=30, culprit=25, broken=(), release_at=None,
-                    side_branch_at=None, slow_at=SLOW_AT, benchmark=True)
+def test_the_watch_bisects_the_reports_dropped_into_its_folder(
+        home: Path, tmp_path: Path, bench: SyntheticHistory) -> None:
+    hist = bench
     folder = tmp_path / "reports"
     folder.mkdir()
     (folder / "2026-11-25.json").write_text(_report(hist.main))
