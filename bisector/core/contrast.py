@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
+from bisector.base import defaults
+
 
 def mostly_fails(runs: Sequence[bool], confidence: float) -> bool:
     """Whether these runs (True: failed) fail more often than not, at ``confidence``: a flaky
@@ -45,16 +47,25 @@ def rate(runs: Sequence[bool]) -> float:
 
 
 def regression_probability(n: int, reports: Sequence[tuple[int, bool]], contrast: float,
-                           prior: float = 0.5) -> float:
+                           prior: float = 0.5, broken: float | None = None) -> float:
     """P(a regression | every run), ``reports`` (position, failed) over positions ``0..n-1``.
 
     "No regression": one failure rate at every commit, uniform on [0, 1]. "Regression at
     ``c``" (each of the ``n - 1`` culprits a priori ``prior / (n - 1)``): the runs before
     ``c`` fail at ``r_good``, those from ``c`` on at ``r_bad``, uniform over
     ``r_bad - r_good >= contrast``. The likelihood of each culprit is a double integral over
-    the two rates, on one grid; culprits between two probed positions share it."""
+    the two rates, on one grid; culprits between two probed positions share it.
+
+    As in :mod:`bisector.core.integrated`, ``broken`` of the regression's prior (default
+    :data:`~bisector.base.defaults.NOISY_BROKEN_FOR_GOOD`) is "broken for good": ``r_bad``
+    is 1 and ``r_good`` uniform on ``[0, 1 - contrast]``. A regression that breaks a flaky
+    test makes it fail every run from its culprit on, and with the uniform rate alone the runs
+    the search makes after its culprit said "regression" a few times more slowly than they
+    should: the endpoints then ran beside the search for a third of its runs (simulated)."""
     import numpy as np
-    from scipy.special import betaln, xlog1py, xlogy  # type: ignore[import-untyped]
+    from scipy.special import betainc, betaln, xlog1py, xlogy  # type: ignore[import-untyped]
+
+    broken = defaults.NOISY_BROKEN_FOR_GOOD if broken is None else broken
 
     at: dict[int, list[int]] = {}  # position -> [runs, failed]
     for p, bad in reports:
@@ -92,9 +103,19 @@ def regression_probability(n: int, reports: Sequence[tuple[int, bool]], contrast
     beyond = np.concatenate([tail[:, shift:], np.zeros((len(width), shift))], axis=1)
     inner = np.trapezoid(good * beyond, x, axis=1)
     area = (1.0 - contrast) ** 2 / 2.0
+    log_width = np.log(np.array(width, float))
     with np.errstate(divide="ignore"):
         log_seg = (betaln(1 + k1, 1 + n1 - k1) + betaln(1 + k2, 1 + n2 - k2))[:, 0] + \
-            np.log(np.maximum(inner, 0.0)) - np.log(area) + np.log(np.array(width, float))
+            np.log(np.maximum(inner, 0.0)) - np.log(area) + log_width
+        # Broken for good: only where every run from the segment on failed.
+        a1, b1 = (1 + k1)[:, 0], (1 + n1 - k1)[:, 0]
+        log_spike = np.where(
+            (k2 == n2)[:, 0],
+            betaln(a1, b1) + np.log(betainc(a1, b1, 1.0 - contrast)) - np.log(1.0 - contrast)
+            + log_width, -np.inf)
+        runs_end, bad_end = at.get(n - 1, [0, 0])
+        if broken > 0 and bad_end == runs_end:
+            log_seg = np.logaddexp(np.log1p(-broken) + log_seg, np.log(broken) + log_spike)
     top = float(np.max(log_seg))
     if not np.isfinite(top):
         return 0.0
