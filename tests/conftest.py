@@ -27,12 +27,15 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
 from bisector.app.demo.torchlet import SyntheticHistory
+from tests import s3_world
+from tests.s3_world import S3Server
 from tests.support import make_world, private_cache  # noqa: F401  (a fixture for every test)
 
 # Modules whose bisections run with the shipped --prefetch default (2 per probe slot).
@@ -189,6 +192,27 @@ def pg_server(shared_dir: Path) -> str:
         return str(json.loads(record.read_text())["url"])
 
 
+@pytest.fixture(scope="session")
+def s3_server(shared_dir: Path) -> S3Server:
+    """A real S3 server (SeaweedFS's ``weed mini``) on 127.0.0.1, one for the run, started by
+    the first worker that needs it and stopped by pytest_sessionfinish."""
+    record = shared_dir / "s3.json"
+    with FileLock(str(shared_dir / "s3.lock")):
+        if not record.exists():
+            record.write_text(json.dumps(asdict(s3_world.start())))
+        return S3Server(**json.loads(record.read_text()))
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket of the run's S3 server for one test, and the standard AWS variables
+    that reach it; its ``s3://`` URL."""
+    for k, v in s3_server.env().items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("BISECTOR_ARTIFACTS", raising=False)
+    return s3_world.bucket(s3_server, f"t{int(time.time() * 1000) % 10**9}-{os.getpid()}")
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The controller (or a run without xdist) stops the run's cluster, after every worker."""
     config = session.config
@@ -203,6 +227,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     with FileLock(str(shared / "pg.lock")):
         _pg_stop(shared / "pg.json")
+    with FileLock(str(shared / "s3.lock")):
+        if (shared / "s3.json").exists():
+            s3_world.stop(S3Server(**json.loads((shared / "s3.json").read_text())))
+            (shared / "s3.json").unlink()
 
 
 @pytest.fixture

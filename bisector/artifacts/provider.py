@@ -21,6 +21,7 @@ from bisector.artifacts import sources as chain
 from bisector.artifacts.index import IndexClient
 from bisector.artifacts.obtained import NO_SOURCES, Answer, Recipe, Sources
 from bisector.artifacts.ranking import Ranking
+from bisector.artifacts.remote import Remote
 from bisector.base.events import Events, QuietEvents
 from bisector.store.artifacts import ArtifactStore
 
@@ -37,10 +38,13 @@ class Provider:
         sources: Sources = NO_SOURCES,
         events: Events | None = None,
         client_for: Callable[[str], IndexClient] = IndexClient,
+        remote: Remote | None = None,
     ) -> None:
         self.candidates = candidates
-        self.ranking = Ranking(artifacts, repo, candidates, recipe, sources)
-        shared = chain.Shared(artifacts, repo, self.ranking, events or QuietEvents())
+        self.ranking = Ranking(artifacts, repo, candidates, recipe, sources,
+                               remote.bucket.url if remote else None)
+        shared = chain.Shared(artifacts, repo, self.ranking, events or QuietEvents(),
+                              remote=remote)
         installed, prebuilt = chain.Installed(shared), chain.Prebuilt(shared, client_for)
         self.cached, self.build = chain.Cached(shared), chain.Build(shared)
         self.overlay = chain.Overlay(shared, installed, prebuilt)

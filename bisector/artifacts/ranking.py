@@ -20,6 +20,7 @@ from bisector.artifacts.obtained import Recipe, Sources, usable
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base.kinds import ArtifactStatus
 from bisector.project.profiles import Profile
+from bisector.store import remote as remote_rows
 from bisector.store.artifacts import ArtifactStore
 
 # Probe cost classes, cheapest first; the search compares only their order.
@@ -29,8 +30,11 @@ COST = {"cached": 0, "prebuilt": 1, "overlay": 2, "build": 3, "broken": 4}
 
 class Ranking:
     def __init__(self, artifacts: ArtifactStore, repo: Callable[[], git.Repo],
-                 candidates: list[str], recipe: Recipe, sources: Sources) -> None:
+                 candidates: list[str], recipe: Recipe, sources: Sources,
+                 bucket: str | None = None) -> None:
         self.artifacts, self._repo, self.candidates = artifacts, repo, candidates
+        # The team's object store (--artifacts): a wheel another box built is a base here too.
+        self.bucket = bucket
         self.recipe, self.profile = recipe, recipe.profile
         self.prebuilts = dict(sources.prebuilts)
         self.installed: InstalledBase | None = sources.installed
@@ -107,9 +111,13 @@ class Ranking:
         with self._lock:
             if self._known is None:
                 keys = {self.recipe.source_key(sha): sha for sha in self.candidates}
+                shared = {r.artifact_key for r in remote_rows.listed(self.artifacts.store,
+                                                                     self.bucket)
+                          } if self.bucket else set()
                 self._known = {}
                 for a in self.artifacts.for_commits(self.candidates):
-                    if a.key in keys and usable(a):
+                    if a.key in keys and (usable(a) or (a.key in shared and a.status is
+                                                        ArtifactStatus.OK)):
                         self._known[keys[a.key]] = a.status
             return self._known
 

@@ -15,13 +15,13 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 import git
 
-from bisector.artifacts import overlay
+from bisector.artifacts import overlay, remote
 from bisector.artifacts.build import build_key, obtain_wheel, wheel_digest
 from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.cache import artifact_key, wheel_dir
@@ -37,12 +37,18 @@ from bisector.artifacts.obtained import (
 )
 from bisector.artifacts.prebuilt import triton_of, triton_requirement
 from bisector.artifacts.ranking import Ranking
+from bisector.artifacts.remote import Remote, wheel_name
 from bisector.base import defaults
 from bisector.base.events import Events, Every, flag_set
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.infra import cancel
+from bisector.store import remote as remote_rows
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.records import ArtifactRecord, NewArtifact
+
+# What the object store holds: wheels (an overlay is remade from its base in seconds, an
+# installed torch is the box's own).
+SHARED_KINDS = frozenset({ArtifactKind.SOURCE, ArtifactKind.PREBUILT})
 
 
 @dataclass
@@ -56,9 +62,55 @@ class Shared:
     key_locks: defaultdict[str, threading.Lock] = field(
         default_factory=lambda: defaultdict(threading.Lock))
 
+    remote: Remote | None = None  # the team's object store (--artifacts), if any
+
     def existing(self, key: str) -> ArtifactRecord | None:
+        """The stored artifact of ``key`` when this box can act on it: its wheel on disk,
+        else fetched from the team's object store (checked against the digest in SQL)."""
         a = self.artifacts.get(key)
-        return a if a is not None and usable(a) else None
+        if a is None:
+            return None
+        return a if usable(a) else self.from_remote(a)
+
+    def from_remote(self, a: ArtifactRecord) -> ArtifactRecord | None:
+        """``a``'s wheel, made by another box, from the object store into this box's cache;
+        None when there is none, the store is down, or its bytes are not those recorded."""
+        name = wheel_name(a.path)
+        if (self.remote is None or a.status is not ArtifactStatus.OK or not a.sha256
+                or a.kind not in SHARED_KINDS or name is None):
+            return None
+        rec = remote_rows.find(self.artifacts.store, self.remote.bucket.url, a.key)
+        if rec is None or rec.sha256 != a.sha256:
+            return None
+        dest = wheel_dir(a.key) / name
+        if not dest.exists():
+            self.events.phase(a.commit_sha, f"downloading {name} from {self.remote.bucket.url}")
+            if not self.remote.fetch(rec.object_key, a.sha256, dest):
+                return None
+            self.events.note(f"downloaded {a.commit_sha[:12]}'s wheel from "
+                             f"{self.remote.bucket.url} ({rec.size / 2**20:.1f} MiB, sha256 "
+                             f"checked)")
+        return replace(a, path=str(dest))
+
+    def publish(self, a: ArtifactRecord) -> None:
+        """Upload a wheel this box holds to the object store, once per key (a store that is
+        down keeps it local, with one warning)."""
+        name = wheel_name(a.path)
+        if (self.remote is None or a.status is not ArtifactStatus.OK or not a.sha256
+                or a.kind not in SHARED_KINDS or name is None or not self.remote.usable()):
+            return
+        bucket = self.remote.bucket.url
+        if remote_rows.find(self.artifacts.store, bucket, a.key) is not None:
+            return
+        assert a.path is not None
+        path = Path(a.path)
+        if not path.is_file():
+            return
+        size = path.stat().st_size
+        key = self.remote.push(path, a.sha256, size)
+        if key is not None:
+            remote_rows.record(self.artifacts.store, remote_rows.RemoteRecord(
+                bucket, a.key, key, a.sha256, size, name, remote.now()))
 
     def answer(self, a: ArtifactRecord, fresh: bool = False) -> Answer:
         return answer(a, self.ranking.installed, fresh)
@@ -104,6 +156,7 @@ class Prebuilt:
         with self.s.key_locks[key]:  # two probes of a round may share one base wheel
             row = self.s.existing(key)
             if row is not None and row.status is ArtifactStatus.OK and row.path:
+                self.s.publish(row)  # made while the object store was down, say
                 return Obtained(installable(row, self.s.ranking.installed), row)
             dest = wheel_dir(key) / pb.filename
             if dest.exists() and pb.sha256 and wheel_digest(dest)[0] != pb.sha256:
@@ -117,6 +170,7 @@ class Prebuilt:
             row = self.s.artifacts.save(NewArtifact(
                 key, sha, ArtifactKind.PREBUILT, ArtifactStatus.OK, settings, path=str(dest),
                 sha256=digest, size=size))
+            self.s.publish(row)
         return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest,
                                     sha256=digest), row, fresh=True)
 
@@ -156,7 +210,10 @@ class Cached:
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
         row = self.s.existing(self.s.ranking.recipe.source_key(sha))
-        return self.s.answer(row) if row is not None else None
+        if row is None:
+            return None
+        self.s.publish(row)  # built while the object store was down, say
+        return self.s.answer(row)
 
 
 class Overlay:
@@ -274,6 +331,7 @@ class Build:
             path=str(res.wheel) if res.wheel else None, sha256=digest, size=size,
             log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
             stats=stats))
+        self.s.publish(row)
         # A new base: commits near it may overlay on it now.
         self.s.ranking.forget_stored(new_base=status is ArtifactStatus.OK)
         return self.s.answer(row, fresh=not res.cached)

@@ -4,7 +4,8 @@ The core install (``pip install bisector``) bisects with deterministic, command 
 oracles, locally or in Docker, on SQLite. Each heavier dependency serves one feature and is an
 extra: ``[perf]`` (numpy, scipy, ruptures: flaky and performance oracles, the watch's change
 points), ``[web]`` (starlette, uvicorn: ``bisect serve``), ``[postgres]`` (psycopg,
-procrastinate: a shared store and workers), ``[all]`` all of them. A command that reaches a
+procrastinate: a shared store and workers), ``[s3]`` (boto3: a team's object store of
+wheels), ``[all]`` all of them. A command that reaches a
 missing one says which extra to install instead of printing a traceback.
 """
 
@@ -22,6 +23,8 @@ EXTRA_OF = {
     "uvicorn": ("web", "bisect serve"),
     "psycopg": ("postgres", "a PostgreSQL store and workers"),
     "procrastinate": ("postgres", "a PostgreSQL store and workers"),
+    "boto3": ("s3", "a team's object store of wheels (--artifacts)"),
+    "botocore": ("s3", "a team's object store of wheels (--artifacts)"),
 }
 
 

@@ -89,6 +89,22 @@ def host_build_env() -> dict[str, str]:
     return env
 
 
+def user_config_file() -> Path:
+    """The user's ``bisector.toml``: ``$BISECTOR_CONFIG``, else in ``$BISECTOR_HOME/config``,
+    else in the user config folder. Only this file may name where data goes (a repository's
+    never does)."""
+    explicit = os.environ.get("BISECTOR_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("BISECTOR_HOME")
+    if home:
+        return Path(home).expanduser() / "config" / "bisector.toml"
+    # lazy: with BISECTOR_HOME (tests, the demo, the bench) `bisect` never loads platformdirs
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("bisector")) / "bisector.toml"
+
+
 def read_toml(path: Path, fix: str, content: bytes | None = None) -> dict[str, Any]:
     """A configuration file's tables (from ``content`` when the caller already read the
     file, as trust does: the bytes checked are the bytes parsed); a file that cannot be read

@@ -44,17 +44,29 @@ if TYPE_CHECKING:
 @click.group(cls=ConfiguredGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", default=None, metavar="URL|PATH", help="Database (default: $BISECTOR_DB "
               "or bisector.db in the user data directory). Any SQLAlchemy URL.")
+@click.option("--artifacts", default=None, metavar="s3://BUCKET/PREFIX",
+              help="A team's object store for wheels (default: $BISECTOR_ARTIFACTS, else "
+              "[artifacts] url in your bisector.toml); endpoint from AWS_ENDPOINT_URL, "
+              "credentials from the AWS chain.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress, notes or warnings on stderr: "
               "only the result (stdout) and errors.")
 @click.version_option(package_name="bisector")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, debug: bool, quiet: bool) -> None:
+def cli(ctx: click.Context, db: str | None, artifacts: str | None, debug: bool,
+        quiet: bool) -> None:
     """Find the commit that broke PyTorch (or any Python project).
 
     Defaults for every option come from bisector.toml (the user's, then the repository's):
     see `--help` of each command for the values in force."""
     set_quiet(quiet)  # every time: tests run many commands in one process
+    if artifacts is not None:
+        # lazy: only a command given an object store parses its URL
+        from bisector.artifacts.remote import ENV, parse
+        from bisector.base.extras import require
+
+        os.environ[ENV] = parse(artifacts).url  # workers and subprocesses inherit it
+        require("s3")
     ctx.obj = Ctx(db=db or default_db(), debug=debug)
     loaded = config_file.load(cli, config_file.files())
     if ctx.invoked_subcommand != "trust":

@@ -25,19 +25,18 @@ the file, the key and the fix, never a silently ignored setting.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
 
 from bisector.base.errors import UsageError
-from bisector.base.paths import read_toml
+from bisector.base.paths import read_toml, user_config_file
 
 FILE_NAME = "bisector.toml"
 ALL = "defaults"
 # Tables another part of bisector reads from the same file (the nightly watch).
-RESERVED = frozenset({"watch", "suite", "suites", "notify"})
+RESERVED = frozenset({"watch", "suite", "suites", "notify", "artifacts"})
 META_KEY = "bisector.config_sources"
 # What a repository's file may set before the user trusts it: choices about the search and
 # its output, nothing that picks a program, a host, a path, an image, a database or weakens
@@ -89,16 +88,7 @@ class ConfigFile(NamedTuple):
 
 
 def user_file() -> Path:
-    explicit = os.environ.get("BISECTOR_CONFIG")
-    if explicit:
-        return Path(explicit).expanduser()
-    home = os.environ.get("BISECTOR_HOME")
-    if home:
-        return Path(home).expanduser() / "config" / FILE_NAME
-    # lazy: with BISECTOR_HOME (tests, the demo, the bench) `bisect` never loads platformdirs
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("bisector")) / FILE_NAME
+    return user_config_file()
 
 
 def repo_file(start: Path) -> Path | None:
@@ -222,6 +212,13 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:  # noqa: C901, 
             if name in RESERVED:
                 if not cf.trusted:
                     ignored.append(f"[{name}]")
+                elif name == "artifacts" and path == user_config_file():
+                    # Where wheels go is the user's choice alone (a repository's table is
+                    # never read); its URL is checked now, before anything is stored.
+                    # lazy: only a user file with an object store loads its parser
+                    from bisector.artifacts.remote import configured
+
+                    configured()
                 continue
             if name == ALL:
                 if not isinstance(value, dict):

@@ -21,13 +21,14 @@ from typing import Any
 
 import git
 
+from bisector.artifacts import remote
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Obtained, Recipe, Sources
 from bisector.artifacts.provider import Provider
 from bisector.artifacts.trees import Trees
-from bisector.base import defaults
+from bisector.base import defaults, extras
 from bisector.base.errors import StoreError, UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind
@@ -128,7 +129,11 @@ def provider_for(store: Store, cfg: RunConfig, candidates: list[str], repos: Cal
     sources = Sources({p.position: p.wheel for p in cfg.prebuilts}, cfg.installed)
     recipe = Recipe(profile_of(cfg), cfg.python, builder, cfg.build.timeout_s, cfg.build_jobs,
                     reuse_builds=cfg.request.prebuilt)
-    return Provider(ArtifactStore(store), repos, candidates, recipe, sources, events)
+    bucket = remote.configured()
+    if bucket is not None:
+        extras.require("s3")
+    return Provider(ArtifactStore(store), repos, candidates, recipe, sources, events,
+                    remote=remote.Remote(bucket, events.note) if bucket else None)
 
 
 def materialise_oracle(row: OracleRecord) -> Oracle:

@@ -129,6 +129,23 @@ class Artifact(Base):
     stats: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
+class RemoteObject(Base):
+    """An artifact's wheel in a team's object store (``--artifacts``): the object named by
+    its sha256, which every box checks a download against (this row, never the bucket, says
+    what the bytes must be)."""
+
+    __tablename__ = "remote_object"
+    __table_args__ = (UniqueConstraint("bucket", "artifact_key", name="uq_remote_object_key"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    bucket: Mapped[str] = mapped_column(String(400))
+    artifact_key: Mapped[str] = mapped_column(String(64))
+    object_key: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    filename: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
 class RunRow(Base):
     """One oracle run: a fact about (commit, oracle, environment), reusable by any bisection.
     Its ``outcome`` is the oracle's raw pass/fail/skip, not a verdict: what it means depends on

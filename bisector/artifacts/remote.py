@@ -1,0 +1,264 @@
+"""A team's wheels in an object store: any S3 API, objects named by their sha256.
+
+A source build of PyTorch takes an hour or more; a team whose boxes share no disk would build
+each commit once per box. With ``--artifacts s3://BUCKET/PREFIX`` (or ``$BISECTOR_ARTIFACTS``,
+or ``[artifacts] url`` in the user's ``bisector.toml``; never a repository's file), a wheel
+built or downloaded on one box is uploaded under ``PREFIX/sha256/DIGEST`` and the shared SQL
+store records which artifact that object serves (``store/remote.py``). Another box whose
+cache lacks the wheel reads the object, checks its bytes against the digest in SQL (never
+one the bucket says), and only then installs it: a writable bucket cannot change a verdict.
+
+The client is boto3, the AWS SDK: it is the one every S3-compatible server is tested against,
+it reads the endpoint from the standard ``AWS_ENDPOINT_URL`` and credentials from the standard
+chain (environment, ``~/.aws``, instance roles), and its low-level multipart calls let an
+upload of a multi-GB wheel resume where it stopped. Objects appear whole or not at all: a
+small one in one PUT, a large one only when its multipart upload completes.
+
+A store that does not answer costs one warning and local work (the next way in the chain:
+index, overlay, build), never a verdict; it is tried again after :data:`RETRY_S`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bisector.base.errors import UsageError
+from bisector.base.paths import cache_dir, read_toml, user_config_file
+
+ENV = "BISECTOR_ARTIFACTS"
+# Parts of a multipart upload (S3 allows 10,000 of at least 5 MiB; 64 MiB keeps a 20 GB
+# wheel within that) and the size from which an upload is multipart, so it can resume.
+PART_BYTES = 64 * 2**20
+# After a failure the store is left alone this long (one warning), then tried again.
+RETRY_S = 60.0
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_WHEEL = re.compile(r"^[\w.+-]+\.whl$")
+
+
+class Unavailable(Exception):
+    """The object store did not answer, or refused: local work goes on."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Where a team's artifacts live: ``s3://BUCKET/PREFIX``."""
+
+    name: str
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.name}/{self.prefix}" if self.prefix else f"s3://{self.name}"
+
+    def object_key(self, digest: str) -> str:
+        return f"{self.prefix}/sha256/{digest}" if self.prefix else f"sha256/{digest}"
+
+
+def parse(url: str, where: str = "--artifacts") -> Bucket:
+    """``s3://BUCKET[/PREFIX]``, or a one-line error naming the fix."""
+    m = re.fullmatch(r"s3://([^/]+)/?(.*)", url.strip())
+    if m is None or not _BUCKET.match(m.group(1)):
+        raise UsageError(f"{where} {url!r} is not an object store URL: give "
+                         f"s3://BUCKET/PREFIX (the endpoint comes from AWS_ENDPOINT_URL)")
+    prefix = m.group(2).strip("/")
+    if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
+        raise UsageError(f"{where} {url!r} has an empty or relative part in its prefix: give "
+                         f"s3://BUCKET/PREFIX with plain folder names")
+    return Bucket(m.group(1), prefix)
+
+
+def configured(flag: str | None = None) -> Bucket | None:
+    """The bucket in force: ``--artifacts``, else ``$BISECTOR_ARTIFACTS``, else the user's
+    ``bisector.toml`` ``[artifacts] url``; None: no object store (local work only)."""
+    if flag:
+        return parse(flag)
+    if os.environ.get(ENV):
+        return parse(os.environ[ENV], f"${ENV}")
+    path = user_config_file()
+    if not path.is_file():
+        return None
+    table = read_toml(path, "fix it or remove it (set BISECTOR_CONFIG to use another file)"
+                      ).get("artifacts")
+    if not isinstance(table, dict) or not table.get("url"):
+        return None
+    url = table["url"]
+    if not isinstance(url, str):
+        raise UsageError(f"{path}: [artifacts] url must be a string s3://BUCKET/PREFIX")
+    return parse(url, f"{path} [artifacts] url")
+
+
+def _digest(path: Path) -> tuple[str, int]:
+    h, size = hashlib.sha256(), 0
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _client() -> Any:
+    # lazy: boto3 takes a second to import; only a run with an object store needs it
+    import boto3  # type: ignore[import-untyped]
+    from botocore.config import Config  # type: ignore[import-untyped]
+
+    return boto3.client("s3", config=Config(connect_timeout=5, read_timeout=60,
+                                            retries={"max_attempts": 3, "mode": "standard"}))
+
+
+class Remote:
+    """One bucket, as one run uses it: fetch by digest, push a file, a warning when down."""
+
+    def __init__(self, bucket: Bucket, warn: Callable[[str], None],
+                 client: Callable[[], Any] = _client) -> None:
+        self.bucket, self._warn, self._make = bucket, warn, client
+        self._c: Any = None
+        self._lock = threading.Lock()
+        self._down_until = 0.0
+        self._warned = False
+
+    # -- health ---------------------------------------------------------------------------
+
+    def usable(self) -> bool:
+        return time.monotonic() >= self._down_until
+
+    def _failed(self, what: str, e: BaseException) -> None:
+        with self._lock:
+            self._down_until = time.monotonic() + RETRY_S
+            first, self._warned = not self._warned, True
+        if first:
+            self._warn(f"the object store {self.bucket.url} failed ({what}: "
+                       f"{type(e).__name__}: {str(e)[:160]}): working locally; it is tried "
+                       f"again in {RETRY_S:.0f}s")
+
+    def _client(self) -> Any:
+        with self._lock:
+            if self._c is None:
+                self._c = self._make()
+            return self._c
+
+    # -- reading --------------------------------------------------------------------------
+
+    def fetch(self, object_key: str, digest: str, dest: Path) -> bool:
+        """The object into ``dest`` when its bytes hash to ``digest``; False (and no file)
+        when the store is down, the object is missing, or its bytes are not those."""
+        if not self.usable():
+            return False
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.part")
+        try:
+            self._client().download_file(self.bucket.name, object_key, str(tmp))
+            got, _ = _digest(tmp)
+            if got != digest:
+                self._warn(f"the object {object_key} in {self.bucket.url} is not the wheel "
+                           f"the store recorded (sha256 {got[:12]}, not {digest[:12]}): not "
+                           f"used; this commit is made locally")
+                return False
+            os.replace(tmp, dest)
+            return True
+        except Exception as e:  # any client failure means "not from here"
+            if not _missing(e):
+                self._failed("download", e)
+            return False
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def push(self, path: Path, digest: str, size: int) -> str | None:
+        """Upload ``path`` (whose sha256 is ``digest``) unless the object is there; its key,
+        or None when the store is down."""
+        if not self.usable():
+            return None
+        key = self.bucket.object_key(digest)
+        try:
+            c = self._client()
+            if self._has(c, key, size):
+                return key
+            if size < PART_BYTES:
+                with path.open("rb") as f:
+                    c.put_object(Bucket=self.bucket.name, Key=key, Body=f,
+                                 Metadata={"sha256": digest})
+            else:
+                self._multipart(c, path, key, digest, size)
+            return key
+        except Exception as e:  # the wheel stays local; nothing is lost
+            self._failed("upload", e)
+            return None
+
+    def _has(self, c: Any, key: str, size: int) -> bool:
+        try:
+            head = c.head_object(Bucket=self.bucket.name, Key=key)
+        except Exception as e:
+            if _missing(e):
+                return False
+            raise
+        return int(head.get("ContentLength", -1)) == size
+
+    def _multipart(self, c: Any, path: Path, key: str, digest: str, size: int) -> None:
+        """A multipart upload that resumes: its id is kept in the cache until it completes,
+        and the parts the store already holds are not sent again."""
+        state = cache_dir() / "uploads" / f"{digest}.json"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        done: dict[int, str] = {}
+        upload_id = None
+        if state.exists():
+            upload_id = json.loads(state.read_text()).get("upload_id")
+            try:
+                listed = c.list_parts(Bucket=self.bucket.name, Key=key, UploadId=upload_id)
+                done = {int(p["PartNumber"]): str(p["ETag"]) for p in listed.get("Parts", [])
+                        if int(p["Size"]) == min(PART_BYTES,
+                                                 size - (int(p["PartNumber"]) - 1) * PART_BYTES)}
+            except Exception:  # expired or unknown: start again
+                upload_id = None
+        if upload_id is None:
+            upload_id = c.create_multipart_upload(Bucket=self.bucket.name, Key=key,
+                                                  Metadata={"sha256": digest})["UploadId"]
+            state.write_text(json.dumps({"upload_id": upload_id, "key": key}))
+        parts = -(-size // PART_BYTES)
+        with path.open("rb") as f:
+            for n in range(1, parts + 1):
+                if n in done:
+                    continue
+                f.seek((n - 1) * PART_BYTES)
+                got = c.upload_part(Bucket=self.bucket.name, Key=key, UploadId=upload_id,
+                                    PartNumber=n, Body=f.read(PART_BYTES))
+                done[n] = str(got["ETag"])
+        c.complete_multipart_upload(
+            Bucket=self.bucket.name, Key=key, UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": done[n]}
+                                       for n in range(1, parts + 1)]})
+        state.unlink(missing_ok=True)
+
+    def remove(self, object_keys: list[str]) -> None:
+        """Delete objects (``bisect gc --remote``); a failure leaves them, with the warning."""
+        c = self._client()
+        for i in range(0, len(object_keys), 1000):
+            c.delete_objects(Bucket=self.bucket.name, Delete={
+                "Objects": [{"Key": k} for k in object_keys[i:i + 1000]], "Quiet": True})
+
+
+def _missing(e: BaseException) -> bool:
+    """A 404 from the store: the object is not there, and the store is fine."""
+    resp = getattr(e, "response", None)
+    code = str((resp or {}).get("Error", {}).get("Code", "")) if isinstance(resp, dict) else ""
+    return code in ("404", "NoSuchKey", "NotFound")
+
+
+def wheel_name(path: str | None) -> str | None:
+    """The file name a downloaded wheel gets (installers read the name), when it is one."""
+    name = Path(path).name if path else ""
+    return name if _WHEEL.match(name) else None
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,174 @@
+"""A team's object store (``--artifacts``) on a real S3 server (SeaweedFS on 127.0.0.1):
+boxes that share the SQL store but no disk build each commit once, fetch the others' wheels
+checked against the digest in SQL, refuse a tampered object, and work locally, with one
+warning, when the store does not answer."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import boto3
+import pytest
+from sqlalchemy import select
+
+from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.store import models as m
+from bisector.store.db import open_store
+from tests.support import one_line_error, run_cli
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    # C changes at 6 and 14: three stretches, each built once and overlaid otherwise.
+    return generate(tmp_path_factory.mktemp("s3hist") / "t", commits=20, culprit=11,
+                    broken=(), seed=4242, release_at=None, side_branch_at=None,
+                    c_churn=(6, 14))
+
+
+def box(name: str, tmp: Path, hist: SyntheticHistory, db: Path,
+        env: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
+    """One bisection of the whole range on box ``name``: its own home and cache, the shared
+    store; ``--env BOX=name`` keys its verdicts apart, so it probes (and obtains) again."""
+    r = run_cli("--db", str(db), "start", "--repo", str(hist.path), "--good", hist.main[0],
+                "--bad", hist.main[-1], "--oracle", "torchlet_norm", "--no-confirm",
+                "--env", f"BOX={name}", "--json",
+                env={"BISECTOR_HOME": str(tmp / name), "BISECTOR_CACHE_DIR":
+                     str(tmp / name / "cache"), **(env or {})})
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+def rows(db: Path) -> tuple[list[m.Artifact], list[m.RemoteObject]]:
+    with open_store(str(db), create=False).session() as s:
+        return list(s.scalars(select(m.Artifact))), list(s.scalars(select(m.RemoteObject)))
+
+
+def test_boxes_without_a_shared_disk_build_each_commit_once(
+        s3_bucket: str, history: SyntheticHistory, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BISECTOR_ARTIFACTS", s3_bucket)
+    db = tmp_path / "team.db"
+    first, err_a = box("a", tmp_path, history, db)
+    assert first["culprit"]["sha"] == history.culprit  # type: ignore[index]
+    arts, objs = rows(db)
+    built = [a for a in arts if a.kind == "source" and a.status == "ok"]
+    assert built, err_a
+    # Every wheel box a made is in the bucket, recorded with its digest.
+    assert {o.artifact_key for o in objs} == {a.key for a in built}
+    assert all(o.sha256 == a.sha256 for o in objs for a in built if a.key == o.artifact_key)
+
+    # Box b: a cache of its own and no way to box a's (its paths in the store lead nowhere).
+    (tmp_path / "a").rename(tmp_path / "a-elsewhere")
+    second, err_b = box("b", tmp_path, history, db)
+    assert second["culprit"]["sha"] == history.culprit  # type: ignore[index]
+    assert "downloaded " in err_b and "sha256 checked" in err_b, err_b
+    assert "building " not in err_b, err_b
+    assert list((tmp_path / "b" / "cache" / "wheels").rglob("*.whl"))
+    after, _ = rows(db)
+    assert len([a for a in after if a.kind == "source"]) == len(built)
+
+    # A tampered object (same name, other bytes) is refused; box c builds that commit itself.
+    url = s3_bucket.removeprefix("s3://")
+    name, prefix = url.split("/", 1)
+    s3 = boto3.client("s3")
+    victim = objs[0]
+    s3.put_object(Bucket=name, Key=victim.object_key, Body=b"PK not the wheel")
+    (tmp_path / "b").rename(tmp_path / "b-elsewhere")
+    third, err_c = box("c", tmp_path, history, db)
+    assert third["culprit"]["sha"] == history.culprit  # type: ignore[index]
+    assert "is not the wheel the store recorded" in err_c
+    assert err_c.count("built ") <= 1 and victim.object_key.startswith(prefix)
+
+
+def test_a_store_that_does_not_answer_costs_a_warning_not_a_verdict(
+        s3_bucket: str, history: SyntheticHistory, tmp_path: Path) -> None:
+    from tests.support import _free_port
+
+    dead = f"http://127.0.0.1:{_free_port()}"
+    got, err = box("down", tmp_path, history, tmp_path / "team.db",
+                   env={"BISECTOR_ARTIFACTS": s3_bucket, "AWS_ENDPOINT_URL": dead})
+    assert got["culprit"]["sha"] == history.culprit  # type: ignore[index]
+    assert err.count(f"the object store {s3_bucket} failed") == 1, err
+    arts, objs = rows(tmp_path / "team.db")
+    assert not objs and any(a.kind == "source" and a.status == "ok" for a in arts)
+
+
+def test_a_bad_object_store_url_is_one_line(history: SyntheticHistory, tmp_path: Path) -> None:
+    r = run_cli("--artifacts", "https://bucket/x", "list",
+                env={"BISECTOR_HOME": str(tmp_path)})
+    one_line_error(r, "s3://BUCKET/PREFIX", 2)
+    # In the user's bisector.toml: refused before anything is stored.
+    cfg = tmp_path / "config" / "bisector.toml"
+    cfg.parent.mkdir(parents=True)
+    cfg.write_text('[artifacts]\nurl = "s3://x"\n')
+    db = tmp_path / "team.db"
+    r = run_cli("--db", str(db), "start", "--repo", str(history.path), "--good",
+                history.main[0], "--bad", history.main[-1], "--oracle", "torchlet_norm",
+                env={"BISECTOR_HOME": str(tmp_path), "BISECTOR_ARTIFACTS": ""})
+    one_line_error(r, "[artifacts] url", 2)
+    assert not db.exists()
+    # A repository's [artifacts] table is never read: where wheels go is not its choice.
+    cfg.unlink()
+    (history.path / "bisector.toml").write_text('[artifacts]\nurl = "s3://x"\n')
+    env = {"BISECTOR_HOME": str(tmp_path), "BISECTOR_ARTIFACTS": ""}
+    try:
+        r = run_cli("list", cwd=history.path, env=env)
+        assert r.returncode == 0 and "[artifacts] from it is ignored" in r.stderr, r.stderr
+        trusted = run_cli("trust", str(history.path / "bisector.toml"), cwd=history.path,
+                          env=env)
+        assert trusted.returncode == 0, trusted.stderr
+        r = run_cli("list", cwd=history.path, env=env)  # trusted, and still not read
+        assert r.returncode == 0 and "artifacts" not in r.stderr, r.stderr
+    finally:
+        (history.path / "bisector.toml").unlink()
+
+
+def test_a_large_upload_cut_halfway_resumes_and_is_never_served_half(
+        s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from bisector.artifacts import remote
+
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(remote, "PART_BYTES", 5 * 2**20)  # S3's smallest part
+    wheel = tmp_path / "big-1.0-py3-none-any.whl"
+    wheel.write_bytes(os.urandom(12 * 2**20))  # three parts
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    warnings: list[str] = []
+    client = boto3.client("s3")
+    sent: list[int] = []
+
+    class Cut:  # the box dies after its first part
+        def __getattr__(self, name: str) -> object:
+            return getattr(client, name)
+
+        def upload_part(self, **kw: object) -> object:
+            if sent:
+                raise ConnectionError("the box lost its network")
+            sent.append(int(kw["PartNumber"]))  # type: ignore[call-overload]
+            return client.upload_part(**kw)
+
+    bucket = remote.parse(s3_bucket)
+    cut = remote.Remote(bucket, warnings.append, client=Cut)
+    assert cut.push(wheel, digest, wheel.stat().st_size) is None
+    assert len(warnings) == 1 and "working locally" in warnings[0]
+    key = bucket.object_key(digest)
+    with pytest.raises(client.exceptions.ClientError):  # nothing half is served
+        client.head_object(Bucket=bucket.name, Key=key)
+
+    again: list[int] = []
+
+    class Counting(Cut):
+        def upload_part(self, **kw: object) -> object:
+            again.append(int(kw["PartNumber"]))  # type: ignore[call-overload]
+            return client.upload_part(**kw)
+
+    fresh = remote.Remote(bucket, warnings.append, client=Counting)
+    assert fresh.push(wheel, digest, wheel.stat().st_size) == key
+    assert again == [2, 3]  # part 1 was not sent again
+    out = tmp_path / "back.whl"
+    assert fresh.fetch(key, digest, out) and out.read_bytes() == wheel.read_bytes()

