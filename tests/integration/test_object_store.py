@@ -16,6 +16,7 @@ from sqlalchemy import select
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.store import models as m
 from bisector.store.db import open_store
+from tests import s3_world
 from tests.support import one_line_error, run_cli
 
 pytestmark = pytest.mark.integration
@@ -127,48 +128,62 @@ def test_a_bad_object_store_url_is_one_line(history: SyntheticHistory, tmp_path:
         (history.path / "bisector.toml").unlink()
 
 
-def test_a_large_upload_cut_halfway_resumes_and_is_never_served_half(
-        s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_store_killed_mid_upload_and_mid_download(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server of its own, killed for real while a 12 MiB wheel goes up (after its first
+    part) and while it comes down: nothing half is ever served, the upload resumes with the
+    missing parts only once the server is back, and a cut download leaves no file."""
     import hashlib
 
     from bisector.artifacts import remote
 
-    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(remote, "PART_BYTES", 5 * 2**20)  # S3's smallest part
-    wheel = tmp_path / "big-1.0-py3-none-any.whl"
-    wheel.write_bytes(os.urandom(12 * 2**20))  # three parts
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    warnings: list[str] = []
-    client = boto3.client("s3")
-    sent: list[int] = []
+    own = s3_world.start()
+    try:
+        for k, v in own.env().items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+        bucket = remote.parse(s3_world.bucket(own, "killed"))
+        wheel = tmp_path / "big-1.0-py3-none-any.whl"
+        wheel.write_bytes(os.urandom(12 * 2**20))  # three parts of 5 MiB, S3's smallest
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        size, key = wheel.stat().st_size, bucket.object_key(digest)
+        warnings: list[str] = []
 
-    class Cut:  # the box dies after its first part
-        def __getattr__(self, name: str) -> object:
-            return getattr(client, name)
+        def kill_after_first_part(done: int, total: int | None) -> None:
+            s3_world.stop(own, remove=False)
 
-        def upload_part(self, **kw: object) -> object:
-            if sent:
-                raise ConnectionError("the box lost its network")
-            sent.append(int(kw["PartNumber"]))  # type: ignore[call-overload]
-            return client.upload_part(**kw)
+        cut = remote.Remote(bucket, warnings.append, part_bytes=5 * 2**20)
+        assert cut.push(wheel, digest, size, kill_after_first_part) is None
+        assert len(warnings) == 1 and "working locally" in warnings[0], warnings
+        back = s3_world.start(Path(own.data), own.ports)
+        own = back
+        client = boto3.client("s3")
+        with pytest.raises(client.exceptions.ClientError):  # nothing half is served
+            client.head_object(Bucket=bucket.name, Key=key)
+        state = json.loads(next((tmp_path / "cache" / "uploads").glob("*.json")).read_text())
+        kept = client.list_parts(Bucket=bucket.name, Key=key, UploadId=state["upload_id"])
+        assert [p["PartNumber"] for p in kept["Parts"]] == [1]  # the cut run's first part
+        sent: list[int] = []
+        again = remote.Remote(bucket, warnings.append, part_bytes=5 * 2**20)
+        assert again.push(wheel, digest, size, lambda done, _: sent.append(done)) == key
+        parts = client.list_objects_v2(Bucket=bucket.name)["Contents"]
+        assert [p["Size"] for p in parts] == [size]
+        assert not list((tmp_path / "cache" / "uploads").glob("*.json"))  # completed
+        assert sent == [5 * 2**20, 10 * 2**20, size]  # part 1 (kept) counted with the rest
 
-    bucket = remote.parse(s3_bucket)
-    cut = remote.Remote(bucket, warnings.append, client=Cut)
-    assert cut.push(wheel, digest, wheel.stat().st_size) is None
-    assert len(warnings) == 1 and "working locally" in warnings[0]
-    key = bucket.object_key(digest)
-    with pytest.raises(client.exceptions.ClientError):  # nothing half is served
-        client.head_object(Bucket=bucket.name, Key=key)
+        out = tmp_path / "down" / "back.whl"
 
-    again: list[int] = []
+        def kill_mid_download(done: int, total: int | None) -> None:
+            if done < size:
+                s3_world.stop(own, remove=False)
 
-    class Counting(Cut):
-        def upload_part(self, **kw: object) -> object:
-            again.append(int(kw["PartNumber"]))  # type: ignore[call-overload]
-            return client.upload_part(**kw)
-
-    fresh = remote.Remote(bucket, warnings.append, client=Counting)
-    assert fresh.push(wheel, digest, wheel.stat().st_size) == key
-    assert again == [2, 3]  # part 1 was not sent again
-    out = tmp_path / "back.whl"
-    assert fresh.fetch(key, digest, out) and out.read_bytes() == wheel.read_bytes()
+        reader = remote.Remote(bucket, warnings.append)
+        assert not reader.fetch(key, digest, out, size, kill_mid_download)
+        assert not out.exists() and not list(out.parent.iterdir())
+        assert "failed (download" in warnings[-1]
+        own = s3_world.start(Path(own.data), own.ports)
+        fresh = remote.Remote(bucket, warnings.append)
+        assert fresh.fetch(key, digest, out, size)
+        assert out.read_bytes() == wheel.read_bytes()
+    finally:
+        s3_world.stop(own)
