@@ -124,6 +124,8 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
             "phases": p.facts.get("phases"),
             "started_at": p.started_at.isoformat() if p.started_at is not None else None,
             "artifact": a.kind.value if a is not None else None,
+            # cached, bucket (another box made it), build, prebuilt, overlay, broken
+            "obtained": p.facts.get("obtained_as"),
         }
         if a is not None and a.status in (ArtifactStatus.FAILED, ArtifactStatus.ERROR):
             entry["build_log"] = a.log_path
@@ -258,6 +260,10 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
         lines += ["", *perf_table(d["result"]["perf"], old, new)]
     if (built := builds_line(d)) is not None:
         lines.append(built)
+    paid = [p for p in d["probes"] if not p["reused"] and p.get("obtained")]
+    if fetched := sum(1 for p in paid if p["obtained"] == "bucket"):
+        lines.append(f"- From the team's object store: {fetched} of {len(paid)} probes' "
+                     f"packages (built or downloaded by another box)")
     for note in d["notes"]:
         lines.append(f"- Note: {md(note)}")
     package = (d.get("project") or {}).get("package", "torch")
@@ -269,6 +275,8 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
         subject = md((p.get("subject") or "")[:60])
         reason = md(p["reason"][:80])
         how = p.get("artifact") or ""
+        if p.get("obtained") == "bucket":
+            how += " (team bucket)"
         if p.get("gpu") is not None:
             how += f" (GPU {p['gpu']})"
         if p.get("build") and not p["reused"]:

@@ -28,6 +28,8 @@ class Obtained:
     # Made ahead while an earlier probe's oracle ran (run/prefetch.py): phase -> seconds it
     # took then ({"obtain": 19.2, "environment": 0.8}); empty when made when asked.
     ahead: dict[str, float] = field(default_factory=dict)
+    # Where a package made elsewhere came from: "bucket" (the team's object store), else "".
+    origin: str = ""
 
 
 @dataclass(frozen=True)

@@ -67,10 +67,24 @@ class Shared:
     def existing(self, key: str) -> ArtifactRecord | None:
         """The stored artifact of ``key`` when this box can act on it: its wheel on disk,
         else fetched from the team's object store (checked against the digest in SQL)."""
+        found = self.found(key)
+        return found[0] if found is not None else None
+
+    def found(self, key: str) -> tuple[ArtifactRecord, str] | None:
+        """:meth:`existing`, and where the row's wheel came from: "" (this box), "bucket"."""
         a = self.artifacts.get(key)
         if a is None:
             return None
-        return a if usable(a) else self.from_remote(a)
+        if usable(a):
+            return a, ""
+        fetched = self.from_remote(a)
+        return (fetched, "bucket") if fetched is not None else None
+
+    def answer_found(self, found: tuple[ArtifactRecord, str]) -> Answer:
+        row, origin = found
+        self.publish(row)  # made while the object store was down, say
+        got = self.answer(row)
+        return replace(got, origin=origin) if origin and isinstance(got, Obtained) else got
 
     def from_remote(self, a: ArtifactRecord) -> ArtifactRecord | None:
         """``a``'s wheel, made by another box, from the object store into this box's cache;
@@ -175,10 +189,9 @@ class Prebuilt:
             return None
         key = artifact_key("prebuilt", sha, {"url": pb.url, "sha256": pb.sha256})
         with self.s.key_locks[key]:  # two probes of a round may share one base wheel
-            row = self.s.existing(key)
-            if row is not None and row.status is ArtifactStatus.OK and row.path:
-                self.s.publish(row)  # made while the object store was down, say
-                return Obtained(installable(row, self.s.ranking.installed), row)
+            found = self.s.found(key)
+            if found is not None and found[0].status is ArtifactStatus.OK and found[0].path:
+                return self.s.answer_found(found)
             dest = wheel_dir(key) / pb.filename
             if dest.exists() and pb.sha256 and wheel_digest(dest)[0] != pb.sha256:
                 dest.unlink()  # changed on disk since it was downloaded: fetch it again
@@ -217,11 +230,8 @@ class Cached:
         self.s = shared
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
-        row = self.s.existing(self.s.ranking.recipe.source_key(sha))
-        if row is None:
-            return None
-        self.s.publish(row)  # built while the object store was down, say
-        return self.s.answer(row)
+        found = self.s.found(self.s.ranking.recipe.source_key(sha))
+        return self.s.answer_found(found) if found is not None else None
 
 
 class Overlay:

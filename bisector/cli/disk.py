@@ -34,6 +34,12 @@ def du(c: Ctx, json_out: bool) -> None:
             err.print(f"[yellow]note:[/] {escape(e.message)}; sizes below are from the files "
                       f"alone (nothing said of which bisection uses what)")
     data = disk.du(store)
+    if store is not None:
+        # lazy: the object store's rows, read only by du and gc
+        from bisector.app import remote_gc
+
+        if (bucket := remote_gc.du(store)) is not None:
+            data["bucket"] = bucket
     if json_out:
         click.echo(json.dumps(data, indent=2))
         return
@@ -47,6 +53,9 @@ def du(c: Ctx, json_out: bool) -> None:
     out.print(t)
     out.print(f"total {human(data['total_bytes'])}; caches in {escape(data['cache_dir'])}, "
               f"logs and reports in {escape(data['data_dir'])}")
+    if (b := data.get("bucket")) is not None:
+        out.print(f"the team's object store {escape(b['bucket'])}: {b['objects']} wheel(s), "
+                  f"{human(b['bytes'])} recorded in the store (bisect gc --remote cleans it)")
 
 
 @click.command()
@@ -59,9 +68,11 @@ def du(c: Ctx, json_out: bool) -> None:
               "(s, m, h, d, w).")
 @click.option("--dry-run", is_flag=True, help="Print what would go and the bytes freed; "
               "remove nothing.")
+@click.option("--remote", is_flag=True, help="Clean the team's object store (--artifacts) "
+              "instead of this box's cache, by the same rules.")
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
-def gc(c: Ctx, max_size: str | None, older_than: str | None, dry_run: bool,
+def gc(c: Ctx, max_size: str | None, older_than: str | None, dry_run: bool, remote: bool,
        json_out: bool) -> None:
     """Remove least recently used artifacts that no unfinished bisection needs.
 
@@ -72,16 +83,25 @@ def gc(c: Ctx, max_size: str | None, older_than: str | None, dry_run: bool,
     from bisector.app.disk import parse_age, parse_size
     from bisector.app.gc import configured_cap, describe
 
-    cap = max_size or configured_cap()
+    cap = max_size or (None if remote else configured_cap())
     limit = parse_size(cap, "--max-size" if max_size else "BISECTOR_MAX_CACHE") if cap else None
     age = parse_age(older_than) if older_than is not None else None
     if limit is None and age is None:
         raise UsageError("say what to remove: --max-size SIZE or --older-than AGE, e.g. "
                          "bisect gc --max-size 50G --dry-run")
-    removal = cleanup.collect(c.store(create=False), max_size=limit, older_than_s=age,
-                              dry_run=dry_run)
+    if remote:
+        # lazy: only gc --remote loads the object store's rules
+        from bisector.app import remote_gc
+
+        removal = remote_gc.collect(c.store(create=False), remote_gc.configured(
+            lambda line: err.print(f"[yellow]warning:[/] {escape(line)}")),
+            max_size=limit, older_than_s=age, dry_run=dry_run)
+    else:
+        removal = cleanup.collect(c.store(create=False), max_size=limit, older_than_s=age,
+                                  dry_run=dry_run)
     if json_out:
         click.echo(json.dumps(removal.as_dict(), indent=2))
         return
     for line in describe(removal):
         (err if line.startswith("error:") else out).print(escape(line), soft_wrap=True)
+

@@ -182,10 +182,12 @@ class NullRecorder:
 
 def obtained_as(got: Obtained | Unobtainable) -> str:
     """The step ``bisect plan`` prices this probe's obtaining as: ``cached`` for a package
-    found made, else how it was made (``build``, ``prebuilt``, ``overlay``), ``broken`` for
-    none."""
+    found made, ``bucket`` for one another box made (the team's object store), else how it
+    was made (``build``, ``prebuilt``, ``overlay``), ``broken`` for none."""
     if isinstance(got, Unobtainable):
         return "broken"
+    if got.origin:
+        return got.origin  # made by another box, downloaded from the team's bucket
     kind = got.artifact.kind if got.artifact is not None else None
     if not got.fresh or kind in (None, ArtifactKind.INSTALLED):
         return "cached"

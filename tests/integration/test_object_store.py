@@ -68,6 +68,12 @@ def test_boxes_without_a_shared_disk_build_each_commit_once(
     assert second["culprit"]["sha"] == history.culprit  # type: ignore[index]
     assert "downloaded " in err_b and "sha256 checked" in err_b, err_b
     assert "building " not in err_b, err_b
+    how = [p["obtained"] for p in second["probes"]]  # type: ignore[attr-defined]
+    assert "build" not in how and how.count("bucket") == len(built), how
+    shown = run_cli("--db", str(db), "show", "--format", "markdown",
+                    env={"BISECTOR_HOME": str(tmp_path / "b")})
+    assert f"From the team's object store: {len(built)} of {len(how)}" in shown.stdout, \
+        shown.stdout
     assert list((tmp_path / "b" / "cache" / "wheels").rglob("*.whl"))
     after, _ = rows(db)
     assert len([a for a in after if a.kind == "source"]) == len(built)
@@ -187,3 +193,35 @@ def test_the_store_killed_mid_upload_and_mid_download(tmp_path: Path,
         assert out.read_bytes() == wheel.read_bytes()
     finally:
         s3_world.stop(own)
+
+
+def test_du_and_gc_know_the_bucket(s3_bucket: str, history: SyntheticHistory,
+                                   tmp_path: Path) -> None:
+    import time
+
+    from bisector.app import remote_gc
+    from bisector.artifacts import remote
+
+    db = tmp_path / "team.db"
+    env = {"BISECTOR_ARTIFACTS": s3_bucket}
+    box("a", tmp_path, history, db, env)
+    _, objs = rows(db)
+    home = {"BISECTOR_HOME": str(tmp_path / "a"), **env}
+    du = run_cli("--db", str(db), "du", env=home)
+    assert f"the team's object store {s3_bucket}: {len(objs)} wheel(s)" in du.stdout, du.stdout
+    # Just used: the grace period keeps every object, as gc keeps a local wheel.
+    kept = run_cli("--db", str(db), "gc", "--remote", "--max-size", "0", env=home)
+    assert kept.returncode == 0 and "removed 0 item(s)" in kept.stdout, kept.stdout
+    # Two hours on, nothing unfinished needs them: a size budget of 0 takes every object.
+    warnings: list[str] = []
+    got = remote_gc.collect(open_store(str(db), create=False),
+                            remote.Remote(remote.parse(s3_bucket), warnings.append),
+                            max_size=0, older_than_s=None, dry_run=False,
+                            now=time.time() + 7200)
+    assert len(got.remove) == len(objs) and not got.errors and not warnings
+    assert rows(db)[1] == []
+    name, prefix = s3_bucket.removeprefix("s3://").split("/", 1)
+    assert boto3.client("s3").list_objects_v2(Bucket=name, Prefix=prefix).get("KeyCount") == 0
+    none = run_cli("--db", str(db), "gc", "--remote", "--max-size", "0",
+                   env={"BISECTOR_HOME": str(tmp_path / "a"), "BISECTOR_ARTIFACTS": ""})
+    one_line_error(none, "--artifacts", 2)
