@@ -7,7 +7,6 @@ already installed on this host (``system``), a given wheel, or a commit built fr
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 from bisector.artifacts.build import build_key, obtain_wheel
 from bisector.artifacts.build_logs import failure_summary
-from bisector.artifacts.cache import file_sha256
+from bisector.artifacts.cache import wheel_file_key
 from bisector.artifacts.installable import Installable
 from bisector.base import oracle_env
 from bisector.base.errors import BisectorError, BuildError, UsageError
@@ -92,9 +91,9 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
     elif wheel is not None:
         if not wheel.is_file():
             raise UsageError(f"wheel {wheel} does not exist: check the path")
-        key = hashlib.sha256(f"wheel:{file_sha256(wheel)}".encode()).hexdigest()
+        key, digest = wheel_file_key(wheel)
         where = f"wheel {wheel.name}"
-        inst = Installable(key, where, wheel=wheel)
+        inst = Installable(key, where, wheel=wheel, sha256=digest)
     else:
         assert commit is not None
         r = history.open_repo(repo)

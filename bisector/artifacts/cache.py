@@ -22,6 +22,14 @@ def artifact_key(kind: str, commit: str, settings: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def wheel_file_key(path: Path) -> tuple[str, str]:
+    """(artifact key, sha256) of a wheel file given by the user (``check --wheel``, a watch
+    suite's ``wheel``): its bytes alone name it, so both key one file one way and share its
+    environment."""
+    digest = file_sha256(path)
+    return artifact_key("wheel", "", {"sha256": digest}), digest
+
+
 def wheel_dir(key: str) -> Path:
     return cache_dir() / "wheels" / key[:2] / key
 

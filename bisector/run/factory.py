@@ -25,8 +25,10 @@ from bisector.artifacts import remote
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.obtained import Obtained, Recipe, Sources
+from bisector.artifacts.obtained import Obtained, Recipe, Sources, Unobtainable
+from bisector.artifacts.prebuilt import Prebuilt
 from bisector.artifacts.provider import Provider
+from bisector.artifacts.sources import builds_refused
 from bisector.artifacts.trees import Trees
 from bisector.base import defaults, extras
 from bisector.base.errors import StoreError, UsageError
@@ -129,11 +131,28 @@ def provider_for(store: Store, cfg: RunConfig, candidates: list[str], repos: Cal
     sources = Sources({p.position: p.wheel for p in cfg.prebuilts}, cfg.installed)
     recipe = Recipe(profile_of(cfg), cfg.python, builder, cfg.build.timeout_s, cfg.build_jobs,
                     reuse_builds=cfg.request.prebuilt)
-    bucket = remote.configured()
-    if bucket is not None:
-        extras.require("s3")
     return Provider(ArtifactStore(store), repos, candidates, recipe, sources, events,
-                    remote=remote.Remote(bucket, events.note) if bucket else None)
+                    remote=remote_for(events))
+
+
+def remote_for(events: Events) -> remote.Remote | None:
+    """The team's object store this box is given (--artifacts, ...), or None."""
+    bucket = remote.configured()
+    if bucket is None:
+        return None
+    extras.require("s3")
+    return remote.Remote(bucket, events.note)
+
+
+def obtain_prebuilt(store: Store, repo: git.Repo, commit: str, wheel: Prebuilt,
+                    recipe: Recipe, events: Events | None = None) -> Obtained | Unobtainable:
+    """One commit's prebuilt wheel outside a bisection (the watch's nightlies), through the
+    chain every probe uses (local cache, object store, index; never a build)."""
+    events = events or QuietEvents()
+    provider = Provider(ArtifactStore(store), lambda: repo, [commit], recipe,
+                        Sources({0: wheel}), events, remote=remote_for(events))
+    with builds_refused():
+        return provider.obtain(0)
 
 
 def materialise_oracle(row: OracleRecord) -> Oracle:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import glob
 import re
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,21 +34,21 @@ import git
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
-from bisector.artifacts.build import python_tag, wheel_digest
-from bisector.artifacts.cache import artifact_key, wheel_dir
+from bisector.artifacts.build import python_tag
+from bisector.artifacts.cache import wheel_file_key
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.artifacts.installable import Installable
+from bisector.artifacts.obtained import Obtained, Recipe
 from bisector.artifacts.prebuilt import GIT_VERSION, Prebuilt, pick_wheels
 from bisector.base.errors import RepoError, UsageError
-from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.events import Events
 from bisector.executors.base import Executor
 from bisector.executors.facts import collect_facts
 from bisector.project import history
 from bisector.project.profiles import Profile
-from bisector.run.factory import env_executor
+from bisector.run.factory import env_executor, obtain_prebuilt
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
-from bisector.store.records import NewArtifact
 from bisector.store.watch import ResultRecord, parse_version
 
 
@@ -245,49 +244,27 @@ def _one_wheel(place: Place, v: Version, path: Path) -> Torch:
 
 
 def environment(store: Store, torch: Torch, place: Place,
-                progress: Callable[[str, int, int | None], None] = lambda _n, _d, _t: None,
-                ) -> tuple[Installable, Executor]:
+                events: Events | None = None) -> tuple[Installable, Executor]:
     """What to install and who runs it: the system interpreter as it is for an installed
-    torch, otherwise a uv virtualenv of the wheel (downloaded once, hash-checked;
-    ``progress(name, done, total)`` as it comes, and once more with ``done == total``)."""
+    torch, otherwise a uv virtualenv of the wheel. A nightly comes through the same chain of
+    sources as a bisection's probe (``artifacts/sources.py``): the local cache, the team's
+    object store, then the index (downloaded once, hash-checked, uploaded to the store),
+    under the same artifact key, never built."""
     import_name = place.profile.import_name
     if torch.kind == "installed":
         return (Installable("system", f"installed torch of {place.python}"),
                 env_executor(place.python, import_name, system=True))
     executor = env_executor(place.python, import_name)
     if torch.path is not None:
-        digest, _ = wheel_digest(torch.path)
-        key = artifact_key("wheel", torch.commit, {"sha256": digest})
+        key, digest = wheel_file_key(torch.path)
         return Installable(key, f"wheel {torch.path.name}", wheel=torch.path,
                            sha256=digest), executor
-    pb = torch.wheel
-    assert pb is not None
-    key = artifact_key("prebuilt", torch.commit, {"url": pb.url, "sha256": pb.sha256})
-    arts = ArtifactStore(store)
-    row = arts.get(key)
-    if row is None or not row.path or not Path(row.path).exists():
-        dest = wheel_dir(key) / pb.filename
-        if not dest.exists():
-            client = IndexClient(pb.url.rsplit("/", 1)[0])
-            got = [0]
-
-            def step(done: int, total: int | None) -> None:
-                got[0] = done
-                progress(pb.filename, done, total)
-
-            try:
-                client.download(IndexFile(pb.filename, pb.url, {"sha256": pb.sha256}
-                                          if pb.sha256 else {}), dest, step)
-            finally:
-                progress(pb.filename, got[0], got[0])  # ended, either way
-        digest, size = wheel_digest(dest)
-        row = arts.save(NewArtifact(key, torch.commit, ArtifactKind.PREBUILT, ArtifactStatus.OK,
-                                    {"url": pb.url, "filename": pb.filename, "kind": pb.kind,
-                                     "version": pb.version, "triton": None},
-                                    path=str(dest), sha256=digest, size=size))
-    assert row.path is not None
-    return Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=Path(row.path),
-                       sha256=row.sha256), executor
+    assert torch.wheel is not None
+    got = obtain_prebuilt(store, place.repo, torch.commit, torch.wheel,
+                          Recipe(place.profile, place.python), events)
+    if not isinstance(got, Obtained):
+        raise IndexProblem(f"{torch.wheel.filename}: {got.reason}")
+    return got.installable, executor
 
 
 def open_repo(path: Path) -> git.Repo:
