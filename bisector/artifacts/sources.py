@@ -11,6 +11,7 @@ wrong verdict. One artifact key is obtained by one thread at a time; source buil
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -42,6 +43,8 @@ from bisector.base import defaults
 from bisector.base.events import Events, Every, flag_set
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.infra import cancel
+from bisector.infra.owner import owner_alive, owner_id
+from bisector.store import claims
 from bisector.store import remote as remote_rows
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.records import ArtifactRecord, NewArtifact
@@ -310,11 +313,39 @@ def builds_refused() -> AbstractContextManager[None]:
 
 class Build:
     """A source build by the recipe's builder (host or container), at most ``build_jobs`` at
-    once; a failure is stored as a fact about the commit, an infrastructure error is not."""
+    once; a failure is stored as a fact about the commit, an infrastructure error is not.
+    Each build is claimed in the store first, so two processes (two boxes sharing the store
+    and an object store) never build one commit twice at once."""
+
+    poll_s = 2.0
 
     def __init__(self, shared: Shared) -> None:
         self.s = shared
         self._slots = threading.Semaphore(shared.ranking.recipe.build_jobs)
+        self.me = owner_id()
+
+    def _claim(self, key: str, sha: str) -> Answer | None:
+        """Claim the build of ``key``: None when it is ours to build; the answer when another
+        process built it meanwhile (waited for while it builds, taken over if it died)."""
+        store, said = self.s.artifacts.store, False
+        while True:
+            holder = claims.claim_build(store, key, sha, self.me)
+            if holder is None:
+                found = self.s.found(key)  # built (and uploaded) just before we claimed it
+                if found is None or found[0].status is ArtifactStatus.ERROR:
+                    return None
+                claims.release_build(store, key, sha, self.me)
+                return self.s.answer_found(found)
+            if holder.owner and not owner_alive(holder.owner, holder.at):
+                claims.take_over_build(store, key, sha, self.me, holder.owner)
+                continue
+            if not said:
+                self.s.events.phase(sha, f"{sha[:12]} is being built by {holder.owner}: "
+                                         f"waiting for its wheel")
+                said = True
+            if cancel.stopping():
+                raise cancel.Stopped("stopped while waiting for another process's build")
+            time.sleep(self.poll_s)
 
     def obtain(self, pos: int, sha: str) -> Answer:
         if _NO_BUILD.get():
@@ -325,12 +356,18 @@ class Build:
         where = "in the builder container" if builder and builder.where == "docker" \
             else "from source"
         with self.s.key_locks[key], self._slots:
-            res = obtain_wheel(
-                self.s.repo(), sha, recipe.profile, python=recipe.python,
-                timeout_s=recipe.timeout_s, builder=builder,
-                on_build=lambda: events.phase(sha, f"building {sha[:12]} {where}"),
-                on_line=lambda line: events.build_line(sha, line),
-            )
+            made = self._claim(key, sha)
+            if made is not None:
+                return made
+            try:
+                res = obtain_wheel(
+                    self.s.repo(), sha, recipe.profile, python=recipe.python,
+                    timeout_s=recipe.timeout_s, builder=builder,
+                    on_build=lambda: events.phase(sha, f"building {sha[:12]} {where}"),
+                    on_line=lambda line: events.build_line(sha, line),
+                )
+            finally:
+                claims.release_build(self.s.artifacts.store, key, sha, self.me)
         status = ArtifactStatus.OK if res.ok else (
             ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
         stats = {**res.stats, **({"error": res.infra} if res.infra else {})} or None

@@ -70,3 +70,21 @@ def beat(store: Store, me: str) -> None:
 def held_by(store: Store, me: str) -> list[str]:
     with store.session() as s:
         return list(s.scalars(select(m.Claim.commit_sha).where(m.Claim.owner == me)))
+
+
+# A build is claimed in the same table: its artifact key where a run's oracle hash goes, and
+# this marker for the environment (no run's fingerprint is this word). Two boxes that miss the
+# same wheel at once then build it once; the other waits and fetches it.
+BUILD = "build"
+
+
+def claim_build(store: Store, key: str, sha: str, me: str) -> Holder | None:
+    return claim(store, key, BUILD, sha, me)
+
+
+def take_over_build(store: Store, key: str, sha: str, me: str, seen: str) -> bool:
+    return take_over(store, key, BUILD, sha, me, seen)
+
+
+def release_build(store: Store, key: str, sha: str, me: str) -> None:
+    release(store, key, BUILD, sha, me)

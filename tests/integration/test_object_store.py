@@ -225,3 +225,33 @@ def test_du_and_gc_know_the_bucket(s3_bucket: str, history: SyntheticHistory,
     none = run_cli("--db", str(db), "gc", "--remote", "--max-size", "0",
                    env={"BISECTOR_HOME": str(tmp_path / "a"), "BISECTOR_ARTIFACTS": ""})
     one_line_error(none, "--artifacts", 2)
+
+
+def test_two_boxes_at_once_build_each_commit_once(s3_bucket: str, history: SyntheticHistory,
+                                                  tmp_path: Path) -> None:
+    """Both boxes start the same range together (their own caches and homes, one store, one
+    bucket): a build is claimed in the store, so the second box waits for the first's wheel
+    and fetches it instead of building it again."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "team.db"
+    procs = []
+    for name in ("a", "b"):
+        env = {**os.environ, "BISECTOR_HOME": str(tmp_path / name), "BISECTOR_ARTIFACTS":
+               s3_bucket, "BISECTOR_CACHE_DIR": str(tmp_path / name / "cache")}
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "bisector", "--db", str(db), "start", "--repo",
+             str(history.path), "--good", history.main[0], "--bad", history.main[-1],
+             "--oracle", "torchlet_norm", "--no-confirm", "--env", f"BOX={name}", "--json"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err
+        assert json.loads(out)["culprit"]["sha"] == history.culprit
+    logs = [f.name for name in ("a", "b")
+            for f in (tmp_path / name / "data" / "logs" / "builds").glob("*.log")]
+    arts, objs = rows(db)
+    built = {a.key for a in arts if a.kind == "source"}
+    assert sorted(logs) == sorted(f"{k}.log" for k in built), (logs, built)  # once each
+    assert {o.artifact_key for o in objs} == built
