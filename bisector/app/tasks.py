@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bisector.app.bisections import sweep_leftovers
 from bisector.artifacts.obtained import Unobtainable
-from bisector.base.errors import BisectorError, TaskAborted, UsageError
+from bisector.base.errors import BisectorError, RepoError, TaskAborted, UsageError
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
@@ -27,6 +27,7 @@ from bisector.infra import cancel
 from bisector.infra.owner import owner_id
 from bisector.infra.ticker import Ticker
 from bisector.oracle.script import Oracle
+from bisector.project import mirrors
 from bisector.run.config import RunConfig
 from bisector.run.factory import Parts, stored_config, stored_oracle
 from bisector.run.remote import Superseded, TaskRecorder
@@ -92,15 +93,19 @@ class Host:
             return self._contexts[bisection_id]
         rec = bisections.get(self.store, bisection_id)
         cfg = stored_config(self.store, bisection_id)
-        if not Path(cfg.repo).is_dir():
+        cands = bisections.candidates(self.store, bisection_id)
+        if cfg.repo_url:
+            cfg = replace(cfg, repo=self._mirror(cfg, cands, bisection_id))
+        elif not Path(cfg.repo).is_dir():
             raise UsageError(f"the clone {cfg.repo} of bisection {bisection_id} is not on "
-                             f"this box ({self.name}): clone it at that path here, or run "
-                             f"workers only where it is")
+                             f"this box ({self.name}) and the bisection has no repository "
+                             f"URL: start it with --repo-url URL (or from a clone with an "
+                             f"origin), or clone it at that path here")
         if "/" in cfg.python and not Path(cfg.python).exists():
             raise UsageError(f"the Python {cfg.python} of bisection {bisection_id} is not on "
                              f"this box ({self.name}): install it at that path here")
         oracle = stored_oracle(self.store, rec)
-        parts = Parts(self.store, cfg, bisections.candidates(self.store, bisection_id),
+        parts = Parts(self.store, cfg, cands,
                       self.events, labels={"bisector.bisection": str(bisection_id)},
                       bisection_id=bisection_id, walked=rec.n_candidates)
         ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
@@ -108,6 +113,19 @@ class Host:
         while len(self._contexts) > CONTEXTS:
             self._contexts.popitem(last=False)
         return ctx
+
+    def _mirror(self, cfg: RunConfig, cands: list[str], bisection_id: int) -> str:
+        """This box's own mirror of the bisection's repository URL; a box that cannot reach
+        the URL but has the clone at the coordinator's path works from that, and says so."""
+        try:
+            return str(mirrors.mirror(cfg.repo_url, cands))
+        except RepoError as e:
+            if not Path(cfg.repo).is_dir():
+                raise RepoError(f"bisection {bisection_id}: {e.message}; nor is the clone "
+                                f"{cfg.repo} on this box ({self.name})") from None
+            self.say(f"bisection {bisection_id}: {e.message}; working from the clone at "
+                     f"{cfg.repo} instead")
+            return cfg.repo
 
     def run(self, task_id: int, should_abort: Callable[[], bool]) -> str:
         """Run the task's probe (a procrastinate job calls this in a thread). Returns a line

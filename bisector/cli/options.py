@@ -120,6 +120,8 @@ SECONDS = Seconds()
 RANGE_OPTIONS = [
     click.option("--repo", default=".", show_default=True, type=click.Path(path_type=Path),
                  help="Path of the git clone."),
+    click.option("--repo-url", default="", metavar="URL", help="Where workers clone the "
+                 "repository from, each its own mirror (default: the clone's origin)."),
     click.option("--good", default=None, shell_complete=complete.refs,
                  help="A ref where the oracle passes (tag, branch, sha)."),
     click.option("--bad", default=None, shell_complete=complete.refs,

@@ -46,6 +46,8 @@ class Request:
     bad: str
     oracle: str = ""  # "" with a command oracle
     repo: Path = Path(".")
+    # Where workers clone the repository from (their own mirror); "": the clone's origin.
+    repo_url: str = ""
     find_fix: bool = False
     regress: Polarity | None = None
     ancestry_path: bool = False
@@ -242,6 +244,9 @@ class RunConfig:
     width: int = defaults.JOBS
     build_jobs: int = defaults.BUILD_JOBS
     version: int = 2  # of this codec's layout
+    # The repository's URL (--repo-url, else the clone's origin): a worker keeps its own
+    # mirror of it (project/mirrors.py) instead of needing the clone at ``repo``.
+    repo_url: str = ""
 
     @property
     def oracle_env(self) -> dict[str, str]:

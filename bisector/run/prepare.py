@@ -40,7 +40,7 @@ from bisector.infra.owner import owner_id
 from bisector.oracle.command import oracle_for
 from bisector.oracle.manual import manual_oracle
 from bisector.oracle.script import Oracle, bundled_oracles_dir
-from bisector.project import history, limits
+from bisector.project import history, limits, mirrors
 from bisector.project.profiles import Profile, get_profile
 from bisector.run import from_log, torch_place
 from bisector.run.config import (
@@ -209,6 +209,7 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa:
         release_index=(release or None) if use_index else None,
         installed=_installed_base(repo, profile, req, python),
         gpus=req.gpu_list, width=req.width, build_jobs=req.build_jobs,
+        repo_url=mirrors.checked_url(req.repo_url) if req.repo_url else mirrors.origin(repo),
     )
     executor = executor_for(cfg, labels={"bisector.role": "check"})
     builder = builder_for(cfg)

@@ -31,6 +31,7 @@ from bisector.run.config import (
 
 EVERYTHING = Request(
     good="v2.8.0", bad="v2.9.1", oracle="/abs/oracle.py", repo=Path("/src/pytorch"),
+    repo_url="https://example.invalid/pytorch.git",
     find_fix=True, regress=Polarity.SUCCESS, ancestry_path=True, into_merge=False,
     compiler_bisect=False,
     profile="pytorch",
@@ -90,7 +91,7 @@ def test_codec_round_trip_through_json() -> None:
         installed=InstalledBase("f" * 40, "/py", "/site", ("torch",)),
         prebuilts=(PlacedPrebuilt(3, Prebuilt("nightly", "t.whl", "http://x/t.whl", "2.9",
                                               None, "a" * 40, requires=["triton==3.6"])),),
-        gpus=("0", "1"), width=2, build_jobs=2)
+        gpus=("0", "1"), width=2, build_jobs=2, repo_url="git://127.0.0.1:1/t.git")
     assert decode(json.loads(json.dumps(encode(cfg)))) == cfg
 
 
