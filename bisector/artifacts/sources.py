@@ -18,12 +18,12 @@ from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import git
 
 from bisector.artifacts import overlay, remote
-from bisector.artifacts.build import build_key, obtain_wheel, wheel_digest
+from bisector.artifacts.build import BuildResult, build_key, obtain_wheel, wheel_digest
 from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.cache import artifact_key, wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
@@ -366,8 +366,20 @@ class Build:
                     on_build=lambda: events.phase(sha, f"building {sha[:12]} {where}"),
                     on_line=lambda line: events.build_line(sha, line),
                 )
+                # Stored and uploaded before the claim goes: a process waiting for this
+                # build finds the row (and the object) the moment it may claim.
+                row = self._save(sha, key, settings, res)
             finally:
                 claims.release_build(self.s.artifacts.store, key, sha, self.me)
+        # A new base: commits near it may overlay on it now.
+        self.s.ranking.forget_stored(new_base=row.status is ArtifactStatus.OK)
+        return self.s.answer(row, fresh=not res.cached)
+
+    def _save(self, sha: str, key: str, settings: dict[str, Any],
+              res: BuildResult) -> ArtifactRecord:
+        """The build's artifact row (a wheel, a failure, or an error to retry), uploaded to
+        the team's object store when it is a wheel."""
+        recipe, events = self.s.ranking.recipe, self.s.events
         status = ArtifactStatus.OK if res.ok else (
             ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
         stats = {**res.stats, **({"error": res.infra} if res.infra else {})} or None
@@ -387,6 +399,4 @@ class Build:
             log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
             stats=stats))
         self.s.publish(row)
-        # A new base: commits near it may overlay on it now.
-        self.s.ranking.forget_stored(new_base=status is ArtifactStatus.OK)
-        return self.s.answer(row, fresh=not res.cached)
+        return row
