@@ -15,13 +15,13 @@ any environment; the next probe makes it again.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from bisector.artifacts.cache import scratch_dir
 from bisector.base.paths import cache_dir
 from bisector.executors.bytecode import forget
 from bisector.executors.facts import collect_facts
+from bisector.infra import flock
 
 READY = ".bisector-ready"  # the same marker as a finished environment's (executors/local.py)
 INTERPRETER = "bisector-interpreter.json"  # the skeleton's facts
@@ -71,18 +72,10 @@ def new_venv(python: str, dest: Path, system_site: bool,
     return known
 
 
-@contextlib.contextmanager
-def _locked(skel: Path, how: int) -> Iterator[None]:
+def _locked(skel: Path, how: int) -> AbstractContextManager[None]:
     """A lock on one skeleton, between the threads and processes of this cache: it is made
     by one, copied by many, removed by one (:func:`forget_skeletons`)."""
-    lock = cache_dir() / "in-use" / "skeletons" / f"{skel.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as f:
-        fcntl.flock(f, how)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    return flock.held(cache_dir() / "in-use" / "skeletons" / f"{skel.name}.lock", how)
 
 
 def _make(skel: Path, make: Callable[[Path], None]) -> None:

@@ -17,10 +17,10 @@ import subprocess
 from pathlib import Path
 
 import git
-from filelock import FileLock
 
 from bisector.base.errors import RepoError, UsageError
 from bisector.base.paths import cache_dir
+from bisector.infra import flock
 
 PROTOCOLS = "http:https:git:ssh:file"
 _SCP = re.compile(r"^[\w.-]+@[\w.-]+:[\w./~-]+$")  # git@host:org/repo.git
@@ -71,7 +71,7 @@ def mirror(url: str, commits: list[str]) -> Path:
     url = checked_url(url)
     path = cache_dir() / "mirrors" / hashlib.sha256(url.encode()).hexdigest()[:16]
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with flock.held(path.with_name(path.name + ".lock")):
         if not (path / "HEAD").exists():
             tmp = path.with_name(path.name + f".{os.getpid()}.part")
             shutil.rmtree(tmp, ignore_errors=True)

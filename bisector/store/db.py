@@ -9,7 +9,6 @@ being "fixed".
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sqlite3
 import time
@@ -43,6 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from bisector.base import defaults
 from bisector.base.errors import StoreError
 from bisector.base.paths import PACKAGE_DIR
+from bisector.infra import flock
 from bisector.store.location import SCHEMA_HEAD as SCHEMA_HEAD
 
 # Where the store is lives in location.py (no SQLAlchemy); re-exported for the callers here.
@@ -347,13 +347,8 @@ def migration_lock(engine: Engine) -> Iterator[None]:
     """Serialise migrations between processes: a file lock for SQLite, an advisory lock for
     PostgreSQL. Two bisections started at once on a fresh store must not both create tables."""
     if engine.dialect.name == "sqlite" and engine.url.database:
-        lock = Path(engine.url.database + ".migrate-lock")
-        with lock.open("a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with flock.held(Path(engine.url.database + ".migrate-lock")):
+            yield
     elif engine.dialect.name == "postgresql":
         with engine.connect() as conn:
             conn.exec_driver_sql(f"SELECT pg_advisory_lock({MIGRATION_LOCK_KEY})")
