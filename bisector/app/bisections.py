@@ -23,6 +23,7 @@ from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive, owner_alive
 from bisector.infra.proc import sweep_probes
 from bisector.queue import need_queue
+from bisector.queue.routing import Need
 from bisector.run.config import Request, RunConfig
 from bisector.run.factory import open_bisection, stored_config
 from bisector.run.prepare import discover, prepare, record
@@ -97,11 +98,12 @@ def bisection(store: Store, bisection_id: int) -> BisectionRecord:
     return bisections.get(store, bisection_id)
 
 
-def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
-              events: Events) -> tuple[Remote | None, int | None]:
+def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events,
+              need: Need) -> tuple[Remote | None, int | None]:
     """Whether this run's probes go to workers, and how many a round: ``enqueue`` True or
-    False forces it; None enqueues when the store is PostgreSQL and a live worker serves the
-    probe queue. A round is ``--jobs`` probes, else one per live worker."""
+    False forces it; None enqueues when the store is PostgreSQL and a live worker offers the
+    bisection's environment (``need``, ``queue/routing.py``). A round is ``--jobs`` probes,
+    else one per such worker."""
     postgres = store.engine.dialect.name == "postgresql"
     if enqueue is False or (enqueue is None and not postgres):
         return None, None
@@ -110,8 +112,14 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
             raise UsageError("--manual asks a person at this terminal about each probe: drop "
                              "--enqueue")
         return None, None
-    live = workers.live(store) if postgres else []
+    every = workers.live(store) if postgres else []
+    live = [w for w in every if need.queue in w.queues]
+    others = len([w for w in every if any(q.startswith("probe") for q in w.queues)]) - len(live)
     if not live and not enqueue:
+        if others:
+            events.note(f"{others} live worker(s), none offering this bisection's environment "
+                        f"({need.words()}): probing in this process (bisect workers says what "
+                        f"each offers)")
         return None, None
     if not enqueue and not need_queue(required=False):
         events.note(f"{len(live)} live worker(s), but procrastinate is not installed here: "
@@ -124,12 +132,14 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None,
     conninfo(store)  # --enqueue on SQLite: one line saying what to give instead
     width = cfg.asked_width or max(1, len(live))
     if live:
-        events.note(f"{len(live)} live worker(s): each round's {width} probe(s) go to the "
-                    f"queue (bisect workers lists them)")
+        events.note(f"{len(live)} live worker(s) offer this bisection's environment "
+                    f"({need.words()}): each round's {width} probe(s) go to their queue "
+                    f"(bisect workers lists them)")
     else:
-        events.note("no live worker serves the probe queue yet: probes wait there until "
-                    "`bisect worker` starts")
-    return Remote(store, JobQueue(store)), width
+        events.note(f"no live worker offers this bisection's environment ({need.words()})"
+                    + (f"; {others} other(s) do not" if others else "")
+                    + ": probes wait in its queue until such a `bisect worker` starts")
+    return Remote(store, JobQueue(store), route=need.queue), width
 
 
 def run(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
@@ -140,7 +150,8 @@ def run(store: Store, bisection: int | BisectionRecord, events: Events | None = 
     rec = bisections.get(store, bisection) if isinstance(bisection, int) else bisection
     bisection_id = rec.id
     cfg = stored_config(store, rec)
-    remote, width = queue_for(store, cfg, enqueue, events)
+    remote, width = queue_for(store, cfg, enqueue, events,
+                              Need.of(rec.environment, cfg.variant))
     r = open_bisection(store, rec, events, remote, width, cfg)
     sweep_leftovers(events)
     if r.means.contained:

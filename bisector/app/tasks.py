@@ -13,9 +13,10 @@ worker was silent too long). Nothing stopped is ever recorded.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from bisector.app.bisections import sweep_leftovers
 from bisector.artifacts.obtained import Unobtainable
@@ -80,8 +81,9 @@ class Host:
     """The worker process's side of a probe: its store, GPU, name and owner id."""
 
     def __init__(self, store: Store, *, gpu: str | None, name: str,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], pythons: Mapping[str, str] | None = None) -> None:
         self.store, self.gpu, self.name, self.say = store, gpu, name, say
+        self.pythons = dict(pythons or {})  # tag -> this box's interpreter (worker/offer.py)
         self.me = owner_id()
         self.worker_id: int | None = None
         self.events = LogEvents(say)
@@ -101,9 +103,7 @@ class Host:
                              f"this box ({self.name}) and the bisection has no repository "
                              f"URL: start it with --repo-url URL (or from a clone with an "
                              f"origin), or clone it at that path here")
-        if "/" in cfg.python and not Path(cfg.python).exists():
-            raise UsageError(f"the Python {cfg.python} of bisection {bisection_id} is not on "
-                             f"this box ({self.name}): install it at that path here")
+        cfg = replace(cfg, python=self._python(cfg, rec.environment, bisection_id))
         oracle = stored_oracle(self.store, rec)
         parts = Parts(self.store, cfg, cands,
                       self.events, labels={"bisector.bisection": str(bisection_id)},
@@ -113,6 +113,21 @@ class Host:
         while len(self._contexts) > CONTEXTS:
             self._contexts.popitem(last=False)
         return ctx
+
+    def _python(self, cfg: RunConfig, environment: Mapping[str, Any], bisection_id: int) -> str:
+        """This box's own Python of the version the bisection's probes run (its queue
+        promised one): boxes keep their interpreters in different places."""
+        tag = str((environment.get("executor") or {}).get("python") or "")
+        if tag in self.pythons:
+            if self.pythons[tag] != cfg.python:
+                self.say(f"bisection {bisection_id}: probing with this box's Python "
+                         f"{self.pythons[tag]} ({tag}), not {cfg.python}")
+            return self.pythons[tag]
+        if "/" not in cfg.python or Path(cfg.python).exists():
+            return cfg.python
+        raise UsageError(f"the Python of bisection {bisection_id} ({tag or cfg.python}) is not "
+                         f"on this box ({self.name}): install it and start the worker with "
+                         f"--python PATH")
 
     def _mirror(self, cfg: RunConfig, cands: list[str], bisection_id: int) -> str:
         """This box's own mirror of the bisection's repository URL; a box that cannot reach

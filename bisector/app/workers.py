@@ -1,18 +1,54 @@
-"""``bisect workers``: who serves the queue, and what waits there."""
+"""``bisect workers``: who serves the queue, what each offers, what waits there, and where the
+fleet's packages came from."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from bisector.queue import need_queue
+from bisector.queue.routing import PROBE, Offer
 from bisector.store import workers
 from bisector.store.db import Store
+
+FOUND = ("cached", "bucket")  # a package found made: this box's cache, or another's upload
+
+
+def hit_rate(counts: dict[str, int]) -> float | None:
+    """The share of probes whose package was found made in the fleet (its local cache or the
+    team's object store) rather than built, downloaded from an index or overlaid; None with
+    no probe."""
+    total = sum(v for k, v in counts.items() if k != "broken")
+    return sum(counts.get(k, 0) for k in FOUND) / total if total else None
+
+
+def _kinds(queues: list[str]) -> list[str]:
+    """``probe``, ``build``: what a worker's per-environment queues amount to."""
+    return [k for k in (PROBE, "build")
+            if any(q == k or q.startswith(k + "/") for q in queues)]
+
+
+def _offers(offer: dict[str, Any] | None) -> str:
+    if not offer:
+        return "-"
+    return Offer(tuple(offer.get("gpus") or ()), offer.get("pythons") or {},
+                 offer.get("cuda")).words()
 
 
 def workers_data(store: Store) -> dict[str, Any]:
     """``bisect workers``: the workers seen in the last day (live ones first), each with its
-    GPU, the probe it runs and its last heartbeat, and the queue's jobs by status."""
-    rows = [w.as_dict() for w in workers.listing(store)]
+    GPU, what it offers, the probe it runs and its last heartbeat; the queue's jobs by
+    status; and per worker and in all, how the last day's probes got their packages."""
+    by_worker = workers.origins(store)
+    rows = []
+    for w in workers.listing(store):
+        d = w.as_dict()
+        d["kinds"], d["offers"] = _kinds(w.queues), _offers(w.offer)
+        d["obtained"] = by_worker.get(w.name, {})
+        rows.append(d)
+    fleet: dict[str, int] = {}
+    for counts in by_worker.values():
+        for k, v in counts.items():
+            fleet[k] = fleet.get(k, 0) + v
     queue: list[dict[str, Any]] = []
     if store.engine.dialect.name == "postgresql" and need_queue(required=False):
         # lazy: procrastinate is the optional postgres extra
@@ -24,4 +60,5 @@ def workers_data(store: Store) -> dict[str, Any]:
                 queue = jq.summary()
             finally:
                 jq.close()
-    return {"workers": rows, "queues": queue}
+    return {"workers": rows, "queues": queue,
+            "fleet": {"obtained": fleet, "hit_rate": hit_rate(fleet)}}

@@ -175,6 +175,8 @@ def _check_value(cmd: click.Command, opt: click.Option, value: Any, where: str,
             opt.name in PATH_VALUES and "/" in value)):
         p = Path(value).expanduser()
         value = str(p if p.is_absolute() else (base / p))
+    if opt.multiple and isinstance(value, str) and opt.name in PATH_VALUES:
+        value = [value]  # [defaults] python = "..." is also `bisect worker`'s one --python
     if opt.multiple and not isinstance(value, list):
         raise UsageError(f"{where}: must be a list, e.g. [\"A=1\", \"B=2\"]")
     try:

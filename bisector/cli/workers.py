@@ -75,8 +75,13 @@ def check_name(name: str | None) -> str | None:
               help="Queues to take jobs from (repeatable; default: probe). A CPU-only box: "
               "--queue build (see docs/fleet.md).")
 @click.option("--name", default=None, help="Shown by `bisect workers` (default: HOST/gpuN).")
+@click.option("--python", "python", multiple=True, metavar="PATH",
+              help="A Python this box probes with (repeatable): a bisection's probes go to a "
+              "worker with a Python of its version, at whatever path it has here. Default: "
+              "this worker's own and every python3.N on PATH.")
 @click.pass_obj
-def worker(c: Ctx, gpu: str | None, queues: tuple[str, ...], name: str | None) -> None:
+def worker(c: Ctx, gpu: str | None, queues: tuple[str, ...], name: str | None,
+           python: tuple[str, ...]) -> None:
     """Take probes from the queue of a PostgreSQL store and run them, one at a time, until
     stopped. SIGTERM or Ctrl-C: the probe in hand finishes (or is handed back after 4 min);
     a worker killed outright loses nothing: its probe is handed to another worker."""
@@ -91,7 +96,8 @@ def worker(c: Ctx, gpu: str | None, queues: tuple[str, ...], name: str | None) -
                          f"(or set BISECTOR_DB) to the workers and to bisect start")
     queue.need_queue()
     store = c.store()
-    worker_process.serve(store, gpu=gpu, queues=queues or ("probe",), name=name, say=_say)
+    worker_process.serve(store, gpu=gpu, queues=queues or ("probe",), name=name, say=_say,
+                         pythons=python)
 
 
 def _age(iso: str) -> str:
@@ -119,15 +125,25 @@ def workers_cmd(c: Ctx, json_out: bool) -> None:
     # lazy: rich's table, once there is a table to show
     from rich.table import Table
 
-    t = Table("id", "name", "gpu", "queues", "state", "probe", "heartbeat", "jobs")
+    t = Table("id", "name", "gpu", "queues", "offers", "state", "probe", "heartbeat", "jobs")
     for w in data["workers"]:
         p = w["probe"]
         probe = (f"#{p['bisection']} {p['commit'][:12]}"
                  + (f" (attempt {p['attempt']})" if p["attempt"] and p["attempt"] > 1 else "")
                  if p else "-")
-        t.add_row(str(w["id"]), escape(w["name"]), w["gpu"] or "-", ",".join(w["queues"]),
-                  w["state"], probe, _age(w["heartbeat"]), str(w["jobs"]))
+        t.add_row(str(w["id"]), escape(w["name"]), w["gpu"] or "-", ",".join(w["kinds"]),
+                  escape(w["offers"]), w["state"], probe, _age(w["heartbeat"]), str(w["jobs"]))
     out.print(t)
+    fleet = data["fleet"]
+    if fleet["obtained"]:
+        got = fleet["obtained"]
+        words = {"cached": "local cache", "bucket": "object store", "prebuilt": "index",
+                 "overlay": "overlay", "build": "built", "broken": "unbuildable"}
+        parts = [f"{got[k]} {words.get(k, k)}" for k in sorted(got, key=lambda k: -got[k])]
+        rate = fleet["hit_rate"]
+        out.print(f"packages of the last day's {sum(got.values())} probe(s): {', '.join(parts)}"
+                  + (f"; hit rate {rate:.0%} (found made in the fleet)"
+                     if rate is not None else ""))
     for q in data["queues"]:
         out.print(f"queue {q['name']}: {q['todo']} waiting, {q['doing']} running, "
                   f"{q['succeeded']} done, {q['failed']} failed, "

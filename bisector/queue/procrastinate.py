@@ -39,6 +39,11 @@ RETRY_WAIT_S = 5
 log = logging.getLogger("bisector.workers")
 
 
+def ours(queue: str | None) -> bool:
+    """One of bisector's queues: build, or a probe queue (``probe/ENVIRONMENT``)."""
+    return queue is not None and (queue in QUEUES or queue.startswith(PROBE_QUEUE + "/"))
+
+
 class ProbeRetry(procrastinate.BaseRetryStrategy):
     """A probe handed back at shutdown (its worker was stopped past its grace) goes back to the
     queue at once, however often; one that raised is tried again a few times. A probe aborted
@@ -94,8 +99,8 @@ class JobQueue:
             conninfo=conninfo(store), min_size=1, max_size=2))
         self.app.open()
 
-    def enqueue(self, task_id: int, *, lock: str | None = None) -> int:
-        return int(self.app.configure_task(PROBE_TASK, queue=PROBE_QUEUE, lock=lock)
+    def enqueue(self, task_id: int, *, queue: str, lock: str | None = None) -> int:
+        return int(self.app.configure_task(PROBE_TASK, queue=queue, lock=lock)
                    .defer(task_id=task_id))
 
     def enqueue_build(self, task_id: int, *, lock: str) -> int:
@@ -114,8 +119,8 @@ class JobQueue:
         self.app.job_manager.cancel_job_by_id(job_id, abort=True)
 
     def summary(self) -> list[dict[str, Any]]:
-        """Jobs per status of each of bisector's queues."""
-        return [q for q in self.app.job_manager.list_queues() if q["name"] in QUEUES]
+        """Jobs per status of each of bisector's queues (one per environment probes need)."""
+        return [q for q in self.app.job_manager.list_queues() if ours(q["name"])]
 
     def close(self) -> None:
         self.app.close()
@@ -159,7 +164,7 @@ async def hand_back_stalled(app: procrastinate.App, stale_s: float) -> list[int]
     await app.job_manager.prune_stalled_workers(stale_s)
     handed = []
     for job in await app.job_manager.get_stalled_jobs(seconds_since_heartbeat=stale_s):
-        if job.queue not in QUEUES or job.id is None:
+        if not ours(job.queue) or job.id is None:
             continue
         try:
             await app.job_manager.retry_job(job)

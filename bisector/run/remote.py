@@ -25,6 +25,7 @@ from bisector.base.errors import BisectorError, Cancelled, LeaseLost
 from bisector.base.events import Events
 from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
+from bisector.queue.routing import PROBE
 from bisector.run.pipeline import StoreRecorder
 from bisector.store import claims, tasks, workers
 from bisector.store.db import Store
@@ -41,9 +42,10 @@ BUILD_QUEUE = "build"
 class Queue(Protocol):
     """What the coordinator needs of a job queue."""
 
-    def enqueue(self, task_id: int, *, lock: str | None = None) -> int:
-        """Put the task's probe on the queue; returns the job id. Jobs sharing a ``lock``
-        run one after the other, in the order they were enqueued."""
+    def enqueue(self, task_id: int, *, queue: str, lock: str | None = None) -> int:
+        """Put the task's probe on ``queue`` (its environment's, ``queue/routing.py``);
+        returns the job id. Jobs sharing a ``lock`` run one after the other, in the order
+        they were enqueued."""
         ...
 
     def enqueue_build(self, task_id: int, *, lock: str) -> int:
@@ -99,9 +101,11 @@ def cancelled_message(bisection_id: int) -> str:
 class Remote:
     """The coordinator's dispatch through a queue."""
 
-    def __init__(self, store: Store, queue: Queue, *,
+    def __init__(self, store: Store, queue: Queue, *, route: str = PROBE,
                  poll_s: float = defaults.TASK_POLL_S) -> None:
-        self.store, self.queue, self.poll_s = store, queue, poll_s
+        """``route``: the probe queue of the bisection's environment (``Need.queue``), which
+        only the workers offering that environment take jobs from."""
+        self.store, self.queue, self.poll_s, self.route = store, queue, poll_s, route
 
     def close(self) -> None:
         self.queue.close()
@@ -158,7 +162,7 @@ class Remote:
                 and workers.live(self.store, BUILD_QUEUE)):
             lock = f"bisector-task-{t.id}"
             build = self.queue.enqueue_build(t.id, lock=lock)
-        job = self.queue.enqueue(t.id, lock=lock)
+        job = self.queue.enqueue(t.id, queue=self.route, lock=lock)
         tasks.set_job(self.store, t.id, job, build)
         r.events.phase(t.commit_sha, f"{t.commit_sha[:12]} queued for a "
                                      f"{'build worker, then a ' if build else ''}worker")

@@ -327,6 +327,8 @@ class WorkerRow(Base):
     pid: Mapped[int] = mapped_column(Integer)
     gpu: Mapped[str | None] = mapped_column(String(20), nullable=True)
     queues: Mapped[list[Any]] = mapped_column(JSON)
+    # What it offers (queue/routing.Offer.as_dict); null for workers before environments.
+    offer: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     state: Mapped[str] = mapped_column(String(10))
     task_id: Mapped[int | None] = mapped_column(
         ForeignKey("probe_task.id", ondelete="SET NULL"), nullable=True)

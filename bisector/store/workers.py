@@ -32,6 +32,7 @@ class WorkerRecord:
     pid: int
     gpu: str | None
     queues: list[str]
+    offer: dict[str, Any] | None
     state: WorkerState
     alive: bool
     task_id: int | None
@@ -44,7 +45,7 @@ class WorkerRecord:
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "host": self.host, "pid": self.pid,
-                "gpu": self.gpu, "queues": self.queues,
+                "gpu": self.gpu, "queues": self.queues, "offer": self.offer,
                 "state": (self.state.value if self.alive or self.state is WorkerState.STOPPED
                           else "gone"), "alive": self.alive,
                 "probe": None if self.task_id is None else {
@@ -59,10 +60,11 @@ def _aware(t: datetime) -> datetime:
 
 
 def register(store: Store, *, name: str, owner: str, host: str, pid: int, gpu: str | None,
-             queues: list[str]) -> int:
+             queues: list[str], offer: dict[str, Any] | None = None) -> int:
     now = datetime.now(UTC)
     with store.session() as s:
         row = m.WorkerRow(name=name, owner=owner, host=host, pid=pid, gpu=gpu, queues=queues,
+                          offer=offer,
                           state=WorkerState.IDLE.value, jobs=0, started_at=now,
                           heartbeat_at=now)
         s.add(row)
@@ -113,14 +115,33 @@ def listing(store: Store, *, stale_s: float = defaults.WORKER_STALE_S,
                  and owner_alive(w.owner, beat_at, stale_s)
                  and datetime.now(UTC) - beat_at < timedelta(seconds=stale_s))
         out.append(WorkerRecord(
-            w.id, w.name, w.owner, w.host, w.pid, w.gpu, list(w.queues or []),
+            w.id, w.name, w.owner, w.host, w.pid, w.gpu, list(w.queues or []), w.offer,
             WorkerState(w.state), alive, t.id if t else None, t.bisection_id if t else None,
             t.commit_sha if t else None, t.attempt if t else None, w.jobs,
             _aware(w.started_at), beat_at))
     return sorted(out, key=lambda r: (not r.alive, r.id))
 
 
-def live(store: Store, queue: str = "probe",
+def live(store: Store, queue: str | None = None,
          stale_s: float = defaults.WORKER_STALE_S) -> list[WorkerRecord]:
-    """Workers alive now that take jobs from ``queue``."""
-    return [w for w in listing(store, stale_s=stale_s) if w.alive and queue in w.queues]
+    """Workers alive now that take jobs from ``queue`` (every live one when None)."""
+    return [w for w in listing(store, stale_s=stale_s)
+            if w.alive and (queue is None or queue in w.queues)]
+
+
+def origins(store: Store, since_s: float = 86400.0) -> dict[str, dict[str, int]]:
+    """Per worker, how the probes it ran in the last ``since_s`` got their package (the
+    pipeline's ``obtained_as``: cached, bucket, prebuilt, overlay, build, broken); probes that
+    adopted a verdict already stored ran nothing and are not counted."""
+    after = datetime.now(UTC) - timedelta(seconds=since_s)
+    with store.session() as s:
+        rows = s.execute(select(m.ProbeTask.worker, m.RunRow.facts)
+                         .join(m.RunRow, m.RunRow.id == m.ProbeTask.run_id)
+                         .where(m.ProbeTask.updated_at >= after,
+                                m.ProbeTask.reused.is_(False))).all()
+    out: dict[str, dict[str, int]] = {}
+    for worker, facts in rows:
+        how = str((facts or {}).get("obtained_as") or "unknown")
+        counts = out.setdefault(worker or "?", {})
+        counts[how] = counts.get(how, 0) + 1
+    return out

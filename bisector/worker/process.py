@@ -29,28 +29,41 @@ from bisector.app.bisections import sweep_leftovers
 from bisector.app.tasks import Host
 from bisector.base import defaults
 from bisector.queue import procrastinate as q
+from bisector.queue.routing import Offer
 from bisector.store import workers
 from bisector.store.db import Store
+from bisector.worker.offer import offer as read_offer
+
+
+def listened(kinds: Sequence[str], offer: Offer) -> list[str]:
+    """The queues of ``--queue`` kinds: ``probe``, one per environment this box offers
+    (``queue/routing.py``); ``build`` as it is (a build needs no GPU)."""
+    return [*(offer.queues() if q.PROBE_QUEUE in kinds else []),
+            *([q.BUILD_QUEUE] if q.BUILD_QUEUE in kinds else [])]
 
 
 def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | None,
-          say: Callable[[str], None],
+          say: Callable[[str], None], pythons: Sequence[str] = (),
           shutdown_s: float = defaults.WORKER_SHUTDOWN_S) -> None:
     """Run a worker until it is stopped."""
+    offer = read_offer(gpu, pythons)
     q.ensure_schema(store)
     host_name = socket.gethostname()
     name = name or f"{host_name}/{'gpu' + gpu if gpu is not None else 'cpu'}"
-    host = Host(store, gpu=gpu, name=name, say=say)
+    host = Host(store, gpu=gpu, name=name, say=say, pythons=offer.pythons)
     qapp = q.worker_app(store, lambda ctx, task_id: host.run(task_id, ctx.should_abort),
                         lambda ctx, task_id: host.build(task_id, ctx.should_abort))
     sweep_leftovers(host.events)
+    listen = listened(queues, offer)
     host.worker_id = workers.register(store, name=name, owner=host.me, host=host_name,
-                                      pid=os.getpid(), gpu=gpu, queues=list(queues))
+                                      pid=os.getpid(), gpu=gpu, queues=listen,
+                                      offer=offer.as_dict())
     say(f"worker {name} (id {host.worker_id}) takes {', '.join(queues)} jobs from "
-        f"{store.url}" + (f", probes on GPU {gpu}" if gpu is not None else ""))
+        f"{store.url}" + (f", probes on GPU {gpu}" if gpu is not None else "")
+        + (f"; it offers {offer.words()}" if q.PROBE_QUEUE in queues else ""))
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
     try:
-        asyncio.run(_main(qapp, store, host.worker_id, list(queues), name, say, shutdown_s))
+        asyncio.run(_main(qapp, store, host.worker_id, listen, name, say, shutdown_s))
     finally:
         workers.stop(store, host.worker_id)
         say(f"worker {name} stopped")

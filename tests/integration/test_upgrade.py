@@ -92,7 +92,7 @@ def test_old_store_upgrades_shows_and_resumes(backend: str, request: pytest.Fixt
     assert len(before) == 16 and len(probes_before) == 13
 
     done = _json(db, "show", "1")  # the first command migrates
-    assert _rows(db, "SELECT version_num FROM alembic_version") == [("0011",)]
+    assert _rows(db, "SELECT version_num FROM alembic_version") == [("0012",)]
     assert _rows(db, "SELECT id, commit_sha, outcome FROM run ORDER BY id") == before
     assert _rows(db, "SELECT bisection_id, seq, commit_sha, run_id, verdict FROM probe "
                      "ORDER BY bisection_id, seq") == probes_before

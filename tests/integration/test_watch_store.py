@@ -127,12 +127,14 @@ def test_a_refused_config_leaves_no_store(home: Path, tmp_path: Path) -> None:
                     reason="systemd-analyze is not installed (it comes with systemd)")
 def test_the_systemd_units_verify(tmp_path: Path) -> None:
     names = sorted(p.name for p in UNITS.iterdir())
-    assert names == ["bisector-tick.service", "bisector-tick.timer",
+    assert names == ["bisector-build.service", "bisector-tick.service", "bisector-tick.timer",
                      "bisector-worker@.service"]
     timer = (UNITS / "bisector-tick.timer").read_text()
     assert "OnCalendar=*-*-* 03:00:00" in timer and "Persistent=true" in timer
     assert "ExecStart=/usr/local/bin/bisect worker --gpu %i" in \
         (UNITS / "bisector-worker@.service").read_text()
+    assert "ExecStart=/usr/local/bin/bisect worker --queue build" in \
+        (UNITS / "bisector-build.service").read_text()
     # verify checks that ExecStart exists: point it at this checkout's entry point.
     bisect = Path(sys.executable).parent / "bisect"
     for p in UNITS.iterdir():

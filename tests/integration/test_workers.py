@@ -374,7 +374,7 @@ def test_a_build_worker_builds_ahead_of_the_probes(fast: None, pg_url: str, tmp_
     fleet.start(range(2))
     fleet.start(range(1), "--queue", "build", "--name", "builder")
     store = open_store(pg_url)
-    _wait("the workers", lambda: len(workers.live(store)) == 2
+    _wait("the workers", lambda: len(workers.live(store)) == 3
           and len(workers.live(store, "build")) == 1)
     coord = _coordinator(fleet, hist, oracle, "--enqueue", "--jobs", "2", "--no-prebuilt")
     stdout, stderr = coord.communicate(timeout=600)

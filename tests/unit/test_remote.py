@@ -41,8 +41,10 @@ class ThreadQueue:
         self.store, self.candidates, self.executor = store, candidates, executor
         self.states: dict[int, str] = {}
         self.threads: list[threading.Thread] = []
+        self.queues: list[str] = []  # where each job went
 
-    def enqueue(self, task_id: int, *, lock: str | None = None) -> int:
+    def enqueue(self, task_id: int, *, queue: str, lock: str | None = None) -> int:
+        self.queues.append(queue)
         job = len(self.states) + 1
         self.states[job] = "doing"
         th = threading.Thread(target=self._work, args=(job, task_id))
