@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bisector.artifacts.build import build_key, obtain_wheel
-from bisector.artifacts.build_logs import failure_summary
-from bisector.artifacts.cache import wheel_file_key
+from bisector.artifacts.given import System, WheelFile
 from bisector.artifacts.installable import Installable
+from bisector.artifacts.obtained import Obtained, Recipe, Unobtainable
+from bisector.artifacts.shared import Source
 from bisector.base import oracle_env
 from bisector.base.errors import BisectorError, BuildError, UsageError
 from bisector.base.events import Events, QuietEvents
@@ -29,8 +29,15 @@ from bisector.project import history
 from bisector.project.interpreter import choose_python
 from bisector.project.profiles import Profile, get_profile
 from bisector.run.config import CheckRequest
-from bisector.run.factory import CachedHostBuilder, env_executor, judge_for, ready_pipeline
+from bisector.run.factory import (
+    CachedHostBuilder,
+    env_executor,
+    judge_for,
+    obtain_commit,
+    ready_pipeline,
+)
 from bisector.run.torch_place import pick_profile
+from bisector.store.db import Store
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,8 @@ class CheckResult:
 
 
 def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
-          events: Events | None = None) -> CheckResult:
+          events: Events | None = None, store: Callable[[], Store] | None = None
+          ) -> CheckResult:
     """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
 
     ``req.python`` None: the interpreter :func:`~bisector.project.interpreter.choose_python`
@@ -70,7 +78,9 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
     included). A command oracle runs in ``req.commit``'s exported tree with a commit, else in the
     current folder (there is no commit to export). ``events`` hears each step as a bisection's
     probe does (building, its newest log line, making the environment, running the oracle):
-    a check is never a silent wait either."""
+    a check is never a silent wait either. ``store`` opens the store a commit's wheel is
+    looked up in and recorded to (``--commit`` only: a check of a wheel or of the system
+    Python writes nothing)."""
     events = events or QuietEvents()
     req.check()
     system, wheel, commit, repo = req.system, req.wheel, req.commit, req.repo
@@ -86,34 +96,39 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
     executor = env_executor(python, profile.import_name, env=env)
     sha = ""
     if system:
-        inst, where = Installable("system", "system"), f"system Python {python}"
+        inst = _given(System())
+        where = f"system Python {python}"
         executor = env_executor(python, profile.import_name, system=True, env=env)
     elif wheel is not None:
-        if not wheel.is_file():
-            raise UsageError(f"wheel {wheel} does not exist: check the path")
-        key, digest = wheel_file_key(wheel)
-        where = f"wheel {wheel.name}"
-        inst = Installable(key, where, wheel=wheel, sha256=digest)
+        inst = _given(WheelFile(wheel))
+        where = inst.obtained
     else:
         assert commit is not None
         r = history.open_repo(repo)
         sha = history.resolve(r, commit, "commit")
         executor = env_executor(python, profile.import_name, repo=repo, env=env)
-        key, _ = build_key(profile, sha, python)
-        built = obtain_wheel(r, sha, profile, python=python, builder=CachedHostBuilder(python),
-                             on_build=lambda: events.phase(sha, f"building {sha[:12]} from "
-                                                                "source"),
-                             on_line=lambda line: events.build_line(sha, line))
-        if not built.ok or built.wheel is None:
-            raise BuildError(f"building {sha[:12]} failed: {failure_summary(built.log_path)} "
-                             f"(log: {built.log_path})")
-        where = f"source build of {sha[:12]}"
-        inst = Installable(key, where, wheel=built.wheel)
+        if store is None:
+            raise UsageError("bisect check --commit needs the store its wheel is kept in")
+        got = obtain_commit(store(), r, sha, Recipe(profile, python, CachedHostBuilder(python)),
+                            events)
+        if isinstance(got, Unobtainable):
+            log = got.artifact.log_path if got.artifact else None
+            raise BuildError(f"no package of {sha[:12]}: {got.reason}"
+                             + (f" (log: {log})" if log else ""))
+        inst = got.installable
+        where = f"source build of {sha[:12]}" + (
+            " (from the team's object store)" if got.origin == "bucket" else "")
     res = ready_pipeline(inst, executor, oracle, rules, events).probe(0, sha, gpu=req.gpu)
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known
         sha = str(run.facts.get("torch_git_version") or run.facts.get("git_version") or "")
     return CheckResult(oracle, res.verdict, rules.polarity, run, where, python)
+
+
+def _given(source: Source) -> Installable:
+    got = source.obtain(0, "")
+    assert isinstance(got, Obtained)  # a given torch is never unobtainable
+    return got.installable
 
 
 def _profile(repo: Path, commit: str | None, name: str | None) -> Profile:

@@ -1,11 +1,11 @@
 """Getting an installable torch for a commit, cheapest way first.
 
-The chain (``sources.py``), in order: the installed torch when the commit is its base; the
-commit's own prebuilt wheel (release or nightly); an artifact already stored (built before, or
-known not to build); a Python-only overlay on the nearest base whose difference is
-overlay-safe; a source build. The ranking (``ranking.py``) says which of these a commit will
-take without taking it, for the search (``cost``) and ``bisect plan`` (``kind``), so what the
-plan projects is what the run does.
+The chain (``sources.py``, ``building.py``), in order: the installed torch when the commit is
+its base; the commit's package made before, in this box's cache, then in the team's object
+store; its own prebuilt wheel in an index (release or nightly); a Python-only overlay on the
+nearest base whose difference is overlay-safe; a source build. The ranking (``ranking.py``)
+says which of these a commit will take without taking it, for the search (``cost``) and
+``bisect plan`` (``kind``), so what the plan projects is what the run does.
 
 Several probes may obtain at once (one thread each); what they share is guarded in the
 ranking and the sources.
@@ -17,11 +17,13 @@ from collections.abc import Callable
 
 import git
 
+from bisector.artifacts import building
 from bisector.artifacts import sources as chain
 from bisector.artifacts.index import IndexClient
 from bisector.artifacts.obtained import NO_SOURCES, Answer, Recipe, Sources
 from bisector.artifacts.ranking import Ranking
 from bisector.artifacts.remote import Remote
+from bisector.artifacts.shared import Shared, Source
 from bisector.base.events import Events, QuietEvents
 from bisector.store.artifacts import ArtifactStore
 
@@ -43,13 +45,14 @@ class Provider:
         self.candidates = candidates
         self.ranking = Ranking(artifacts, repo, candidates, recipe, sources,
                                remote.bucket.url if remote else None)
-        shared = chain.Shared(artifacts, repo, self.ranking, events or QuietEvents(),
-                              remote=remote)
-        installed, prebuilt = chain.Installed(shared), chain.Prebuilt(shared, client_for)
-        self.cached, self.build = chain.Cached(shared), chain.Build(shared)
-        self.overlay = chain.Overlay(shared, installed, prebuilt)
-        self.chain: tuple[chain.Source, ...] = (installed, prebuilt, self.cached,
-                                                self.overlay, self.build)
+        shared = Shared(artifacts, repo, self.ranking, events or QuietEvents(), remote=remote)
+        installed, index = chain.Installed(shared), chain.Index(shared, client_for)
+        self.local, self.bucket = chain.LocalCache(shared), chain.ObjectStore(shared)
+        self.overlay = chain.Overlay(shared, installed, index)
+        self.build = building.Build(shared)
+        # The chain, cheapest first: adding a way is one class and one line here.
+        self.chain: tuple[Source, ...] = (installed, self.local, self.bucket, index,
+                                          self.overlay, self.build)
 
     # The ranking, as the search and the plan ask for it.
     def kind(self, pos: int) -> str:
@@ -73,9 +76,10 @@ class Provider:
         """A commit outside the candidates (the culprit's revert on the bad endpoint): from
         the cache, as an overlay on the wheel that served ``near`` when only Python files
         differ, else built from source."""
-        got = self.cached.obtain(near, sha)
-        if got is not None:
-            return got
+        for made in (self.local, self.bucket):
+            got = made.obtain(-1, sha)  # -1: no candidate, so no prebuilt wheel of its own
+            if got is not None:
+                return got
         r = self.ranking
         base = r.overlay_base(near)
         if base is None and (r.prebuilt(near) is not None or near == r.installed_pos):

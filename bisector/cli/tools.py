@@ -16,6 +16,7 @@ from bisector.base.escape import safe
 from bisector.cli import complete
 from bisector.cli.config_file import ConfiguredCommand, ConfiguredGroup
 from bisector.cli.console import err, escape, out
+from bisector.cli.context import Ctx
 from bisector.cli.options import SECONDS, check_options
 from bisector.oracle.names import team_oracles_dir
 
@@ -90,7 +91,8 @@ def unconfigured(ctx: click.Context, kw: dict[str, Any]) -> dict[str, Any]:
 @click.option("--commit", default=None, help="Build this commit of --repo and run there.")
 @click.option("--gpu", default=None, help="Run on this GPU index alone (CUDA_VISIBLE_DEVICES).")
 @click.option("--json", "json_out", is_flag=True)
-def check(env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
+@click.pass_obj
+def check(c: Ctx, /, env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
     """Run one oracle (or a command, in --commit's tree or here) once and print its verdict
     with the environment facts it ran under."""
     # lazy: `bisect --help` and completion import none of this
@@ -106,7 +108,7 @@ def check(env_words: tuple[str, ...], json_out: bool, **kw: Any) -> None:
     req = check_request_from({**kw, "system": system, "env": pairs})
     with waiting(err, probe_lines=False) as events:  # the verdict is said below, once
         res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
-                        events=events)
+                        events=events, store=c.store)
     data = safe(res.as_dict())  # its output and facts: redacted, printable
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -164,9 +166,10 @@ def oracle() -> None:
               "current directory).")
 @click.option("--force", is_flag=True, help="Overwrite an existing oracle of that name.")
 # Above ruff's limits on purpose: a click command: one parameter per option.
-def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None,  # noqa: PLR0913
-               run_here: bool, at_ref: str | None, repo: Path, python: str | None,
-               description: str | None,
+@click.pass_obj
+def oracle_new(c: Ctx, /, name: str, repro: Path, match: str | None,  # noqa: PLR0913
+               traceback: Path | None, run_here: bool, at_ref: str | None, repo: Path,
+               python: str | None, description: str | None,
                needs_gpu: bool | None, timeout: float, directory: Path | None,
                force: bool) -> None:
     """Turn a seed-style repro script into an oracle with the right polarity and metadata.
@@ -180,7 +183,7 @@ def oracle_new(name: str, repro: Path, match: str | None, traceback: Path | None
     made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
                   match=match, description=description, needs_gpu=needs_gpu, timeout=timeout,
                   force=force, traceback=traceback, run_here=run_here, python=python,
-                  at=(repo, at_ref) if at_ref else None)
+                  at=(repo, at_ref) if at_ref else None, store=c.store)
     path = shlex.quote(str(made.path.resolve()))
     out.print(f"wrote {escape(path)}: bad when the repro {escape(made.rule)}; skips when "
               f"{', '.join(made.requires) or 'nothing'} cannot be imported"

@@ -23,12 +23,12 @@ import git
 
 from bisector.artifacts import remote
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
+from bisector.artifacts.building import builds_refused
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Obtained, Recipe, Sources, Unobtainable
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.artifacts.provider import Provider
-from bisector.artifacts.sources import builds_refused
 from bisector.artifacts.trees import Trees
 from bisector.base import defaults, extras
 from bisector.base.errors import StoreError, UsageError
@@ -148,11 +148,24 @@ def obtain_prebuilt(store: Store, repo: git.Repo, commit: str, wheel: Prebuilt,
                     recipe: Recipe, events: Events | None = None) -> Obtained | Unobtainable:
     """One commit's prebuilt wheel outside a bisection (the watch's nightlies), through the
     chain every probe uses (local cache, object store, index; never a build)."""
-    events = events or QuietEvents()
-    provider = Provider(ArtifactStore(store), lambda: repo, [commit], recipe,
-                        Sources({0: wheel}), events, remote=remote_for(events))
     with builds_refused():
-        return provider.obtain(0)
+        return _lone(store, repo, commit, recipe, Sources({0: wheel}), events).obtain(0)
+
+
+def obtain_commit(store: Store, repo: git.Repo, commit: str, recipe: Recipe,
+                  events: Events | None = None) -> Obtained | Unobtainable:
+    """One commit's wheel outside a bisection (``bisect check --commit``), through the chain
+    every probe uses: the local cache, the team's object store, then a build (claimed, so two
+    boxes checking one commit build it once), stored and uploaded for the next probe."""
+    return _lone(store, repo, commit, recipe, Sources(), events).obtain(0)
+
+
+def _lone(store: Store, repo: git.Repo, commit: str, recipe: Recipe, sources: Sources,
+          events: Events | None) -> Provider:
+    """The provider of one commit, outside any bisection."""
+    events = events or QuietEvents()
+    return Provider(ArtifactStore(store), lambda: repo, [commit], recipe, sources, events,
+                    remote=remote_for(events))
 
 
 def materialise_oracle(row: OracleRecord) -> Oracle:

@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from bisector.artifacts.building import builds_refused
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
-from bisector.artifacts.sources import builds_refused
 from bisector.base import defaults
 from bisector.base.events import made_ahead
 from bisector.base.paths import cache_dir

@@ -135,6 +135,8 @@ def _run_fleet(box: dict[str, fleet_world.Box], hist: object, url: str, pg_url: 
             assert list((box[name].root / "cache" / "mirrors").glob("*/HEAD")), said
     listed = box["coord"].run("--db", pg_url, "workers")
     assert "hit rate" in listed.stdout and "cp311" in listed.stdout, listed.stdout
+    fleet = json.loads(box["coord"].run("--db", pg_url, "workers", "--json").stdout)["fleet"]
+    assert fleet["obtained"] == dict(how), fleet  # the workers ran every probe
 
     # A second bisection of the range from a fresh box, probing itself (its verdicts keyed
     # apart by --env): no build, every package downloaded.
@@ -178,7 +180,8 @@ def _run_fleet(box: dict[str, fleet_world.Box], hist: object, url: str, pg_url: 
     # What it could not download after the kill, it built; the dead store said so once.
     assert how3["build"] >= 1 and err.count("the object store s3://") == 1, err
     print(f"FLEET-FIGURES commits=40 probes={len(d['probes'])} built={dict(built)} "
-          f"obtained={dict(how)} wall_1={wall_1:.0f}s | fresh box: obtained={dict(how2)} "
+          f"obtained={dict(how)} hit_rate={fleet['hit_rate']:.0%} wall_1={wall_1:.0f}s | "
+          f"fresh box: obtained={dict(how2)} "
           f"wall_2={wall_2:.0f}s | store killed after {killed_at} of {len(d3['probes'])} "
           f"probes: obtained={dict(how3)}")
 

@@ -255,3 +255,30 @@ def test_two_boxes_at_once_build_each_commit_once(s3_bucket: str, history: Synth
     built = {a.key for a in arts if a.kind == "source"}
     assert sorted(logs) == sorted(f"{k}.log" for k in built), (logs, built)  # once each
     assert {o.artifact_key for o in objs} == built
+
+
+def test_check_of_a_commit_goes_through_the_chain(s3_bucket: str, history: SyntheticHistory,
+                                                  tmp_path: Path) -> None:
+    """``bisect check --commit`` obtains as a probe does: box a builds, records and uploads the
+    wheel; box b, with a cache of its own, downloads it and builds nothing."""
+    db, sha = tmp_path / "team.db", history.main[15]
+
+    def check(name: str) -> tuple[dict[str, object], str]:
+        r = run_cli("--db", str(db), "--artifacts", s3_bucket, "check", "--repo",
+                    str(history.path), "--commit", sha, "--oracle", "torchlet_norm", "--json",
+                    env={"BISECTOR_HOME": str(tmp_path / name),
+                         "BISECTOR_CACHE_DIR": str(tmp_path / name / "cache")})
+        assert r.returncode in (0, 1), r.stderr
+        return json.loads(r.stdout), r.stderr
+
+    first, err_a = check("a")
+    assert first["environment"] == f"source build of {sha[:12]}", err_a
+    arts, objs = rows(db)
+    assert [a.commit_sha for a in arts if a.kind == "source"] == [sha]
+    assert len(objs) == 1
+    (tmp_path / "a").rename(tmp_path / "a-elsewhere")  # its paths in the store lead nowhere
+    second, err_b = check("b")
+    assert second["environment"] == f"source build of {sha[:12]} (from the team's object " \
+                                    f"store)", err_b
+    assert second["verdict"] == first["verdict"]
+    assert "sha256 checked" in err_b and "building" not in err_b, err_b

@@ -20,7 +20,8 @@ from rich.console import Console
 from bisector.app.demo.index import IndexServer
 from bisector.artifacts.index import IndexClient
 from bisector.artifacts.prebuilt import Discoverer
-from bisector.artifacts.sources import Prebuilt, Shared
+from bisector.artifacts.shared import Shared
+from bisector.artifacts.sources import Index
 from bisector.cli.progress import RichEvents
 from bisector.project.profiles import TORCHLET
 
@@ -66,7 +67,7 @@ def test_a_slow_download_tells_bytes_speed_and_time_left(
     shared = Shared(cast(Any, None), cast(Any, None), cast(Any, None), heard)
     dest = tmp_path / "wheels" / NAME
     try:
-        assert Prebuilt(shared, IndexClient)._download(
+        assert Index(shared, IndexClient)._download(
             0, f"{server.url}/nightly-cpu/files/{NAME}", NAME,
             hashlib.sha256(data).hexdigest(), dest)
     finally:

@@ -25,6 +25,7 @@ from bisector.base.events import QuietEvents
 from bisector.core.search import Verdict
 from bisector.project.profiles import GENERIC
 from bisector.run.config import CheckRequest
+from bisector.store.db import open_store
 from tests.support import git as run_git
 from tests.support import run_cli
 
@@ -192,8 +193,9 @@ def test_check_tells_each_step_it_waits_on(home: Path, tmp_path: Path) -> None:
     run_git(hist.path, "commit", "-q", "-m", "manifest")
     sha = repo.head.commit.hexsha
     heard = _Phases()
+    store = open_store(str(tmp_path / "b.db"))
     res = check(CheckRequest(command=("python", "-c", ORACLE), repo=hist.path, commit=sha,
-                             python=_python()), events=heard)
+                             python=_python()), events=heard, store=lambda: store)
     assert res.verdict is Verdict.BAD  # the planted commit (1) is an ancestor
     assert heard.phases[0] == f"building {sha[:12]} from source", heard.phases
     assert heard.lines, "the build's log lines were never told"

@@ -235,7 +235,7 @@ def test_a_removed_wheel_is_not_cached_for_the_provider(store: Store) -> None:
     assert provider.kind(1) == "cached"
     cleanup.collect(store, max_size=None, older_than_s=30 * DAY, dry_run=False)
     fresh = Provider(ArtifactStore(store), lambda: None, cands, recipe)  # type: ignore[arg-type,return-value]
-    assert fresh.kind(1) == "build" and fresh.cached.s.existing(key) is None
+    assert fresh.kind(1) == "build" and fresh.local.s.existing(key) is None
     row = ArtifactStore(store).get(key)
     assert row is not None and row.path  # the row stays: history of which probe ran on what
 

@@ -1,0 +1,126 @@
+"""The last way to a commit's torch: a source build by the recipe's builder (host or
+container), claimed in the store so that boxes sharing it build each commit once, stored as an
+artifact (a wheel, or the fact that the commit does not build) and uploaded to the team's
+object store. ``builds_refused`` stops the chain short of it (the prefetch without a build
+slot, the watch's nightlies).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import AbstractContextManager
+from contextvars import ContextVar
+from typing import Any
+
+from bisector.artifacts.build import BuildResult, build_key, obtain_wheel, wheel_digest
+from bisector.artifacts.build_logs import describe_stats
+from bisector.artifacts.obtained import Answer, Unobtainable
+from bisector.artifacts.prebuilt import triton_requirement
+from bisector.artifacts.shared import Shared
+from bisector.base.events import flag_set
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.infra import cancel
+from bisector.infra.owner import owner_alive, owner_id
+from bisector.store import claims
+from bisector.store.records import ArtifactRecord, NewArtifact
+
+# Set where a commit is obtained ahead of need without a build slot to spare for it
+# (run/prefetch.py): the chain then stops before building (an overlay the exact diff refused
+# falls through to here), and the probe builds it itself if it comes to that.
+_NO_BUILD: ContextVar[bool] = ContextVar("bisector_no_build", default=False)
+
+
+def builds_refused() -> AbstractContextManager[None]:
+    return flag_set(_NO_BUILD)
+
+
+class Build:
+    """A source build by the recipe's builder (host or container), at most ``build_jobs`` at
+    once; a failure is stored as a fact about the commit, an infrastructure error is not.
+    Each build is claimed in the store first, so two processes (two boxes sharing the store
+    and an object store) never build one commit twice at once."""
+
+    poll_s = 2.0
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+        self._slots = threading.Semaphore(shared.ranking.recipe.build_jobs)
+        self.me = owner_id()
+
+    def _claim(self, key: str, sha: str) -> Answer | None:
+        """Claim the build of ``key``: None when it is ours to build; the answer when another
+        process built it meanwhile (waited for while it builds, taken over if it died)."""
+        store, said = self.s.artifacts.store, False
+        while True:
+            holder = claims.claim_build(store, key, sha, self.me)
+            if holder is None:
+                found = self.s.found(key)  # built (and uploaded) just before we claimed it
+                if found is None or found[0].status is ArtifactStatus.ERROR:
+                    return None
+                claims.release_build(store, key, sha, self.me)
+                return self.s.answer_found(found)
+            if holder.owner and not owner_alive(holder.owner, holder.at):
+                claims.take_over_build(store, key, sha, self.me, holder.owner)
+                continue
+            if not said:
+                self.s.events.phase(sha, f"{sha[:12]} is being built by {holder.owner}: "
+                                         f"waiting for its wheel")
+                said = True
+            if cancel.stopping():
+                raise cancel.Stopped("stopped while waiting for another process's build")
+            time.sleep(self.poll_s)
+
+    def obtain(self, pos: int, sha: str) -> Answer:
+        if _NO_BUILD.get():
+            return Unobtainable("not built ahead: no build slot to spare", permanent=False)
+        recipe, events = self.s.ranking.recipe, self.s.events
+        builder = recipe.builder
+        key, settings = build_key(recipe.profile, sha, recipe.python, builder)
+        where = "in the builder container" if builder and builder.where == "docker" \
+            else "from source"
+        with self.s.key_locks[key], self._slots:
+            made = self._claim(key, sha)
+            if made is not None:
+                return made
+            try:
+                res = obtain_wheel(
+                    self.s.repo(), sha, recipe.profile, python=recipe.python,
+                    timeout_s=recipe.timeout_s, builder=builder,
+                    on_build=lambda: events.phase(sha, f"building {sha[:12]} {where}"),
+                    on_line=lambda line: events.build_line(sha, line),
+                )
+                # Stored and uploaded before the claim goes: a process waiting for this
+                # build finds the row (and the object) the moment it may claim.
+                row = self._save(sha, key, settings, res)
+            finally:
+                claims.release_build(self.s.artifacts.store, key, sha, self.me)
+        # A new base: commits near it may overlay on it now.
+        self.s.ranking.forget_stored(new_base=row.status is ArtifactStatus.OK)
+        return self.s.answer(row, fresh=not res.cached)
+
+    def _save(self, sha: str, key: str, settings: dict[str, Any],
+              res: BuildResult) -> ArtifactRecord:
+        """The build's artifact row (a wheel, a failure, or an error to retry), uploaded to
+        the team's object store when it is a wheel."""
+        recipe, events = self.s.ranking.recipe, self.s.events
+        status = ArtifactStatus.OK if res.ok else (
+            ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
+        stats = {**res.stats, **({"error": res.infra} if res.infra else {})} or None
+        digest, size = wheel_digest(res.wheel) if res.wheel else (None, None)
+        if res.stats.get("assembled"):
+            events.note(f"assembled {sha[:12]}'s wheel from its tree (pure Python: no build)")
+        elif res.stats and res.duration_s:
+            how = "built" if res.ok else "build failed for"
+            events.note(f"{how} {sha[:12]} in {res.duration_s:.1f}s, "
+                        f"{describe_stats(res.stats)}")
+        triton = triton_requirement(self.s.repo(), sha, recipe.profile, nightly=True)
+        if triton:
+            settings = {**settings, "extra": [triton]}
+        row = self.s.artifacts.save(NewArtifact(
+            key, sha, ArtifactKind.SOURCE, status, settings,
+            path=str(res.wheel) if res.wheel else None, sha256=digest, size=size,
+            log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
+            stats=stats))
+        self.s.publish(row)
+        return row
