@@ -101,7 +101,10 @@ class Box:
 
 def boxes(root: Path, names: Sequence[str], env: dict[str, str],
           also_hidden: Sequence[Path] = ()) -> dict[str, Box]:
-    """Boxes under ``root``, each hiding the others' folders and ``also_hidden``."""
+    """Boxes under ``root``, each hiding the others' folders and ``also_hidden``; none has a
+    GPU (:func:`no_gpu`) until a test gives it one (:func:`fake_gpu`)."""
+    cpu = no_gpu(root / "no-gpu")
+    env = {**env, "PATH": f"{cpu}:{os.environ['PATH']}"}
     made = {n: Box(n, root / n, dict(env)) for n in names}
     for b in made.values():
         b.hidden = [o.root for o in made.values() if o is not b] + list(also_hidden)
@@ -146,5 +149,16 @@ case "$*" in
   *) echo "| NVIDIA-SMI 570.00   Driver Version: 570.00   CUDA Version: {cuda} |" ;;
 esac
 """)
+    smi.chmod(0o755)
+    return folder
+
+
+def no_gpu(folder: Path) -> Path:
+    """A folder with an ``nvidia-smi`` that finds no driver, as on a CPU box: put it first on
+    a box's PATH so the test means the same on a GPU box."""
+    folder.mkdir(parents=True, exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate "
+                   "with the NVIDIA driver.' >&2\nexit 9\n")
     smi.chmod(0o755)
     return folder

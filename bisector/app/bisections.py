@@ -115,11 +115,12 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events
     every = workers.live(store) if postgres else []
     live = [w for w in every if need.queue in w.queues]
     others = len([w for w in every if any(q.startswith("probe") for q in w.queues)]) - len(live)
+    hint = (" (a bisection started on a box without their GPU: give --gpu-model as "
+            "`bisect workers` shows it)" if others and not need.gpus else "")
     if not live and not enqueue:
         if others:
             events.note(f"{others} live worker(s), none offering this bisection's environment "
-                        f"({need.words()}): probing in this process (bisect workers says what "
-                        f"each offers)")
+                        f"({need.words()}): probing in this process{hint}")
         return None, None
     if not enqueue and not need_queue(required=False):
         events.note(f"{len(live)} live worker(s), but procrastinate is not installed here: "
@@ -138,8 +139,8 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events
     else:
         events.note(f"no live worker offers this bisection's environment ({need.words()})"
                     + (f"; {others} other(s) do not" if others else "")
-                    + ": probes wait in its queue until such a `bisect worker` starts")
-    return Remote(store, JobQueue(store), route=need.queue), width
+                    + f": probes wait in its queue until such a `bisect worker` starts{hint}")
+    return Remote(store, JobQueue(store), route=need.queue, build_route=need.build_queue), width
 
 
 def run(store: Store, bisection: int | BisectionRecord, events: Events | None = None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bisector.artifacts.build import detect_cuda_arch
 from bisector.artifacts.given import System, WheelFile
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Obtained, Recipe, Unobtainable
@@ -109,8 +110,11 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
         executor = env_executor(python, profile.import_name, repo=repo, env=env)
         if store is None:
             raise UsageError("bisect check --commit needs the store its wheel is kept in")
-        got = obtain_commit(store(), r, sha, Recipe(profile, python, CachedHostBuilder(python)),
-                            events)
+        # The arch a bisection on this box would build for, so its wheel serves both.
+        arch = (detect_cuda_arch(req.gpu) or profile.default_cuda_arch
+                if any("{cuda_arch}" in v for v in profile.build_env.values()) else None)
+        got = obtain_commit(store(), r, sha,
+                            Recipe(profile, python, CachedHostBuilder(python, arch)), events)
         if isinstance(got, Unobtainable):
             log = got.artifact.log_path if got.artifact else None
             raise BuildError(f"no package of {sha[:12]}: {got.reason}"

@@ -12,6 +12,7 @@ worker was silent too long). Nothing stopped is ever recorded.
 
 from __future__ import annotations
 
+import subprocess
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -19,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from bisector.app.bisections import sweep_leftovers
+from bisector.artifacts.build import python_tag
 from bisector.artifacts.obtained import Unobtainable
 from bisector.base.errors import BisectorError, RepoError, TaskAborted, UsageError
 from bisector.base.events import QuietEvents
-from bisector.base.kinds import TaskState
+from bisector.base.kinds import BuildPlace, TaskState
 from bisector.core.search import Verdict
 from bisector.infra import cancel
 from bisector.infra.owner import owner_id
@@ -39,6 +41,13 @@ from bisector.store.runs import Key
 WATCH_S = 0.5  # how often the watcher asks whether to stop
 FENCE_EVERY = 4  # ... and every this many looks, whether the task is still this attempt's
 CONTEXTS = 8  # bisections whose parts a worker keeps between probes
+
+
+def _tag_of(python: str) -> str | None:
+    try:
+        return python_tag(python)
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 class LogEvents(QuietEvents):
@@ -115,16 +124,22 @@ class Host:
         return ctx
 
     def _python(self, cfg: RunConfig, environment: Mapping[str, Any], bisection_id: int) -> str:
-        """This box's own Python of the version the bisection's probes run (its queue
-        promised one): boxes keep their interpreters in different places."""
-        tag = str((environment.get("executor") or {}).get("python") or "")
-        if tag in self.pythons:
-            if self.pythons[tag] != cfg.python:
-                self.say(f"bisection {bisection_id}: probing with this box's Python "
-                         f"{self.pythons[tag]} ({tag}), not {cfg.python}")
-            return self.pythons[tag]
-        if "/" not in cfg.python or Path(cfg.python).exists():
+        """The Python this box probes the bisection with: the one it was started with when
+        that path is here and of the version its verdicts are keyed by, else this box's own
+        of that version (its queue promised one: boxes keep interpreters in different
+        places). A container's probes and builds bring their own."""
+        facts = environment.get("executor") or {}
+        if facts.get("executor") == "docker" and cfg.build.place is BuildPlace.DOCKER:
             return cfg.python
+        tag = str(facts.get("python") or "")
+        if "/" in cfg.python and Path(cfg.python).exists() and _tag_of(cfg.python) == tag:
+            return cfg.python
+        if tag in self.pythons:
+            self.say(f"bisection {bisection_id}: probing with this box's Python "
+                     f"{self.pythons[tag]} ({tag}), not {cfg.python}")
+            return self.pythons[tag]
+        if "/" not in cfg.python:
+            return cfg.python  # a name this box's PATH resolves
         raise UsageError(f"the Python of bisection {bisection_id} ({tag or cfg.python}) is not "
                          f"on this box ({self.name}): install it and start the worker with "
                          f"--python PATH")

@@ -163,15 +163,18 @@ def build_settings(profile: Profile, python: str,
 
 @cache
 def python_tag(python: str) -> str:
-    """The interpreter's version, e.g. ``cp311``: a wheel is only good for that Python."""
+    """The interpreter's version, e.g. ``cp311`` (``cp313t`` free-threaded): a wheel is only
+    good for that Python."""
+    code = ("import sys, sysconfig; print(f'cp{sys.version_info[0]}{sys.version_info[1]}'"
+            " + ('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))")
     if python == sys.executable:
-        return f"cp{sys.version_info.major}{sys.version_info.minor}"
+        import sysconfig
+
+        free = "t" if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+        return f"cp{sys.version_info.major}{sys.version_info.minor}{free}"
     import subprocess
 
-    out = subprocess.run(
-        [python, "-c", "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')"],
-        capture_output=True, text=True, check=True,
-    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
     return out.stdout.strip()
 
 

@@ -2,8 +2,9 @@
 
 The chain (``sources.py``, ``building.py``), in order: the installed torch when the commit is
 its base; the commit's package made before, in this box's cache, then in the team's object
-store; its own prebuilt wheel in an index (release or nightly); a Python-only overlay on the
-nearest base whose difference is overlay-safe; a source build. The ranking (``ranking.py``)
+store; its own prebuilt wheel in an index (release or nightly); the stored fact that it does
+not build; a Python-only overlay on the nearest base whose difference is overlay-safe; a
+source build. The ranking (``ranking.py``)
 says which of these a commit will take without taking it, for the search (``cost``) and
 ``bisect plan`` (``kind``), so what the plan projects is what the run does.
 
@@ -48,11 +49,12 @@ class Provider:
         shared = Shared(artifacts, repo, self.ranking, events or QuietEvents(), remote=remote)
         installed, index = chain.Installed(shared), chain.Index(shared, client_for)
         self.local, self.bucket = chain.LocalCache(shared), chain.ObjectStore(shared)
+        self.broken = chain.Broken(shared)
         self.overlay = chain.Overlay(shared, installed, index)
         self.build = building.Build(shared)
         # The chain, cheapest first: adding a way is one class and one line here.
         self.chain: tuple[Source, ...] = (installed, self.local, self.bucket, index,
-                                          self.overlay, self.build)
+                                          self.broken, self.overlay, self.build)
 
     # The ranking, as the search and the plan ask for it.
     def kind(self, pos: int) -> str:
@@ -76,7 +78,7 @@ class Provider:
         """A commit outside the candidates (the culprit's revert on the bad endpoint): from
         the cache, as an overlay on the wheel that served ``near`` when only Python files
         differ, else built from source."""
-        for made in (self.local, self.bucket):
+        for made in (self.local, self.bucket, self.broken):
             got = made.obtain(-1, sha)  # -1: no candidate, so no prebuilt wheel of its own
             if got is not None:
                 return got

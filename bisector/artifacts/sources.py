@@ -1,9 +1,9 @@
 """The chain of ways to a commit's torch, each one job, asked in this order by
 ``provider.Provider``: the installed torch (``--installed-base``), the local cache, the team's
-object store, the commit's own wheel in an index (release or nightly), a Python-only overlay
-on a nearby base, a source build (``building.py``). Each answers, or passes (None) to the
-next. ``given.py`` has the two ways ``bisect check`` is handed a torch (the system's, a wheel
-file); ``shared.py`` what they all use.
+object store, the commit's own wheel in an index (release or nightly), the fact that it does
+not build, a Python-only overlay on a nearby base, a source build (``building.py``). Each
+answers, or passes (None) to the next. ``given.py`` has the two ways ``bisect check`` is
+handed a torch (the system's, a wheel file); ``shared.py`` what they all use.
 
 A prebuilt that fails (gone from the index, wrong hash) is dropped from the ranking for the
 rest of the run and the next way is tried, so a broken download can cost time but never a
@@ -49,21 +49,30 @@ class Installed:
 
 class LocalCache:
     """The commit made before on this box (by any bisection): its own prebuilt wheel or its
-    source build, on disk; or, for a commit with no wheel in an index, the stored fact that it
-    does not build."""
+    source build, on disk."""
 
     def __init__(self, shared: Shared) -> None:
         self.s = shared
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
-        keys = self.s.keys(pos, sha)
-        for key in keys:
+        for key in self.s.keys(pos, sha):
             a = self.s.artifacts.get(key)
             if a is not None and a.status is ArtifactStatus.OK and usable(a):
                 return self.s.answer_found((a, ""))
-        # A build that failed is a fact; with a prebuilt wheel to try, the index is asked first.
-        a = self.s.artifacts.get(keys[-1])
-        if a is not None and a.status is ArtifactStatus.FAILED and len(keys) == 1:
+        return None
+
+
+class Broken:
+    """The stored fact that the commit does not build (its source build failed), asked once
+    neither a package made before nor its own prebuilt wheel was to be had: a skip, never a
+    build again nor an overlay that would hide it."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        a = self.s.artifacts.get(self.s.ranking.recipe.source_key(sha))
+        if a is not None and a.status is ArtifactStatus.FAILED:
             return self.s.answer_found((a, ""))
         return None
 

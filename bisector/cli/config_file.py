@@ -171,12 +171,17 @@ def _check_value(cmd: click.Command, opt: click.Option, value: Any, where: str,
     """The value as the option would take it; relative paths are the config file's (its own
     folder, links resolved), never the folder the user stands in: ``python = "./tools/py"``
     in a trusted file runs that file's tool, not one of the clone the user is in."""
+    def resolved(word: str) -> str:
+        p = Path(word).expanduser()
+        return str(p if p.is_absolute() else (base / p))
+
     if isinstance(value, str) and (isinstance(opt.type, click.Path) or (
             opt.name in PATH_VALUES and "/" in value)):
-        p = Path(value).expanduser()
-        value = str(p if p.is_absolute() else (base / p))
+        value = resolved(value)
     if opt.multiple and isinstance(value, str) and opt.name in PATH_VALUES:
         value = [value]  # [defaults] python = "..." is also `bisect worker`'s one --python
+    if opt.multiple and isinstance(value, list) and opt.name in PATH_VALUES:
+        value = [resolved(v) if isinstance(v, str) and "/" in v else v for v in value]
     if opt.multiple and not isinstance(value, list):
         raise UsageError(f"{where}: must be a list, e.g. [\"A=1\", \"B=2\"]")
     try:

@@ -203,6 +203,10 @@ RANGE_OPTIONS = [
     click.option("--gpus", default=None, metavar="all|0,1,...", help="GPUs the probes use: "
                  "with a list, one probe runs per GPU at once (CUDA_VISIBLE_DEVICES locally, "
                  "one device request per container); all: every probe sees every GPU."),
+    click.option("--gpu-model", default=None, metavar="NAME", help="The GPU model the probes "
+                 "run on, as nvidia-smi names it (\"NVIDIA H200\"): for a bisection started on "
+                 "a box without that GPU whose probes go to workers that have it (default: this "
+                 "box's GPUs)."),
     click.option("--jobs", type=JOBS, default=None, help="Probes at once (default: one per "
                  "GPU of --gpus, else 1). Each round the search picks that many split points."),
     click.option("--build-jobs", type=JOBS, default=defaults.BUILD_JOBS, show_default=True,

@@ -40,8 +40,9 @@ log = logging.getLogger("bisector.workers")
 
 
 def ours(queue: str | None) -> bool:
-    """One of bisector's queues: build, or a probe queue (``probe/ENVIRONMENT``)."""
-    return queue is not None and (queue in QUEUES or queue.startswith(PROBE_QUEUE + "/"))
+    """One of bisector's queues: ``probe``, ``build``, or one per environment
+    (``probe/ENVIRONMENT``, ``build/PYTHON``)."""
+    return queue is not None and (queue in QUEUES or queue.split("/", 1)[0] in QUEUES)
 
 
 class ProbeRetry(procrastinate.BaseRetryStrategy):
@@ -103,8 +104,8 @@ class JobQueue:
         return int(self.app.configure_task(PROBE_TASK, queue=queue, lock=lock)
                    .defer(task_id=task_id))
 
-    def enqueue_build(self, task_id: int, *, lock: str) -> int:
-        return int(self.app.configure_task(BUILD_TASK, queue=BUILD_QUEUE, lock=lock)
+    def enqueue_build(self, task_id: int, *, queue: str, lock: str) -> int:
+        return int(self.app.configure_task(BUILD_TASK, queue=queue, lock=lock)
                    .defer(task_id=task_id))
 
     def status(self, job_id: int) -> str:

@@ -26,6 +26,7 @@ from itertools import product
 from typing import Any
 
 PROBE = "probe"  # the one queue of workers that predate environments, and of `--queue probe`
+BUILD = "build"  # likewise for builds
 NO_GPU = "no-gpu"
 ANY = "any"  # no variant (a source build), or a container bringing its own Python
 OLDEST_CUDA = 11  # the first major with minor version compatibility
@@ -65,7 +66,7 @@ class Need:
         contained = facts.get("executor") == "docker"
         python = str(facts.get("python") or ANY)
         return cls(tuple(sorted(facts.get("gpu_models") or ())),
-                   ANY if contained or not re.fullmatch(r"cp\d+", python) else python,
+                   ANY if contained or not re.fullmatch(r"cp\d+t?", python) else python,
                    cuda_class(variant))
 
     @property
@@ -77,6 +78,12 @@ class Need:
         if len(name) <= LONGEST:
             return name
         return f"{PROBE}/{hashlib.sha256(name.encode()).hexdigest()[:20]}"
+
+    @property
+    def build_queue(self) -> str:
+        """``build/cp312``: a build ahead of a probe needs a box with that Python, whatever
+        its GPU (``build/any`` when the builder image brings its own)."""
+        return f"{BUILD}/{self.python}"
 
     def words(self) -> str:
         """``NVIDIA H200, cp312, cu12``: for a line saying who may run it."""
@@ -94,8 +101,9 @@ class Offer:
 
     def cuda_classes(self) -> list[str]:
         """What its driver runs: every CUDA major up to its own, the CPU wheels, and ``any``
-        (source builds, whose toolkit the builder image chose). ROCm is not offered: a box
-        with AMD GPUs is named by ``--queue`` by hand."""
+        (source builds, whose toolkit the builder image chose). ROCm variants are not offered
+        yet: a ROCm bisection finds no worker and probes in-process (or waits, saying so,
+        with ``--enqueue``)."""
         majors = range(OLDEST_CUDA, (self.cuda_major or 0) + 1)
         return [*(f"cu{m}" for m in majors), "cpu", ANY]
 
@@ -104,6 +112,10 @@ class Offer:
         pythons = [*sorted(self.pythons), ANY]
         return [Need(tuple(sorted(self.gpus)), py, cuda).queue
                 for py, cuda in product(pythons, self.cuda_classes())]
+
+    def build_queues(self) -> list[str]:
+        """Every build queue this box takes jobs from: one per Python it has, ``any``."""
+        return [f"{BUILD}/{py}" for py in [*sorted(self.pythons), ANY]]
 
     def serves(self, need: Need) -> bool:
         return need.queue in self.queues()

@@ -67,6 +67,9 @@ class Request:
     executor: ExecutorKind = ExecutorKind.LOCAL
     image: str | None = None
     gpus: str | None = None  # "all" or "0,1"
+    # The GPU model the verdicts are for, when the probes run on workers of another box
+    # (queue/routing.py); None: this box's GPUs, as nvidia-smi names them.
+    gpu_model: str | None = None
     memory: str = defaults.MEMORY
     pids: int = defaults.PIDS
     build_in: BuildPlace | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -250,6 +251,14 @@ def refuse_for_performance(req: Request, oracle: Oracle) -> None:
 def _gpu_models(req: Request) -> list[str]:
     """The GPU models the probes will run on. ``--gpus`` naming GPUs this machine lacks is
     refused here, before anything is stored (containers see the host's GPUs too)."""
+    if req.gpu_model:
+        if req.gpus:
+            raise UsageError(f"--gpu-model {req.gpu_model!r} with --gpus {req.gpus}: --gpus "
+                             f"names this box's GPUs, whose model nvidia-smi gives; drop one")
+        if not re.fullmatch(r"[\w .()+/-]{1,100}", req.gpu_model):
+            raise UsageError(f"--gpu-model {req.gpu_model[:40]!r}: give the model as "
+                             f"nvidia-smi -L names it, e.g. \"NVIDIA H200\"")
+        return [req.gpu_model.strip()]
     inventory = gpu_inventory()
     wanted = req.gpu_list
     if inventory is None:

@@ -15,7 +15,7 @@ past the stale limit) can never write a result over its retry's.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -37,6 +37,7 @@ JOB_FAILED = "failed"
 JOB_STOPPED = ("cancelled", "aborted")
 JOB_ENDED = ("succeeded", "failed", "cancelled", "aborted", "missing")
 BUILD_QUEUE = "build"
+LISTENERS_EVERY = 30  # polls between looks at whether a live worker takes the route's jobs
 
 
 class Queue(Protocol):
@@ -48,9 +49,10 @@ class Queue(Protocol):
         they were enqueued."""
         ...
 
-    def enqueue_build(self, task_id: int, *, lock: str) -> int:
-        """Put a source build of the task's commit on the build queue (a CPU-only worker
-        builds it into the shared cache before the probe, which holds the same lock)."""
+    def enqueue_build(self, task_id: int, *, queue: str, lock: str) -> int:
+        """Put a source build of the task's commit on ``queue`` (a build worker with the
+        bisection's Python builds and uploads it before the probe, which holds the same
+        lock)."""
         ...
 
     def status(self, job_id: int) -> str:
@@ -102,10 +104,13 @@ class Remote:
     """The coordinator's dispatch through a queue."""
 
     def __init__(self, store: Store, queue: Queue, *, route: str = PROBE,
-                 poll_s: float = defaults.TASK_POLL_S) -> None:
+                 build_route: str = BUILD_QUEUE, poll_s: float = defaults.TASK_POLL_S) -> None:
         """``route``: the probe queue of the bisection's environment (``Need.queue``), which
-        only the workers offering that environment take jobs from."""
+        only the workers offering that environment take jobs from; ``build_route`` its build
+        queue (``Need.build_queue``)."""
         self.store, self.queue, self.poll_s, self.route = store, queue, poll_s, route
+        self.build_route = build_route
+        self._unserved_said = False
 
     def close(self) -> None:
         self.queue.close()
@@ -135,8 +140,12 @@ class Remote:
             if t.job_id is None or self.queue.status(t.job_id) in JOB_ENDED:
                 self._enqueue(r, t)
         seen: dict[int, tuple[TaskState, int]] = {}
+        polls = 0
         while pending:
             r.check_lease()  # also stops on `bisect cancel`
+            polls += 1
+            if polls % LISTENERS_EVERY == 0:
+                self._say_if_unserved(r, pending.values())
             for t in tasks.get(self.store, list(pending)):
                 if t.state is TaskState.DONE:
                     self._record(r, t)
@@ -153,15 +162,27 @@ class Remote:
             if pending:
                 time.sleep(self.poll_s)
 
+    def _say_if_unserved(self, r: Coordinator, waiting: Iterable[tasks.TaskRecord]) -> None:
+        """Once, when probes wait in a queue no live worker takes jobs from (its last worker
+        died, or none ever offered this environment): they wait, and the user hears why."""
+        if self._unserved_said or not any(t.state is TaskState.QUEUED for t in waiting):
+            return
+        if not workers.live(self.store, self.route):
+            self._unserved_said = True
+            r.events.note(f"no live worker takes jobs from {self.route}: this bisection's "
+                          f"probes wait there until one offering its environment starts (or "
+                          f"`bisect cancel {r.record.id}`, then `bisect resume "
+                          f"{r.record.id} --no-enqueue` on a box that can probe)")
+
     def _enqueue(self, r: Coordinator, t: tasks.TaskRecord) -> None:
         """A probe whose commit needs a source build, while a build worker is alive, gets
         the build enqueued first under a lock the probe shares: the GPU worker then finds the
         wheel built (in the cache the boxes share) instead of building it itself."""
         lock = build = None
         if (r.cost(t.position) == COST["build"]
-                and workers.live(self.store, BUILD_QUEUE)):
+                and workers.live(self.store, self.build_route)):
             lock = f"bisector-task-{t.id}"
-            build = self.queue.enqueue_build(t.id, lock=lock)
+            build = self.queue.enqueue_build(t.id, queue=self.build_route, lock=lock)
         job = self.queue.enqueue(t.id, queue=self.route, lock=lock)
         tasks.set_job(self.store, t.id, job, build)
         r.events.phase(t.commit_sha, f"{t.commit_sha[:12]} queued for a "
@@ -174,7 +195,7 @@ class Remote:
             return
         if (t.build_job_id is not None and t.state is TaskState.QUEUED
                 and self.queue.status(t.build_job_id) == "todo"
-                and not workers.live(self.store, BUILD_QUEUE)):
+                and not workers.live(self.store, self.build_route)):
             self.queue.abort(t.build_job_id)  # no build worker left: the probe builds it
         status = self.queue.status(t.job_id)
         if status not in JOB_ENDED:

@@ -37,9 +37,11 @@ from bisector.worker.offer import offer as read_offer
 
 def listened(kinds: Sequence[str], offer: Offer) -> list[str]:
     """The queues of ``--queue`` kinds: ``probe``, one per environment this box offers
-    (``queue/routing.py``); ``build`` as it is (a build needs no GPU)."""
-    return [*(offer.queues() if q.PROBE_QUEUE in kinds else []),
-            *([q.BUILD_QUEUE] if q.BUILD_QUEUE in kinds else [])]
+    (``queue/routing.py``), and the plain ``probe`` queue of coordinators that predate them
+    (their waiting jobs are not stranded by an upgrade); ``build``, one per Python it has
+    (a build needs no GPU), and the plain one likewise."""
+    return [*([*offer.queues(), q.PROBE_QUEUE] if q.PROBE_QUEUE in kinds else []),
+            *([*offer.build_queues(), q.BUILD_QUEUE] if q.BUILD_QUEUE in kinds else [])]
 
 
 def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | None,

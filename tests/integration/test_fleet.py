@@ -193,13 +193,13 @@ def test_probes_go_only_to_workers_of_the_bisections_gpu_model(pg_url: str,
     by the H200 worker only; one started on a model no worker has is probed in-process."""
     hist = generate(tmp_path / "origin" / "t", commits=12, culprit=7, broken=(), seed=33041,
                     release_at=None, side_branch_at=None)
-    box = fleet_world.boxes(tmp_path / "boxes", ("h100", "h200", "coord", "a100"),
+    box = fleet_world.boxes(tmp_path / "boxes", ("h100", "h200", "coord", "a100", "laptop"),
                             {**FAST, "BISECTOR_WORKER_STALE_S": "30"},
                             also_hidden=[tmp_path / "served"])
     for name, model in (("h100", "NVIDIA H100 80GB HBM3"), ("h200", "NVIDIA H200"),
                         ("coord", "NVIDIA H200"), ("a100", "NVIDIA A100-SXM4-80GB")):
         smi = fleet_world.fake_gpu(box[name].root / "driver", model)
-        box[name].env["PATH"] = f"{smi}:{box[name].environ()['PATH']}"
+        box[name].env["PATH"] = f"{smi}:{box[name].env['PATH']}"
     try:
         with fleet_world.git_server(hist.path, tmp_path / "served") as url:
             for name in ("h100", "h200"):
@@ -227,6 +227,21 @@ def test_probes_go_only_to_workers_of_the_bisections_gpu_model(pg_url: str,
             assert "2 live worker(s), none offering this bisection's environment (NVIDIA " \
                    "A100-SXM4-80GB, cp311, cpu): probing in this process" in other.stderr, \
                 other.stderr
+
+            # A box with no GPU at all: told how to reach the workers, then --gpu-model.
+            laptop_repo = _clone(box["laptop"], url)
+            alone = _start(box["laptop"], laptop_repo, hist, pg_url, "--env", "BOX=laptop")
+            assert alone.returncode == 0, alone.stderr
+            assert "give --gpu-model as `bisect workers` shows it" in alone.stderr, alone.stderr
+            sent = _start(box["laptop"], laptop_repo, hist, pg_url, "--env", "BOX=laptop2",
+                          "--gpu-model", "NVIDIA H200")
+            assert sent.returncode == 0, sent.stderr
+            assert "1 live worker(s) offer this bisection's environment (NVIDIA H200" in \
+                sent.stderr, sent.stderr
+            with store.engine.connect() as c:
+                where = dict(c.execute(text("SELECT worker, count(*) FROM probe_task "
+                                            "GROUP BY worker")).all())
+            assert set(where) == {"h200"}, where
     finally:
         for b in box.values():
             b.stop()

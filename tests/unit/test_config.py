@@ -38,6 +38,7 @@ EVERYTHING = Request(
     python="/usr/bin/python3.12", offline=True, build_timeout=99.0, prebuilt=False,
     nightly_index="http://127.0.0.1:1/whl/nightly/cu128", release_index="", variant="cu126",
     installed_base="v2.9.0", executor=ExecutorKind.DOCKER, image="rt:1", gpus="0,1",
+    gpu_model="NVIDIA H200",
     memory="8g", pids=64, build_in=BuildPlace.HOST, builder_image="b:1", cuda_arch="9.0",
     max_jobs=3, build_env=("USE_DISTRIBUTED=1", "X=y z"), jobs=2, build_jobs=2, prefetch=0,
     confirm=False, reconfirm=True,

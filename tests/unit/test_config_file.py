@@ -119,3 +119,17 @@ def test_into_merge_is_an_inert_key_an_untrusted_file_may_set(tmp_path: Path) ->
     with pytest.raises(UsageError, match="into-merge"):  # a value the flag would refuse
         load(cli, [ConfigFile(write(tmp_path / "t.toml", '[start]\ninto-merge = "maybe"\n'),
                               False)])
+
+
+def test_a_workers_pythons_are_the_files_own_paths(tmp_path: Path) -> None:
+    """``bisect worker``'s --python is repeatable: a list in the file, and a single path from
+    [defaults], are both read from the file's folder, never the one the worker stands in."""
+    user = write(tmp_path / "cfg" / "bisector.toml",
+                 '[worker]\npython = ["./tools/py3.12", "/opt/py/bin/python3.11", "python3"]\n')
+    got = load(cli, [ConfigFile(user, True)])
+    assert got.default_map["worker"]["python"] == [
+        str(tmp_path / "cfg" / "tools" / "py3.12"), "/opt/py/bin/python3.11", "python3"]
+    user.write_text('[defaults]\npython = "./tools/py3.12"\n')
+    got = load(cli, [ConfigFile(user, True)])
+    assert got.default_map["worker"]["python"] == [str(tmp_path / "cfg" / "tools" / "py3.12")]
+    assert got.default_map["start"]["python"] == str(tmp_path / "cfg" / "tools" / "py3.12")

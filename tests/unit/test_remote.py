@@ -52,7 +52,7 @@ class ThreadQueue:
         th.start()
         return job
 
-    def enqueue_build(self, task_id: int, *, lock: str) -> int:
+    def enqueue_build(self, task_id: int, *, queue: str, lock: str) -> int:
         raise AssertionError("no build worker here")
 
     def _work(self, job: int, task_id: int) -> None:
