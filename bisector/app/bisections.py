@@ -23,7 +23,7 @@ from bisector.infra.containers import client, local_owner_alive, sweep_orphans
 from bisector.infra.owner import local_pid_alive, owner_alive
 from bisector.infra.proc import sweep_probes
 from bisector.queue import need_queue
-from bisector.queue.routing import Need
+from bisector.queue.routing import PROBE, Need, kind
 from bisector.run.config import Request, RunConfig
 from bisector.run.factory import open_bisection, stored_config
 from bisector.run.prepare import discover, prepare, record
@@ -114,7 +114,7 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events
         return None, None
     every = workers.live(store) if postgres else []
     live = [w for w in every if need.queue in w.queues]
-    others = len([w for w in every if any(q.startswith("probe") for q in w.queues)]) - len(live)
+    others = len([w for w in every if any(kind(q) == PROBE for q in w.queues)]) - len(live)
     hint = (" (a bisection started on a box without their GPU: give --gpu-model as "
             "`bisect workers` shows it)" if others and not need.gpus else "")
     if not live and not enqueue:

@@ -12,7 +12,6 @@ worker was silent too long). Nothing stopped is ever recorded.
 
 from __future__ import annotations
 
-import subprocess
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.app.bisections import sweep_leftovers
-from bisector.artifacts.build import python_tag
+from bisector.artifacts.build import python_tag_or_none
 from bisector.artifacts.obtained import Unobtainable
 from bisector.base.errors import BisectorError, RepoError, TaskAborted, UsageError
 from bisector.base.events import QuietEvents
@@ -41,13 +40,6 @@ from bisector.store.runs import Key
 WATCH_S = 0.5  # how often the watcher asks whether to stop
 FENCE_EVERY = 4  # ... and every this many looks, whether the task is still this attempt's
 CONTEXTS = 8  # bisections whose parts a worker keeps between probes
-
-
-def _tag_of(python: str) -> str | None:
-    try:
-        return python_tag(python)
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 class LogEvents(QuietEvents):
@@ -132,7 +124,8 @@ class Host:
         if facts.get("executor") == "docker" and cfg.build.place is BuildPlace.DOCKER:
             return cfg.python
         tag = str(facts.get("python") or "")
-        if "/" in cfg.python and Path(cfg.python).exists() and _tag_of(cfg.python) == tag:
+        here = "/" in cfg.python and Path(cfg.python).exists()
+        if here and python_tag_or_none(cfg.python) == tag:
             return cfg.python
         if tag in self.pythons:
             self.say(f"bisection {bisection_id}: probing with this box's Python "

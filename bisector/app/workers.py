@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bisector.queue import need_queue
-from bisector.queue.routing import PROBE, Offer
+from bisector.queue.routing import BUILD, PROBE, Offer, kind
 from bisector.store import workers
 from bisector.store.db import Store
 
@@ -23,15 +23,7 @@ def hit_rate(counts: dict[str, int]) -> float | None:
 
 def _kinds(queues: list[str]) -> list[str]:
     """``probe``, ``build``: what a worker's per-environment queues amount to."""
-    return [k for k in (PROBE, "build")
-            if any(q == k or q.startswith(k + "/") for q in queues)]
-
-
-def _offers(offer: dict[str, Any] | None) -> str:
-    if not offer:
-        return "-"
-    return Offer(tuple(offer.get("gpus") or ()), offer.get("pythons") or {},
-                 offer.get("cuda")).words()
+    return [k for k in (PROBE, BUILD) if any(kind(q) == k for q in queues)]
 
 
 def workers_data(store: Store) -> dict[str, Any]:
@@ -42,7 +34,8 @@ def workers_data(store: Store) -> dict[str, Any]:
     rows = []
     for w in workers.listing(store):
         d = w.as_dict()
-        d["kinds"], d["offers"] = _kinds(w.queues), _offers(w.offer)
+        d["kinds"] = _kinds(w.queues)
+        d["offers"] = Offer.from_dict(w.offer).words() if w.offer else "-"
         d["obtained"] = by_worker.get(w.name, {})
         rows.append(d)
     fleet: dict[str, int] = {}

@@ -178,6 +178,16 @@ def python_tag(python: str) -> str:
     return out.stdout.strip()
 
 
+def python_tag_or_none(python: str) -> str | None:
+    """:func:`python_tag`, or None for a path that does not run as a Python here."""
+    import subprocess
+
+    try:
+        return python_tag(python)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
 def gpu_inventory() -> list[tuple[str, str, str]] | None:
     """(index, name, compute capability) of this machine's NVIDIA GPUs; None without a driver."""
     import subprocess

@@ -23,6 +23,7 @@ from procrastinate.jobs import Job
 from sqlalchemy import inspect
 
 from bisector.base.errors import TaskAborted, UsageError
+from bisector.queue import routing
 from bisector.store.db import Store, migration_lock
 
 PROBE_QUEUE = "probe"  # GPU workers: a whole probe (obtain, run the oracle, judge, record)
@@ -42,7 +43,7 @@ log = logging.getLogger("bisector.workers")
 def ours(queue: str | None) -> bool:
     """One of bisector's queues: ``probe``, ``build``, or one per environment
     (``probe/ENVIRONMENT``, ``build/PYTHON``)."""
-    return queue is not None and (queue in QUEUES or queue.split("/", 1)[0] in QUEUES)
+    return routing.kind(queue) is not None
 
 
 class ProbeRetry(procrastinate.BaseRetryStrategy):

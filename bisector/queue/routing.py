@@ -35,6 +35,13 @@ OLDEST_CUDA = 11  # the first major with minor version compatibility
 LONGEST = 40
 
 
+def kind(queue: str | None) -> str | None:
+    """``probe`` or ``build`` for one of bisector's queues (plain, or one per environment:
+    ``probe/nvidia-h200/cp312/cu12``, ``build/cp312``); None for any other."""
+    head = (queue or "").split("/", 1)[0]
+    return head if head in (PROBE, BUILD) else None
+
+
 def slug(text: str) -> str:
     """``NVIDIA H200`` -> ``nvidia-h200``: a queue name part (Procrastinate's are text)."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
@@ -119,6 +126,11 @@ class Offer:
 
     def serves(self, need: Need) -> bool:
         return need.queue in self.queues()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Offer:
+        """The offer a worker stored (:meth:`as_dict`)."""
+        return cls(tuple(d.get("gpus") or ()), dict(d.get("pythons") or {}), d.get("cuda"))
 
     def as_dict(self) -> dict[str, Any]:
         return {"gpus": list(self.gpus), "pythons": dict(self.pythons),

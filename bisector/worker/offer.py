@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from bisector.artifacts.build import gpu_inventory, python_tag
+from bisector.artifacts.build import gpu_inventory, python_tag, python_tag_or_none
 from bisector.base.errors import UsageError
 from bisector.queue.routing import Offer
 
@@ -40,21 +40,17 @@ def pythons(given: Sequence[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     if given:
         for path in given:
-            try:
-                tag = python_tag(path)
-            except (OSError, subprocess.CalledProcessError):
+            tag = python_tag_or_none(path)
+            if tag is None:
                 raise UsageError(f"--python {path}: it does not run here; give the path of a "
-                                 f"Python interpreter (e.g. /usr/bin/python3.12)") from None
+                                 f"Python interpreter (e.g. /usr/bin/python3.12)")
             found.setdefault(tag, path)
         return found
     found[python_tag(sys.executable)] = sys.executable
     for minor in MINORS:
         on_path = shutil.which(f"python3.{minor}")
-        if on_path:
-            try:
-                found.setdefault(python_tag(on_path), on_path)
-            except (OSError, subprocess.CalledProcessError):
-                continue
+        if on_path and (tag := python_tag_or_none(on_path)) is not None:
+            found.setdefault(tag, on_path)
     return found
 
 

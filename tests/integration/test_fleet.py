@@ -20,7 +20,7 @@ from bisector.app.demo.torchlet import generate
 from bisector.store import workers
 from bisector.store.db import open_store
 from tests import fleet_world, s3_world
-from tests.integration.test_workers import FAST
+from tests.integration.test_workers import FAST, _wait
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -31,15 +31,6 @@ BUILT = re.compile(r"\bbuilding ([0-9a-f]{12}) from source")  # a worker's log l
 
 def _built(log: str) -> list[str]:
     return BUILT.findall(log)
-
-
-def _wait(what: str, cond: object, timeout: float = 120.0) -> None:
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():  # type: ignore[operator]
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _wrapper(box: fleet_world.Box, real: str) -> str:

@@ -15,8 +15,8 @@ import pytest
 from bisector.app.demo.torchlet import generate
 from bisector.store import workers
 from bisector.store.db import open_store
+from tests import fleet_world
 from tests.integration.test_workers import FAST, Fleet
-from tests.s3_world import _port
 from tests.support import BISECT, ROOT, one_line_error, run_cli
 
 pytestmark = pytest.mark.integration
@@ -28,47 +28,36 @@ def test_a_worker_probes_from_its_own_mirror_of_the_url(pg_url: str, tmp_path: P
         monkeypatch.setenv(k, v)
     hist = generate(tmp_path / "coordinator" / "repo", commits=16, culprit=11, broken=(),
                     seed=9191, release_at=None, side_branch_at=None, c_churn=(6,))
-    served = tmp_path / "served"
-    subprocess.run(["git", "clone", "-q", "--bare", str(hist.path), str(served / "t.git")],
-                   check=True)
-    for key in ("uploadpack.allowFilter", "uploadpack.allowAnySHA1InWant"):
-        subprocess.run(["git", "-C", str(served / "t.git"), "config", key, "true"], check=True)
-    port = _port()
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all",
-                               f"--base-path={served}", "--listen=127.0.0.1", f"--port={port}",
-                               "--enable=upload-pack"], stderr=subprocess.DEVNULL)
-    url = f"git://127.0.0.1:{port}/t.git"
     box = tmp_path / "worker-box"
     monkeypatch.setenv("BISECTOR_HOME", str(box))
     monkeypatch.setenv("BISECTOR_CACHE_DIR", str(box / "cache"))
     fleet = Fleet(pg_url, tmp_path / "logs")
-    try:
-        time.sleep(0.5)
-        fleet.start(range(1))
-        store = open_store(pg_url)
-        deadline = time.time() + 60
-        while not workers.live(store) and time.time() < deadline:
-            time.sleep(0.2)
-        coord_env = {**os.environ, "BISECTOR_HOME": str(tmp_path / "coordinator"),
-                     "BISECTOR_CACHE_DIR": str(tmp_path / "coordinator" / "cache")}
-        done = subprocess.run(
-            [*BISECT, "--db", pg_url, "start", "--repo", str(hist.path), "--repo-url", url,
-             "--good", hist.main[0], "--bad", hist.main[-1], "--oracle", "torchlet_norm",
-             "--no-confirm", "--json"], cwd=ROOT, env=coord_env, capture_output=True,
-            text=True, timeout=600)
-        assert done.returncode == 0, done.stderr + fleet.log_tail()
-        assert json.loads(done.stdout)["culprit"]["sha"] == hist.culprit
-        mirrors = list((box / "cache" / "mirrors").glob("*/HEAD"))
-        assert len(mirrors) == 1, fleet.log_tail()
-        # Partial: the mirror is a promisor of the URL (blobs come when read).
-        cfg = (mirrors[0].parent / "config").read_text()
-        assert url in cfg and "promisor = true" in cfg
-        probed = "probing" in fleet.log_tail()
-        assert probed, fleet.log_tail()
-    finally:
-        fleet.stop()
-        daemon.terminate()
-        daemon.wait(timeout=10)
+    with fleet_world.git_server(hist.path, tmp_path / "served") as url:
+        try:
+            time.sleep(0.5)
+            fleet.start(range(1))
+            store = open_store(pg_url)
+            deadline = time.time() + 60
+            while not workers.live(store) and time.time() < deadline:
+                time.sleep(0.2)
+            coord_env = {**os.environ, "BISECTOR_HOME": str(tmp_path / "coordinator"),
+                         "BISECTOR_CACHE_DIR": str(tmp_path / "coordinator" / "cache")}
+            done = subprocess.run(
+                [*BISECT, "--db", pg_url, "start", "--repo", str(hist.path), "--repo-url", url,
+                 "--good", hist.main[0], "--bad", hist.main[-1], "--oracle", "torchlet_norm",
+                 "--no-confirm", "--json"], cwd=ROOT, env=coord_env, capture_output=True,
+                text=True, timeout=600)
+            assert done.returncode == 0, done.stderr + fleet.log_tail()
+            assert json.loads(done.stdout)["culprit"]["sha"] == hist.culprit
+            mirrors = list((box / "cache" / "mirrors").glob("*/HEAD"))
+            assert len(mirrors) == 1, fleet.log_tail()
+            # Partial: the mirror is a promisor of the URL (blobs come when read).
+            cfg = (mirrors[0].parent / "config").read_text()
+            assert url in cfg and "promisor = true" in cfg
+            probed = "probing" in fleet.log_tail()
+            assert probed, fleet.log_tail()
+        finally:
+            fleet.stop()
 
 
 def test_a_repo_url_that_could_run_a_program_is_refused(tmp_path: Path) -> None:

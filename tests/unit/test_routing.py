@@ -61,3 +61,13 @@ def test_a_long_gpu_name_still_makes_a_channel_postgres_takes() -> None:
     assert len(need.queue) <= LONGEST and len("procrastinate_queue_v1#" + need.queue) < 64
     assert Offer((name, "NVIDIA RTX A6000"), {"cp312": "p"}, 12).serves(need)  # any order
     assert not Offer((name,), {"cp312": "p"}, 12).serves(need)
+
+
+def test_queue_names_read_back_as_their_kind_and_an_offer_as_stored() -> None:
+    from bisector.queue.routing import kind
+
+    assert [kind(q) for q in ("probe", "probe/nvidia-h200/cp312/cu12", "build",
+                              "build/cp312", "default", None)] == \
+        ["probe", "probe", "build", "build", None, None]
+    offer = Offer(("NVIDIA H200",), {"cp312": "/opt/py/bin/python3.12"}, 13)
+    assert Offer.from_dict(offer.as_dict()) == offer
