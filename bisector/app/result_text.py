@@ -62,13 +62,24 @@ def confirmation_summary(c: dict[str, Any], old: str, new: str) -> str:
         return (f"Confirmation: {c['status']} (the culprit beside its parent, "
                 f"{c.get('pairs', 0)} pairs{change}{p}; {revert})")
     parent = f"parent `{c['parent_sha'][:12]}`" if c.get("parent_sha") else "parent"
-    text = (f"Confirmation: {c['status']} (culprit again: "
-            f"{said(c['culprit'], c.get('culprit_verdict'))}; {parent} again: "
-            f"{said(c['parent'], c.get('parent_verdict'))}; ")
-    if "probability_after" in c:  # a flaky oracle: the fresh runs weighed, not voted on
-        text += (f"the culprit's probability {c['probability_before']:.4f} before them, "
-                 f"{c['probability_after']:.4f} after (confirmed at {c['confidence']} or "
-                 f"more); ")
+    searched = c.get("from_search") or {}
+
+    def again(role: str, name: str) -> str:
+        fresh = said(c[role], c.get(f"{role}_verdict")) if c[role] else "none"
+        if role not in searched:
+            return f"{name} again: {fresh}"
+        failed, runs = searched[role]
+        return f"{name}: failed {failed} of {runs} in the search, fresh: {fresh}"
+
+    text = (f"Confirmation: {c['status']} ({again('culprit', 'culprit')}; "
+            f"{again('parent', parent)}; ")
+    if "probability_after" in c and not (c["culprit"] or c["parent"]):  # none owed
+        text += (f"the culprit's probability {c['probability_after']:.4f} (confirmed at "
+                 f"{c['confidence']} or more); ")
+    elif "probability_after" in c:  # a flaky oracle: the runs weighed, not voted on
+        text += (f"the culprit's probability {c['probability_before']:.4f} after the search, "
+                 f"{c['probability_after']:.4f} with the fresh runs (confirmed at "
+                 f"{c['confidence']} or more); ")
     rv = c.get("revert") or {}
     if rv.get("applied"):
         return text + f"its revert on the {new} endpoint: {said(rv['runs'], rv.get('verdict'))})"

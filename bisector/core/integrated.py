@@ -17,9 +17,9 @@ not a flake. With a uniform rate alone one pass weighed like a few failures, and
 paid a third more runs; a regression that only raises the failure rate still has the uniform
 half of the prior, and simulated hunts of those stay right (``make bench`` section 14).
 
-The search still chooses where to run with the point-rate posterior (fast, and only a matter of
-cost); this one says when the answer is sure enough and what it is (the ``judge`` of
-:func:`bisector.core.noisy.decide`). Pure; scipy's special functions on first use.
+The flaky search reads its error rates off this model (:meth:`Integrated.rates`, for a prior's
+posterior and the answer's words); whether and where the culprit is sure, "no regression"
+included, is :mod:`bisector.core.joint`'s. Pure; scipy's special functions on first use.
 """
 
 from __future__ import annotations

@@ -8,10 +8,10 @@ bad endpoint, that revert runs too: it should be good. A revert that stays bad s
 culprit is not the whole story (a second regression, or one that needs the culprit and a later
 commit).
 
-A flaky oracle's fresh runs are not put to a vote: a vote of three at 20 % wrong answers is
-lost about one time in ten per commit, so a right culprit would be called "not reproducible"
-about one time in five. They are added to the search's posterior instead, at the search's
-rates, and the culprit's new probability decides (:func:`weigh`).
+A flaky oracle's runs are weighed, not voted on (:mod:`bisector.core.confirmation`), and the
+search's own runs of the culprit and its parent count toward the first group: its answer is
+mostly confirmed without a fresh run, and the record says how many of the search's runs stood
+in (``from_search``).
 
 Confirmation runs are kept as samples under the bisection's key, tagged
 ``facts["confirmation"]`` (never reusable verdicts, never probes), and the sampling searches
@@ -21,7 +21,6 @@ bisection interrupted while it confirmed.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,7 +30,7 @@ from bisector.base import defaults
 from bisector.base.events import Events
 from bisector.base.kinds import State
 from bisector.core import noisy, paired, perf, sampling
-from bisector.core.integrated import Integrated
+from bisector.core.confirmation import Confirmation, Seen, confirm_rounds, owed, searched, weigh
 from bisector.core.search import Verdict
 from bisector.core.signature import FAILURE_FACT
 from bisector.core.verdict import Outcome, Rules
@@ -47,34 +46,9 @@ from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import NewRun
 
-# A flaky oracle's culprit is "not reproducible" once its fresh runs leave it less likely than
-# not to be the culprit (another commit may then be the most likely one).
-NOT_REPRODUCIBLE_BELOW = 0.5
-
-
-def confirm_rounds(times: int) -> int:
-    """Groups of ``times`` runs of each a flaky confirmation may run, the first included.
-
-    A flaky culprit whose fresh runs leave it between :data:`NOT_REPRODUCIBLE_BELOW` and the
-    confidence gets more, a group (one run of each, or the oracle's ``repeats``) at a time, up
-    to ``defaults.NOISY_CONFIRM_RUNS_MAX`` of each (a last group runs whole), before it is
-    called inconclusive. Nine runs of each left a right culprit at 40 % spurious failures
-    inconclusive about 3 times in 100 (simulated, ``make bench`` section 14); eighteen, under 1
-    in 100. A right culprit is mostly confirmed by its first group: groups of three cost 6.3
-    runs at 20 %, groups of one 2.4."""
-    return max(1, -(-defaults.NOISY_CONFIRM_RUNS_MAX // max(1, times)))
-
-
 # The revert's entry when there is none to run.
 NO_REVERT = {"applied": False, "reason": "git revert of the culprit does not apply cleanly onto "
                                          "the bad endpoint (or the repository is not here)"}
-
-
-class Confirmation(enum.StrEnum):
-    CONFIRMED = "confirmed"
-    NOT_REPRODUCIBLE = "not reproducible"
-    INCONCLUSIVE = "inconclusive"  # a fresh run could not decide (skipped, or undecided)
-    REVERT_DID_NOT_FIX = "the revert did not fix it"
 
 
 @dataclass(frozen=True)
@@ -129,7 +103,6 @@ class _Keep(NullRecorder):
         self.facts.append(run.facts)
 
 
-Seen = list[tuple[int, str, str]]
 
 
 def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position: int,
@@ -259,34 +232,6 @@ def _majority(seen: Seen) -> str:
     return Verdict.BAD.value if 2 * bad > len(votes) else Verdict.GOOD.value
 
 
-def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen,
-          confidence: float, parent_position: int | None = None,
-          ) -> tuple[Confirmation, float, float]:
-    """A flaky oracle's confirmation: (status, probability before, probability after).
-
-    The fresh runs of the culprit and its parent join the search's observations, weighed with
-    the rates integrated out as the search's answer was. **Confirmed** when the culprit's
-    probability still reaches the oracle's ``confidence`` (the bar the search stopped at);
-    **not reproducible** when it falls below :data:`NOT_REPRODUCIBLE_BELOW` (it is now more
-    likely not the culprit); otherwise, or when either group gave no answer at all,
-    **inconclusive**."""
-    fresh = [(p, v == Verdict.BAD.value)
-             for p, seen in ((position, culprit), (
-                 position - 1 if parent_position is None else parent_position, parent))
-             for _, v, _ in seen if v != Verdict.SKIP.value]
-    # Weighed as the search's answer was (core/integrated.py: the rates integrated out).
-    before_p = Integrated(posterior.n, posterior.history).prob(position)
-    after_p = Integrated(posterior.n, [*posterior.history, *fresh]).prob(position)
-    decided = all(any(v != Verdict.SKIP.value for _, v, _ in s) for s in (culprit, parent))
-    if after_p < NOT_REPRODUCIBLE_BELOW:
-        status = Confirmation.NOT_REPRODUCIBLE
-    elif decided and after_p >= confidence:
-        status = Confirmation.CONFIRMED
-    else:
-        status = Confirmation.INCONCLUSIVE
-    return status, before_p, after_p
-
-
 def confirm(ctx: Context, position: int, judge: Judge | None = None,
             posterior: noisy.Posterior | None = None) -> dict[str, Any]:
     """Re-run the culprit at ``position`` and its parent, then the revert; the summary.
@@ -311,11 +256,14 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
         return _confirm_paired(ctx, position, judge)
     ctx.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
-    culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
-                                  cands[position], times, judge, "culprit")
     pp = parent_at(ctx, position)
-    parent, said_parent = _runs(ctx, lambda: ctx.source.obtain(pp), pp, cands[pp], times,
-                                judge, "parent")
+    first = (times, times) if posterior is None else owed(posterior.history, position, pp,
+                                                          times)
+    culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
+                                  cands[position], first[0], judge, "culprit") \
+        if first[0] else ([], Verdict.SKIP.value)
+    parent, said_parent = _runs(ctx, lambda: ctx.source.obtain(pp), pp, cands[pp], first[1],
+                                judge, "parent") if first[1] else ([], Verdict.SKIP.value)
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],
@@ -323,6 +271,10 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
         "parent_sha": cands[pp], "judged_by": judged_by,
     }
     if posterior is not None:
+        # The search's own runs of each, which stood in for the first group's fresh ones:
+        # (failed, runs), so a report can say what they were.
+        out["from_search"] = {role: list(searched(posterior.history, p))
+                              for role, p in (("culprit", position), ("parent", pp))}
         confidence = ctx.oracle.meta.confidence
         status, before, after = weigh(posterior, position, culprit, parent, confidence, pp)
         for _ in range(confirm_rounds(times) - 1):  # undecided: more runs, as a search would

@@ -1,6 +1,7 @@
 """Culprit confirmation with the fake executor: fresh runs of the culprit and its parent, and
 the revert when one applies; none of them becomes a probe, a reusable verdict or evidence for
-a search. A flaky oracle's fresh runs are weighed by the posterior, not voted on."""
+a search. A flaky oracle's runs are weighed by the search's model, not voted on, and the
+search's own runs of the culprit and its parent stand in for a first fresh group."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import pytest
 from bisector.app.result_text import confirmation_summary
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import State
-from bisector.core.integrated import Integrated
+from bisector.core import confirmation
+from bisector.core.confirmation import Confirmation
+from bisector.core.joint import Joint
 from bisector.core.noisy import Posterior
 from bisector.core.verdict import Outcome
 from bisector.run import confirm
-from bisector.run.confirm import Confirmation
 from bisector.run.runner import Runner
 from bisector.run.strategies import noisy as noisy_run
 from bisector.run.strategies import perf as perf_search
@@ -124,32 +126,32 @@ def _seen(*said: str) -> list[tuple[int, str, str]]:
     return [(i, v, "") for i, v in enumerate(said)]
 
 
-def _sure_of_10(fp: float = 0.2, runs: int = 10) -> Posterior:
+def _sure_of_10(fp: float = 0.2, runs: int = 12) -> Posterior:
     """20 commits, ``runs`` runs saying 9 is good and as many saying 10 is bad (weighed with
-    the rates integrated out, 10 runs each make 10 the culprit at 0.9999)."""
+    the rates integrated out, 12 runs each make 10 the culprit at 0.99999)."""
     return Posterior.from_observations(20, fp, fp, [(9, False)] * runs + [(10, True)] * runs)
 
 
 def test_one_wrong_fresh_run_in_three_still_confirms_a_flaky_culprit() -> None:
     post = _sure_of_10()
     assert post.prob(10) >= 0.99
-    status, before, after = confirm.weigh(post, 10, _seen("bad", "good", "good"),
+    status, before, after = confirmation.weigh(post, 10, _seen("bad", "good", "good"),
                                           _seen("good", "good", "bad"), 0.99)
     # A 3-run vote would call this culprit "not reproducible"; the evidence still holds it.
     assert status is Confirmation.CONFIRMED and after >= 0.99
-    assert before == Integrated(20, post.history).prob(10)  # as the search's answer was
+    assert before == Joint(20, post.history).prob(10)  # as the search's answer was
 
 
 def test_fresh_runs_that_agree_raise_the_probability() -> None:
     post = _sure_of_10()
-    status, before, after = confirm.weigh(post, 10, _seen("bad", "bad", "bad"),
+    status, before, after = confirmation.weigh(post, 10, _seen("bad", "bad", "bad"),
                                           _seen("good", "good", "good"), 0.99)
     assert status is Confirmation.CONFIRMED and after > before
 
 
 def test_fresh_runs_that_contradict_weak_evidence_make_it_not_reproducible() -> None:
     post = _sure_of_10(runs=3)  # 0.78: weak evidence, outweighed by six contradicting runs
-    status, _, after = confirm.weigh(post, 10, _seen("good", "good", "good"),
+    status, _, after = confirmation.weigh(post, 10, _seen("good", "good", "good"),
                                      _seen("bad", "bad", "bad"), 0.99)
     assert status is Confirmation.NOT_REPRODUCIBLE and after < 0.5
     assert post.prob(10) > 0.5
@@ -157,15 +159,28 @@ def test_fresh_runs_that_contradict_weak_evidence_make_it_not_reproducible() -> 
 
 def test_contradicting_runs_against_strong_evidence_are_inconclusive() -> None:
     # Six fresh lies in six runs are likelier than the nine the other culprits need.
-    status, _, after = confirm.weigh(_sure_of_10(), 10, _seen("good", "good", "good"),
+    status, _, after = confirmation.weigh(_sure_of_10(), 10, _seen("good", "good", "good"),
                                      _seen("bad", "bad", "bad"), 0.99)
     assert status is Confirmation.INCONCLUSIVE and 0.5 <= after < 0.99
 
 
-def test_a_group_with_no_answer_is_inconclusive_however_sure_the_rest_is() -> None:
-    status, _, after = confirm.weigh(_sure_of_10(), 10, _seen("bad", "bad", "bad"),
-                                     _seen("skip"), 0.99)
+def test_a_parent_with_no_answer_is_inconclusive_however_sure_the_rest_is() -> None:
+    # The culprit's git parent (8, under --ancestry-path) is not the commit the search ran
+    # beside it (9): its fresh runs all skipped, so nothing says it passes.
+    status, _, after = confirmation.weigh(_sure_of_10(), 10, _seen("bad", "bad", "bad"),
+                                          _seen("skip"), 0.99, parent_position=8)
     assert status is Confirmation.INCONCLUSIVE and after >= 0.99
+    # The search's own runs of the parent answer for it: no fresh run is needed.
+    status, _, _ = confirmation.weigh(_sure_of_10(), 10, _seen("bad"), _seen("skip"), 0.99)
+    assert status is Confirmation.CONFIRMED
+
+
+def test_the_first_group_owes_only_what_the_search_did_not_run() -> None:
+    history = [(9, False), (10, True), (10, True), (3, False)]
+    assert confirmation.owed(history, 10, 9, 1) == (0, 0)
+    assert confirmation.owed(history, 10, 9, 3) == (1, 2)
+    assert confirmation.owed(history, 10, 8, 3) == (1, 3)  # a parent the search never ran
+    assert confirmation.searched(history, 10) == (2, 2)
 
 
 class _Phases(QuietEvents):
@@ -187,18 +202,23 @@ def test_a_flaky_culprit_is_confirmed_by_its_posterior_and_shown_with_it(store: 
     rec = r.run().record
     c = rec.result["confirmation"]
     assert rec.culprit_sha == cands[40] and c["status"] == "confirmed"
-    # one fresh run of each at a time, while undecided: a sure culprit needs one of each
-    assert c["judged_by"] == "posterior" and len(c["culprit"]) == len(c["parent"]) == 1
-    assert c["probability_after"] > c["probability_before"] >= 0.99
+    # The search ran the culprit and its parent (it cannot name one before): those runs are
+    # the first group, and a sure culprit needs no fresh one.
+    assert c["judged_by"] == "posterior" and c["culprit"] == c["parent"] == []
+    failed, runs = c["from_search"]["culprit"]
+    assert runs >= 1 and failed == runs and c["from_search"]["parent"][0] == 0
+    assert c["probability_after"] == c["probability_before"] >= 0.99
     assert rec.message is None
+    assert len(ex.calls) == rec.result["noisy"]["runs"]  # no run beyond the search's
     text = confirmation_summary(c, "good", "bad")
-    assert f"{c['probability_before']:.4f} before them" in text
+    assert f"culprit: failed {failed} of {runs} in the search, fresh: none" in text
 
 
 def test_a_flaky_culprit_that_the_fresh_runs_contradict_is_not_advised_to_be_flaky(
         store: Store) -> None:
     cands = shas(64)
-    bid = new_bisection(store, cands, oracle=FLAKY)
+    sixes = replace(FLAKY, meta=replace(FLAKY.meta, repeats=6))  # groups of 6: fresh runs
+    bid = new_bisection(store, cands, oracle=sixes)
     events = _Phases()
 
     def turns_after_the_search(pos: int) -> Outcome:
@@ -208,12 +228,15 @@ def test_a_flaky_culprit_that_the_fresh_runs_contradict_is_not_advised_to_be_fla
         return Outcome.FAIL if bad else Outcome.PASS
 
     r = make_runner(store, bid, cands, FakeExecutor(cands, 40, outcome=turns_after_the_search),
-                    oracle=FLAKY, confirm=True)
+                    oracle=sixes, confirm=True)
     r.events = events
     rec = with_revert(r, None).run().record
     c = rec.result["confirmation"]
-    # Six contradicting runs lower the probability (below one half: the endpoints' runs made
-    # the oracle look reliable, so each contradiction weighs much): never "done".
+    # The search's runs of both stand for part of the first group; the fresh rest contradict
+    # them and lower the probability (below one half: the search's runs made the oracle look
+    # reliable, so each contradiction weighs much): never "done".
+    searched = sum(runs for _, runs in c["from_search"].values())
+    assert 0 < len(c["culprit"]) + len(c["parent"]) == 12 - searched
     assert c["status"] == "not reproducible"
     assert c["probability_after"] < 0.5 < c["probability_before"]
     assert rec.state is State.NOT_REPRODUCIBLE
@@ -260,7 +283,8 @@ def test_the_searches_leave_stored_confirmation_runs_out(store: Store) -> None:
 def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
         store: Store) -> None:
     cands = shas(64)
-    bid = new_bisection(store, cands, oracle=FLAKY)
+    sixes = replace(FLAKY, meta=replace(FLAKY.meta, repeats=6))  # fresh runs owed
+    bid = new_bisection(store, cands, oracle=sixes)
     events = _Phases()
     confirming: list[str] = []
 
@@ -271,7 +295,7 @@ def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
                 raise KeyboardInterrupt
 
     ex = FakeExecutor(cands, 40, hook=stop_on_the_second_confirmation_run)
-    r = make_runner(store, bid, cands, ex, oracle=FLAKY, confirm=True)
+    r = make_runner(store, bid, cands, ex, oracle=sixes, confirm=True)
     r.events = events
     with pytest.raises(KeyboardInterrupt):
         with_revert(r, None).run()
@@ -279,7 +303,7 @@ def test_a_flaky_bisection_stopped_while_confirming_resumes_without_those_runs(
               if x.facts.get("confirmation")]
     assert [x.facts["confirmation"] for x in tagged] == [{"bisection": bid, "role": "culprit"}]
     before = len(run_store.probes(store, bid))
-    again = make_runner(store, bid, cands, FakeExecutor(cands, 40), oracle=FLAKY, confirm=True)
+    again = make_runner(store, bid, cands, FakeExecutor(cands, 40), oracle=sixes, confirm=True)
     rec = with_revert(again, None).run().record
     probes = run_store.probes(store, bid)
     assert len(probes) == before  # the same evidence: nothing adopted, nothing new to probe
@@ -298,7 +322,9 @@ def test_a_group_obtains_its_commit_once_and_a_revert_that_does_not_build_runs_o
     src = FakeSource(broken_commits={REVERT})
     ex = FakeExecutor(cands, 10)
     r = with_revert(make_runner(store, bid, cands, ex, oracle=thrice, source=src), REVERT)
-    c = confirm.confirm(r.confirming(), 10, posterior=_sure_of_10())
+    # Sure of a regression between 8 and 11, never having run 9 or 10: a fresh group each.
+    around = Posterior.from_observations(20, 0.2, 0.2, [(8, False)] * 12 + [(11, True)] * 12)
+    c = confirm.confirm(r.confirming(), 10, posterior=around)
     assert src.obtained == [10, 9, REVERT]  # once per group, not once per run
     assert len(ex.calls) == 6 and all(call.commit != REVERT for call in ex.calls)
     assert [x["verdict"] for x in c["revert"]["runs"]] == ["skip"]
@@ -325,5 +351,5 @@ def test_the_parent_confirmed_is_the_culprits_git_parent(store: Store) -> None:
 
 
 def test_a_flaky_confirmation_runs_groups_of_one_up_to_the_same_cap() -> None:
-    assert confirm.confirm_rounds(1) == 18 and confirm.confirm_rounds(3) == 6
-    assert confirm.confirm_rounds(4) == 5  # a last partial group still runs whole
+    assert confirmation.confirm_rounds(1) == 18 and confirmation.confirm_rounds(3) == 6
+    assert confirmation.confirm_rounds(4) == 5  # a last partial group still runs whole

@@ -174,9 +174,17 @@ def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() 
     text = confirmation_summary(c, "good", "bad")
     assert text.startswith("Confirmation: confirmed (culprit again: bad, good; parent again: "
                            "good; ")
-    assert "probability 0.9921 before them, 0.9987 after (confirmed at 0.99 or more)" in text
+    assert ("probability 0.9921 after the search, 0.9987 with the fresh runs (confirmed at 0.99 "
+            "or more)") in text
     without = {k: v for k, v in c.items() if not k.startswith("probability")}
     assert "probability" not in confirmation_summary(without, "good", "bad")
+    # The search's own runs that stood in for fresh ones are shown as what they were.
+    stood = {**c, "culprit": [], "from_search": {"culprit": [3, 3], "parent": [0, 2]}}
+    text = confirmation_summary(stood, "good", "bad")
+    assert text.startswith("Confirmation: confirmed (culprit: failed 3 of 3 in the search, "
+                           "fresh: none; parent: failed 0 of 2 in the search, fresh: good; ")
+    none_owed = confirmation_summary({**stood, "parent": []}, "good", "bad")
+    assert "fresh: none; the culprit's probability 0.9987 (confirmed at 0.99" in none_owed
 
 
 def test_a_traceback_is_shown_whole() -> None:

@@ -8,18 +8,22 @@ resume need nothing special: the same evidence gives the same next probe. Each e
 few times first; that both checks the endpoints and, when the oracle's metadata gives no error
 rates, gives their first estimate (a "bad" at the good endpoint is a false positive, a "good" at
 the bad endpoint a false negative), which every later run refines (:func:`estimated_rates`).
-Then each round probes where the expected information gain is
-highest (K places with K slots) until the most likely commit reaches the oracle's confidence, or
-the run cap is hit and the answer is "most likely", not "found".
+Then each round probes where a run tells most (K places with K slots) until the most likely
+commit reaches the oracle's confidence, or the run cap is hit and the answer is "most likely",
+not "found".
 
-"No regression" is an answer too (:mod:`bisector.core.contrast`): a flaky test over a range
-where nothing changed fails as often at the bad endpoint as at the good one, and a posterior
-search would still end on some commit. So a culprit is named only once every run says, at the
-oracle's confidence, that the runs from some commit on fail more often by at least
-:data:`~bisector.base.defaults.NOISY_MIN_CONTRAST`; while they do not, the endpoints run beside
-the search (only they, while "no regression" is the likelier; once the culprit is sure, the
-culprit and its parent instead), until the answer is a culprit, "no regression" (its own state
-and exit code, with both endpoints' failure rates), or "inconclusive" at the endpoints' cap.
+"No regression" is an answer too: a flaky test over a range where nothing changed fails as
+often at the bad endpoint as at the good one, and a posterior search would still end on some
+commit. So the search keeps one posterior over "no regression" and every culprit
+(:mod:`bisector.core.joint`, the model of :mod:`bisector.core.contrast`: a regression makes
+the runs from its culprit on fail more often by at least
+:data:`~bisector.base.defaults.NOISY_MIN_CONTRAST`), and names a culprit once "a regression,
+and there" reaches the oracle's confidence; "no regression" (its own state and exit code, with
+both endpoints' failure rates) once that does; "inconclusive" at the run cap or the endpoints'
+cap. Each probe goes where its run is expected to tell most about that one question (the
+endpoints while "no regression" is in doubt, the culprit and its parent in the end game), so
+no endpoint runs beside the search and confirmation finds the culprit's and its parent's runs
+already made (:func:`bisector.run.confirm.owed`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from bisector.base import defaults
 from bisector.base.kinds import State
 from bisector.core import contrast, noisy, sampling
 from bisector.core.integrated import Integrated
+from bisector.core.joint import Joint
 from bisector.core.search import Problem, Stop, Verdict
 from bisector.run.strategies.base import (
     Adopted,
@@ -207,8 +212,9 @@ class Noisy:
         cap = sampling.flaky_max_runs(meta.max_runs, n,
                                       *noisy.cautious_rates(ev.at(0), ev.at(n - 1)),
                                       meta.confidence)
-        # With a prior from the failure, it chooses where to run; the uniform posterior
-        # (``post``) still says when to stop and what the answer is (core/noisy.decide).
+        # The joint posterior (core/joint.py, in ``plan``) says where to run, when to stop and
+        # what the answer is; the point-rate posterior (``post``) ranks an unsure answer's
+        # suspects and, with a prior from the failure, steers early runs and K probes.
         prior = prior_for(v, True)
         chooser = post if prior is None else noisy.Posterior.from_observations(
             n, fp, fn, ev.reports, prior)
@@ -252,9 +258,9 @@ class Planned:
 def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posterior,  # noqa: PLR0913
          chooser: noisy.Posterior, cap: int, paid: int, width: int) -> Planned:
     """The flaky search's next step from its evidence alone (pure: ``make bench`` drives the
-    same function): the endpoints first, then "is there a regression at all" from every run
-    (:mod:`bisector.core.contrast`), then the posterior search, with the
-    endpoints run beside it while a regression is not yet sure; a culprit only once it is."""
+    same function): the endpoints first, then one posterior over "no regression" and every
+    culprit (:mod:`bisector.core.joint`): a culprit once "a regression, and there" reaches
+    ``confidence``, "no regression" once that does, each run where it tells most."""
     short = endpoints(ev, n, want)
     p_reg: float | None = None
     if isinstance(short, Stop) and short.problem is Problem.BAD_IS_GOOD:
@@ -272,50 +278,35 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
         return Planned(end=short)
     if short:
         return Planned(short)
-    if p_reg is None:
-        p_reg = contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST)
+    # One posterior over "no regression" and every culprit (core/joint.py): the culprit is
+    # named once it is this probable, "a regression, and there", a single bar; and each run
+    # goes where it tells most about both questions at once. Endpoint runs beside the search
+    # and the confirmation's separate runs cost 14 of 38 runs at 1000 commits and 20 %
+    # spurious failures; here the endpoints run where they tell the most (mostly in flake-only
+    # ranges), the culprit and its parent in the end game (simulated, ``make bench`` 14).
+    judge = Joint(n, ev.reports)
+    p_reg = judge.regression
     if p_reg <= 1 - confidence:
         return Planned(end=Ending.NO_REGRESSION, regression=p_reg)
-    more = endpoint_runs(ev, n, p_reg, confidence)
-    if more is None:
+    best, probability = judge.best()
+    if probability >= confidence:
+        return Planned(end=noisy.Culprit(best, probability), regression=p_reg)
+    cap_each = defaults.NOISY_CONTRAST_MAX_RUNS
+    if p_reg < confidence and all(len(ev.at(p)) >= cap_each for p in (0, n - 1)):
         return Planned(end=Ending.INCONCLUSIVE, regression=p_reg)
-    # The answer and its probability with the rates integrated out (core/integrated.py):
-    # rates read off a few endpoint runs made the search overconfident.
-    step = noisy.decide(chooser, confidence=confidence, max_runs=cap, runs=paid, width=width,
-                        judge=Integrated(n, ev.reports))
-    if isinstance(step, noisy.Culprit) and more:
-        # A culprit only once a regression is sure. Its own split says that best: the culprit
-        # is on the failing side and its parent on the passing one, as the endpoints are, and
-        # their runs also make the culprit surer, where the endpoints' say nothing of where.
-        if paid >= cap:
-            return Planned(end=Ending.INCONCLUSIVE, regression=p_reg)
-        return Planned((step.position - 1, step.position), regression=p_reg)
-    if not isinstance(step, noisy.Next):
-        return Planned(end=step, regression=p_reg)
-    moved = testable(step.positions, ev, n)
+    if paid >= cap:  # the run cap: the most likely commits, no culprit
+        return Planned(end=noisy.GiveUp(best, probability), regression=p_reg)
+    pick = judge.choose()
+    # A prior from the failure (``chooser``) says where to look while no culprit is likely
+    # yet; width > 1: the posterior's quantiles beside the joint's own pick.
+    if chooser is not post and 0 < pick < n - 1 and probability < 0.5:
+        pick = noisy.choose(chooser)[0]
+    wanted = (pick,) if width <= 1 else tuple(dict.fromkeys(
+        (pick, *noisy.choose(chooser, min(width, n)))))[:width]
+    moved = testable(wanted, ev, n)
     if moved is None:  # only untestable commits left: the most likely one, as is
-        return Planned(end=noisy.GiveUp(*post.best()), regression=p_reg)
-    # While "no regression" is the likelier, only the endpoints run. (Running them beside the
-    # search only while a regression is under 0.9 saved 4 runs of 40, but named a culprit in a
-    # flake-only range or a wrong one in 1-2 % of some rows, simulated: the endpoints stay.)
-    return Planned(more if p_reg < 0.5 else tuple(dict.fromkeys((*moved, *more))),
-                   regression=p_reg)
-
-
-def endpoint_runs(ev: Evidence, n: int, p_reg: float,
-                  confidence: float) -> tuple[int, ...] | None:
-    """The endpoint runs the regression test still wants: none once a regression is sure;
-    both while "no regression" is the likelier, else the one with fewer runs; None when both
-    reached :data:`~bisector.base.defaults.NOISY_CONTRAST_MAX_RUNS` undecided."""
-    if p_reg >= confidence:
-        return ()
-    cap = defaults.NOISY_CONTRAST_MAX_RUNS
-    open_ = [p for p in (n - 1, 0) if len(ev.at(p)) < cap]
-    if not open_:
-        return None
-    if p_reg < 0.5:
-        return tuple(sorted(open_))
-    return (min(open_, key=lambda p: len(ev.at(p))),)
+        return Planned(end=noisy.GiveUp(best, probability), regression=p_reg)
+    return Planned(moved, regression=p_reg)
 
 
 def _endpoint_facts(view: View, ev: Evidence) -> dict[str, object]:
