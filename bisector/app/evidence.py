@@ -10,8 +10,8 @@ the timeline and on the same x axis (the range):
   as a dashed line, coloured by its verdict; under it, the reference's own run medians in the
   order they ran (the drift pairing took out);
 - flaky: the probability of each commit being the culprit, with the error rates integrated out
-  as the search judged it (:class:`bisector.core.integrated.Integrated`), one bar per run of
-  commits that share it.
+  as the search judged it (:class:`bisector.core.joint.Joint`: "a regression, and there"), one
+  bar per run of commits that share it, and the probability of no regression at all.
 
 Geometry only (numbers and labels); ``templates/evidence.svg`` draws it, autoescaped.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bisector.core.integrated import Integrated
+from bisector.core.joint import Joint
 
 WIDTH, LEFT, RIGHT, TOP, HEIGHT, STRIP = 1000, 56, 24, 24, 150, 60
 
@@ -93,7 +93,7 @@ def _posterior(d: dict[str, Any]) -> dict[str, Any] | None:
             and int(p["position"]) < n and not p.get("inside")]
     if n < 3 or not seen:
         return None
-    post = Integrated(n, seen)
+    post = Joint(n, seen)
     segments = post.segments()
     top = max(q for _, _, q in segments) or 1.0
     bottom = TOP + HEIGHT
@@ -107,4 +107,5 @@ def _posterior(d: dict[str, Any]) -> dict[str, Any] | None:
                      + f": probability {q:.4f} each"})
     return {"kind": "posterior", "width": WIDTH, "left": LEFT, "right": WIDTH - RIGHT,
             "top": TOP, "bottom": bottom, "bars": bars, "height": bottom + 24,
-            "top_text": f"{top:.3f}"}
+            "top_text": f"{top:.3f}",
+            "caption": f"no regression at all: probability {post.p0:.4f}"}

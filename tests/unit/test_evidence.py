@@ -35,6 +35,12 @@ def test_a_flaky_answer_draws_the_posterior_tallest_at_the_culprit() -> None:
     assert g is not None and g["kind"] == "posterior"
     tallest = max(g["bars"], key=lambda b: b["h"])
     assert tallest["title"].startswith("commit 5:")
+    assert g["caption"].startswith("no regression at all: probability 0.0")
+    # A range whose endpoints fail alike: "no regression" is the likelier, and says so.
+    alike = [{"position": p, "verdict": v} for p, v in
+             [(0, "good"), (0, "bad"), (9, "good"), (9, "bad")] * 4]
+    flat = evidence(_d({"noisy": {"probability": 0.1}}, alike))
+    assert flat is not None and float(flat["caption"].rsplit(" ", 1)[1]) > 0.5
 
 
 def test_a_plain_answer_draws_nothing_more() -> None:
