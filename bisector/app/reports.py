@@ -6,6 +6,7 @@ Markdown and the JSON can never disagree.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import git
@@ -22,7 +23,7 @@ from bisector.app.result_text import (
     suspect_probabilities,
     suspects_heading,
 )
-from bisector.base import defaults
+from bisector.base import defaults, oracle_env
 from bisector.base.escape import code, fence, md
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.core.verdict import Polarity
@@ -92,7 +93,10 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "inside": merge_text.inside(b.result, lambda sha: commit_facts(repo, sha, slug)),
         "merge_at": merge_text.merge_at(store, b),  # the walk's position of that merge
         "suspects": [commit_facts(repo, x, slug) for x in b.result.get("suspects", [])],
-        "reproduce": reproduce_command(cfg.request),
+        # As the line: the variables the user chose, not those the box's image
+        # describes itself with (CUDA_VERSION, TORCH_CUDA_ARCH_LIST).
+        "reproduce": reproduce_command(replace(cfg.request,
+                                               env=oracle_env.chosen(cfg.request.env))),
         # Which prior the search used (--prior), its evidence, and the probes it saved.
         "prior": prior_view((b.result or {}).get("prior") or {
             "mode": cfg.request.prior.value, "used": None,

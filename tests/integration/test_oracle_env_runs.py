@@ -75,6 +75,12 @@ def test_an_exported_torch_logs_is_recorded_keyed_and_reproduced(
     # resume/show render the line from the store, whatever this shell has.
     r = invoke("--db", str(db), "show", "1", env={"TORCH_LOGS": None})
     assert r.exit_code == 0 and "--env TORCH_LOGS=recompiles" in r.stdout
+    # What the box's image says of itself is recorded and keyed, never put in the line as if
+    # the user had chosen it (an H200 box printed --env CUDA_VERSION=13.0.2).
+    imaged = _start(db, hist, {"WANT": "", "CUDA_VERSION": "13.0.2"})
+    assert imaged["environment"]["executor"]["oracle_env"] == {  # type: ignore[index]
+        "CUDA_VERSION": "13.0.2"}
+    assert "CUDA_VERSION" not in str(imaged["reproduce"])
 
 
 @e2e
