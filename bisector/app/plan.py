@@ -35,8 +35,10 @@ from bisector.app.costs import (
 from bisector.app.overlap import with_prefetch
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.artifacts.ranking import COST
+from bisector.base import defaults
 from bisector.base.events import Events, QuietEvents
 from bisector.core import noisy, paired
+from bisector.core.confirmation import owed
 from bisector.core.sampling import (
     PLAIN,
     Kind,
@@ -52,6 +54,8 @@ from bisector.run.factory import Parts
 from bisector.run.hunt import hunt_for
 from bisector.run.prepare import Prepared, discover, prepare
 from bisector.run.prior import FailurePrior, note, planned, projection
+from bisector.run.strategies.noisy import Evidence, estimated_rates
+from bisector.run.strategies.noisy import plan as next_flaky
 from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import durations
 from bisector.store import runs as run_store
@@ -62,8 +66,10 @@ __all__ = ["DEFAULT_COSTS", "PlanReport", "describe_source", "human", "make_plan
            "plan_for", "price", "project_costs", "simulate"]
 
 SAMPLE = 256
-# Simulated hunts of a flaky oracle (each one random): fewer, since each costs a posterior search.
-NOISY_SAMPLE = 64
+# Simulated hunts of a flaky oracle (each one random): fewer, since each is the shipped search,
+# a joint posterior a step (0.1-0.25 s a hunt at 200 commits); 24 put the mean within about 2
+# runs.
+NOISY_SAMPLE = 24
 # Runs a performance commit is priced at on average: most commits are far from the threshold
 # and decided by their first one or two runs; the worst case is the oracle's ``max-runs``.
 # A performance probe is decided at 7 pairs (core/paired.MIN_PAIRS): its 7 runs and the
@@ -165,17 +171,19 @@ def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
 
 
 def _confirmation(provider: Ranking, costs: Mapping[str, float], culprit: int,
-                  sampling: Sampling) -> tuple[int, int, float]:
+                  sampling: Sampling, runs: int | None = None) -> tuple[int, int, float]:
     """(runs, builds, seconds) of confirming ``culprit``: it and its parent again (both already
     installed), then its revert on the bad endpoint, obtained the way the culprit was: an
-    overlay when the culprit's change is overlay-safe, else a build (an approximation)."""
+    overlay when the culprit's change is overlay-safe, else a build (an approximation).
+    ``runs``: what a flaky search's confirmation still owes, when it knows."""
     if not sampling.confirm_runs:
         return 0, 0, 0.0
     revert = "overlay" if provider.kind(culprit) == "overlay" else "build"
     # A performance culprit is confirmed paired: parent, culprit, ..., parent, twice (the
     # culprit, then the revert, each beside the parent).
-    runs = (4 * paired.MIN_PAIRS + 2 if sampling.kind is Kind.PERFORMANCE
-            else 3 * sampling.confirm_runs)
+    if runs is None:
+        runs = (4 * paired.MIN_PAIRS + 2 if sampling.kind is Kind.PERFORMANCE
+                else 3 * sampling.confirm_runs)
     return runs, int(revert == "build"), costs[revert] + runs * costs["oracle"]
 
 
@@ -220,48 +228,49 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
 
 def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
                    sampling: Sampling, seed: int = 0) -> list[tuple[int, int, float]]:
-    """(runs, builds, seconds) of :data:`NOISY_SAMPLE` simulated hunts of the posterior search
-    (:mod:`bisector.core.noisy`, the same ``decide`` a run uses) against an oracle that lies at
-    the given rates: each endpoint's runs, then probes until the confidence or the run cap.
-    Each commit is obtained once however often it runs; a commit that does not build moves the
-    probe to the nearest one that does, as the run's ``testable`` does. Seeded, so a plan is
-    the same every time it is asked."""
+    """(runs, builds, seconds) of :data:`NOISY_SAMPLE` simulated hunts of the flaky search (the
+    very ``plan`` a run calls, :mod:`bisector.run.strategies.noisy`, rates read off its runs as
+    a run reads them) against an oracle that lies at the given rates, to its answer or its run
+    cap, and the confirmation that answer owes (:func:`bisector.core.confirmation.owed`, then
+    the revert's vote). Each commit is obtained once however often it runs; a commit that does
+    not build moves the probe to the nearest one that does, as the run's ``testable`` does.
+    Seeded, so a plan is the same every time it is asked."""
     rng = random.Random(seed)
-    cap = flaky_max_runs(sampling.max_runs, n, sampling.fp, sampling.fn, sampling.confidence)
     usable = [p for p in range(1, n - 1) if provider.kind(p) != "broken"]
     culprits = list(range(1, n))
     out = []
     for culprit in culprits[::max(1, len(culprits) // NOISY_SAMPLE)]:
-        post = noisy.Posterior(n, sampling.fp, sampling.fn)
         now = _Reuse(provider)
         got: dict[int, str] = {}
-        for end in (0, n - 1):
-            got[end] = now.kind(end)
-            now.paid(end, got[end])
-        runs = 2 * sampling.endpoint_runs
-        paid = 0
-        while isinstance(step := noisy.decide(post, sampling.confidence, max_runs=cap,
-                                              runs=paid), noisy.Next):
-            p = step.positions[0]
-            if provider.kind(p) == "broken":
-                if not usable:
-                    break
-                p = min(usable, key=lambda q: (abs(q - p), q))
-            if p not in got:
-                got[p] = now.kind(p)
-                now.paid(p, got[p])
-            truth = p >= culprit
-            lie = rng.random() < (sampling.fn if truth else sampling.fp)
-            post.observe(p, truth != lie)
-            paid += 1
+        reports: list[tuple[int, bool]] = []
+        while True:
+            ev = Evidence(tuple(reports), {})
+            post = noisy.Posterior.from_observations(n, *estimated_rates(ev, n), reports)
+            cap = flaky_max_runs(sampling.max_runs, n, *noisy.cautious_rates(
+                ev.at(0), ev.at(n - 1)), sampling.confidence)
+            step = next_flaky(ev, n, sampling.endpoint_runs, sampling.confidence, post, post,
+                              cap, len(reports), 1)
+            if step.end is not None or not step.positions:
+                break
+            for p in step.positions:
+                if provider.kind(p) == "broken" and usable:
+                    p = min(usable, key=lambda q: (abs(q - p), q))
+                if p not in got:
+                    got[p] = now.kind(p)
+                    now.paid(p, got[p])
+                truth = p >= culprit
+                lie = rng.random() < (sampling.fn if truth else sampling.fp)
+                reports.append((p, truth != lie))
         kinds = list(got.values())
-        c_runs, c_builds, c_seconds = (
-            _confirmation(provider, costs, step.position, sampling)
-            if isinstance(step, noisy.Culprit) else (0, 0, 0.0))
-        runs += paid + c_runs
+        c_runs, c_builds, c_seconds = (0, 0, 0.0)
+        if isinstance(step.end, noisy.Culprit) and sampling.confirm_runs:
+            c = step.end.position
+            c_runs, c_builds, c_seconds = _confirmation(
+                provider, costs, c, sampling,
+                sum(owed(reports, c, c - 1, sampling.confirm_runs)) + defaults.NOISY_VOTE)
+        runs = len(reports) + c_runs
         out.append((runs, sum(k == "build" for k in kinds) + c_builds,
-                    sum(costs[k] for k in kinds) + (runs - c_runs) * costs["oracle"]
-                    + c_seconds))
+                    sum(costs[k] for k in kinds) + len(reports) * costs["oracle"] + c_seconds))
     return out
 
 

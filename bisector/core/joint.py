@@ -112,6 +112,7 @@ class Joint:
         self.mass = self.per * width_a  # P(c in segment j)
         self.p0 = w_0 / z
         self.regression = 1.0 - self.p0
+        self._h: tuple[float, Any, Any] | None = None
 
     def best(self) -> tuple[int, float]:
         """(most likely culprit, its joint probability: a regression, and there)."""
@@ -143,9 +144,16 @@ class Joint:
             share[j] = (p - self.bounds[j]) * self.per[j]
         good_share = self.mass - share
         q = self.p0 * self.q0 + float(np.sum(share * self.q_bad + good_share * self.q_good))
-        noise = self.p0 * float(_h(self.q0)) + float(np.sum(share * _h(self.q_bad)
-                                                            + good_share * _h(self.q_good)))
+        h0, hb, hg = self._entropies()
+        noise = self.p0 * h0 + float(np.sum(share * hb + good_share * hg))
         return float(_h(q)) - noise
+
+    def _entropies(self) -> tuple[float, Any, Any]:
+        """The outcome entropies under "no regression" and each segment's two sides, once per
+        posterior (:meth:`gain` is asked for every candidate position)."""
+        if self._h is None:
+            self._h = (float(_h(self.q0)), _h(self.q_bad), _h(self.q_good))
+        return self._h
 
     def choose(self) -> int:
         """The position of most information (older on ties): the endpoints, each probed
@@ -156,7 +164,7 @@ class Joint:
 
         n = self.n
         cands = {0, n - 1, *self.bounds}
-        hb, hg = _h(self.q_bad), _h(self.q_good)
+        _, hb, hg = self._entropies()
         for j, (lo, hi) in enumerate(pairwise(self.bounds)):
             if hi - lo < 2:
                 continue
