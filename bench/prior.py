@@ -5,7 +5,8 @@ A simulated prior is what :func:`bisector.core.prior.build` makes when the evide
 probability ``hit``. Every hunt runs plain bisection and the search with the prior on the
 same culprit, in the same run: mean and worst-case probes (endpoints included) against plain,
 and the worst against the promised bound ceil(log2 n) + 2. A flaky oracle's rows: oracle runs
-of the noisy search with and without the prior, same culprits, same lying oracle.
+of the shipped flaky search with and without the prior steering it, same culprits, same lying
+oracle (the answer is judged without the prior either way).
 
 Runnable alone: ``python -c "from bench.prior import bench_prior; bench_prior()"``;
 BENCH_PRIOR_HUNTS lowers the hunts per setting.
@@ -50,6 +51,27 @@ def _setting(s: Setting) -> tuple[float, int, float, int]:
     return statistics.mean(plain), max(plain), statistics.mean(weighted), max(weighted)
 
 
+def flaky_hunt(n: int, culprit: int, prior: Prior | None, lies: random.Random,
+               rate: float = 0.1) -> tuple[object, int]:
+    """(the answer, oracle runs) of the shipped flaky search (``run/strategies/noisy.py``'s
+    ``plan``, rates read off its runs) against an oracle wrong ``rate`` of the time both ways,
+    the prior (when given) steering where it looks; its answer is judged without it."""
+    from bisector.run.strategies.noisy import Evidence, estimated_rates, plan
+
+    reports: list[tuple[int, bool]] = []
+    while True:
+        ev = Evidence(tuple(reports), {})
+        fp, fn = estimated_rates(ev, n)
+        post = noisy.Posterior.from_observations(n, fp, fn, reports)
+        chooser = post if prior is None else noisy.Posterior.from_observations(
+            n, fp, fn, reports, prior)
+        got = plan(ev, n, 1, noisy.DEFAULT_CONFIDENCE, post, chooser, 10**6, len(reports), 1)
+        if got.end is not None:
+            return got.end, len(reports)
+        for p in got.positions:
+            reports.append((p, (p >= culprit) != (lies.random() < rate)))
+
+
 def _noisy_setting(s: Setting) -> tuple[float, float, float, float]:
     """(runs plain, runs with the prior, right plain, right with the prior) at 10 % lies."""
     n, m, hit, hunts = s
@@ -60,17 +82,10 @@ def _noisy_setting(s: Setting) -> tuple[float, float, float, float]:
         culprit, points = _draw(rng, n, m, hit)
         seed = rng.randrange(2**32)
         for use in (False, True):
-            lies = random.Random(seed)
-            judge = noisy.Posterior(n, 0.1, 0.1)
-            chooser = noisy.Posterior(n, 0.1, 0.1, simulated(n, points)) if use else judge
-            while isinstance(step := noisy.decide(chooser, judge=judge), noisy.Next):
-                for p in step.positions:
-                    bad = (p >= culprit) != (lies.random() < 0.1)
-                    judge.observe(p, bad)
-                    if chooser is not judge:
-                        chooser.observe(p, bad)
-            runs[use].append(judge.observations)
-            right[use] += step.position == culprit
+            got, paid = flaky_hunt(n, culprit, simulated(n, points) if use else None,
+                                   random.Random(seed))
+            runs[use].append(paid)
+            right[use] += getattr(got, "position", None) == culprit
     return (statistics.mean(runs[False]), statistics.mean(runs[True]),
             right[False] / hunts, right[True] / hunts)
 

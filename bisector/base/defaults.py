@@ -55,32 +55,26 @@ OUTPUT_CAP = 64 * 2**20
 REPORT_TEXT_CHARS = 64 * 2**10
 
 # Flaky oracles: a regression is a bad endpoint failing at least this much more often than the
-# good one (in failure rate: 20 % -> 45 %); the search names a culprit only when that is as
-# probable as the oracle's confidence, and answers "no regression" when its opposite is
-# (core/contrast.py).
+# good one (in failure rate: 20 % -> 45 %); the search names a culprit only when "a regression,
+# and there" is as probable as the oracle's confidence, and answers "no regression" when that
+# is (core/joint.py).
 NOISY_MIN_CONTRAST = 0.25
 # Flaky oracles: the prior weight of "the regression broke the test for good" (it fails every
 # run from the culprit on; the flakes only come before it) against "it fails more often, not
-# always" (a new race), in the culprit's probability (core/integrated.py). Even odds: neither
+# always" (a new race), in the culprit's probability (core/joint.py). Even odds: neither
 # is assumed, and one pass after a commit rules the first out there.
 NOISY_BROKEN_FOR_GOOD = 0.5
-# Runs of each endpoint the regression test may ask for before it says "inconclusive" (at 40 %
-# spurious failures on both, "no regression" is sure at about 40-80 each; at 80, 3 % of such
-# ranges ended inconclusive once a passing bad endpoint no longer ended them by itself).
-NOISY_CONTRAST_MAX_RUNS = 150
-# A bad endpoint that clearly passes (a vote of three in four) ends a flaky search as "no
-# regression" once the regression's probability is at most this; otherwise the regression test
-# goes on to the confidence asked for. At 1 (the vote alone) a regression from 10 % to 55 %
-# failures was called "no regression" in 38 % of hunts; at 0.1, 3.0 %, for 60 % more runs on a
-# flake-only range at 40 % (56 against 35; simulated, ``make bench`` section 14).
-NOISY_PASSING_BAD_BAR = 0.1
+# Runs a flaky search pays while whether there is a regression at all is still unsure, before
+# it says "inconclusive" (a change below NOISY_MIN_CONTRAST, or a test failing too often by
+# chance to tell). The former search capped each endpoint at 150; the joint one runs mostly
+# inside the range, so the cap counts every run.
+NOISY_UNDECIDED_MAX_RUNS = 300
 # Flaky oracles: the noisy search stops when the most likely culprit is this probable.
 NOISY_CONFIDENCE = 0.99
 # Each endpoint of a flaky oracle's search runs this many times before the search (its
-# `repeats` otherwise); an endpoint whose runs look wrong runs on until the vote is clear, and
-# both run beside the search while a regression is not yet likely. One each: every later run
-# counts toward the rates and the regression test, and three each cost 4 of 48 runs
-# (simulated, ``make bench`` section 14).
+# `repeats` otherwise); an endpoint whose runs look wrong runs on until the vote is clear. One
+# each: every later run counts toward the rates and the joint posterior, and three each cost 4
+# of 48 runs with the former search (simulated, ``make bench`` section 14).
 NOISY_ENDPOINT_RUNS = 1
 # Confirmation of a flaky culprit: fresh runs of it and its parent, one of each at a time, while
 # their posterior is undecided, up to this many of each (groups of ``repeats`` run whole: 20

@@ -73,17 +73,21 @@ def weigh(posterior: noisy.Posterior, position: int, culprit: Seen, parent: Seen
 
     The fresh runs of the culprit and its parent join the search's runs. **Confirmed** when
     the culprit's probability still reaches the oracle's ``confidence`` (the bar the search
-    stopped at) and both commits have an answer (a run of the search's, or a fresh one that
-    did not skip); **not reproducible** when it falls below :data:`NOT_REPRODUCIBLE_BELOW` (it
-    is now more likely not the culprit); otherwise **inconclusive**."""
+    stopped at) and both commits have an answer (a fresh run that did not skip, or, where no
+    fresh run was asked for, the search's own); **not reproducible** when it falls below
+    :data:`NOT_REPRODUCIBLE_BELOW` (it is now more likely not the culprit); otherwise
+    **inconclusive**."""
     pp = position - 1 if parent_position is None else parent_position
     fresh = [(p, v == Verdict.BAD.value)
              for p, seen in ((position, culprit), (pp, parent))
              for _, v, _ in seen if v != Verdict.SKIP.value]
     before_p = Joint(posterior.n, posterior.history).prob(position)
     after_p = Joint(posterior.n, [*posterior.history, *fresh]).prob(position)
-    decided = all(searched(posterior.history, p)[1]
-                  or any(v != Verdict.SKIP.value for _, v, _ in s)
+    # A commit has an answer when a fresh run of it did not skip, or when none was asked for
+    # and the search ran it; fresh runs asked for that all skipped (it no longer builds, say)
+    # leave it without one, whatever the search saw.
+    decided = all(any(v != Verdict.SKIP.value for _, v, _ in s) if s
+                  else searched(posterior.history, p)[1] > 0
                   for p, s in ((position, culprit), (pp, parent)))
     if after_p < NOT_REPRODUCIBLE_BELOW:
         status = Confirmation.NOT_REPRODUCIBLE

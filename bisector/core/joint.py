@@ -2,14 +2,19 @@
 
 Hypotheses: H0, one failure rate at every commit (uniform on [0, 1]), prior ``1 - prior``;
 H_c for each culprit ``c`` in ``1..n-1``, prior ``prior / (n - 1)`` each: the runs before
-``c`` fail at ``r_good``, those from ``c`` on at ``r_bad`` (the model of
-:func:`bisector.core.contrast.regression_probability`: weight ``broken`` on "broken for good",
-``r_bad = 1`` and ``r_good`` uniform on ``[0, 1 - contrast]``, the rest uniform over
-``r_bad - r_good >= contrast``). Culprits between two probed positions share one likelihood
-(a segment). The next probe is the position whose run tells most about (H0 or c): the mutual
-information between the hypothesis and the run's outcome, with each hypothesis's predictive
-failure rate; it runs an endpoint where telling H0 from a regression is worth most, and the
-culprit or its parent where both questions are. Pure but for numpy and scipy.
+``c`` fail at ``r_good``, those from ``c`` on at ``r_bad`` (weight ``broken`` on "broken for
+good", ``r_bad = 1`` and ``r_good`` uniform on ``[0, 1 - contrast]``: a regression that breaks a
+flaky test makes it fail every run from its culprit on; the rest uniform over
+``r_bad - r_good >= contrast``, for one that only fails more often, as a new race does).
+Culprits between two probed positions share one likelihood (a segment). The next probe is the
+position whose run tells most about (H0 or c): the mutual information between the hypothesis
+and the run's outcome, with each hypothesis's predictive failure rate; it runs an endpoint
+where telling H0 from a regression is worth most, and the culprit or its parent where both
+questions are.
+
+On one grid the bad rate's tail is a reversed cumulative sum of its density, and ``x +
+contrast`` falls on the grid, shifted: the incomplete beta function is a hundred times slower,
+and this runs every round. Pure but for numpy and scipy (imported on first use).
 """
 
 from __future__ import annotations
@@ -95,9 +100,14 @@ class Joint:
         k1, n1 = np.array(k_lo, float), np.array(n_lo, float)
         k2, n2 = total_bad - k1, total_runs - n1
         base = log_split(k1, n1, k2, n2, contrast, broken)
-        # Predictive failure rates of a new run before / from the culprit on, per segment.
-        self.q_good = np.exp(log_split(k1 + 1, n1 + 1, k2, n2, contrast, broken) - base)
-        self.q_bad = np.exp(log_split(k1, n1, k2 + 1, n2 + 1, contrast, broken) - base)
+        # Predictive failure rates of a new run before / from the culprit on, per segment. A
+        # segment whose likelihood underflowed (hundreds of runs against it) has no mass; its
+        # rates are then 1/2, never NaN (exp(-inf - -inf)).
+        with np.errstate(invalid="ignore"):
+            q_good = np.exp(log_split(k1 + 1, n1 + 1, k2, n2, contrast, broken) - base)
+            q_bad = np.exp(log_split(k1, n1, k2 + 1, n2 + 1, contrast, broken) - base)
+        self.q_good = np.where(np.isfinite(q_good), q_good, 0.5)
+        self.q_bad = np.where(np.isfinite(q_bad), q_bad, 0.5)
         log_h0 = float(betaln(1 + total_bad, 1 + total_runs - total_bad))
         self.q0 = (total_bad + 1) / (total_runs + 2)
         width_a = np.array(width, float)
@@ -174,7 +184,7 @@ class Joint:
             # Q(m) = a + b m; noise(m) = c + d m, m culprits of segment j at or before p.
             b = float(self.per[j] * (self.q_bad[j] - self.q_good[j]))
             d = float(self.per[j] * (hb[j] - hg[j]))
-            if abs(b) < 1e-300:
+            if abs(b) < 1e-300 or not math.isfinite(d / b):
                 continue
             q_star = 1.0 / (1.0 + 2.0 ** (d / b))
             m = (q_star - a) / b

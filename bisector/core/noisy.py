@@ -32,7 +32,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import mul
-from typing import Protocol
 
 from bisector.core.prior import Prior
 from bisector.core.search import Next as Next  # the same step; a position may repeat
@@ -320,25 +319,14 @@ def default_max_runs(n: int, fp: float, fn: float,
     return math.ceil(CAP_FACTOR * bits / (1.0 - entropy(max(fp, fn))))
 
 
-class Judge(Protocol):
-    """What says when a search is sure: the most likely culprit and its probability."""
-
-    def best(self) -> tuple[int, float]: ...
-
-
 def decide(posterior: Posterior, confidence: float = DEFAULT_CONFIDENCE,
-           max_runs: int | None = None, runs: int | None = None, width: int = 1,
-           judge: Judge | None = None) -> NoisyStep:
+           max_runs: int | None = None, runs: int | None = None, width: int = 1) -> NoisyStep:
     """Stop with the culprit once its probability reaches ``confidence``; give up (with the most
     likely one) once ``runs`` (default: the posterior's observations; a caller reusing earlier
     bisections' runs passes only those it paid for) reach ``max_runs``; else probe ``width``
-    positions (:func:`choose`).
-
-    ``judge``: the posterior that says when to stop and what the answer is, when it is not the
-    one that chooses the probes. A search with a prior from the failure chooses with it and is
-    judged by the same observations from the uniform prior: the prior says where to look, never
-    what is believed enough (a wrong prior would otherwise make the confidence a lie)."""
-    position, probability = (judge or posterior).best()
+    positions (:func:`choose`). The posterior search with known rates (``make bench`` section
+    6); a flaky bisection decides with :mod:`bisector.core.joint` instead."""
+    position, probability = posterior.best()
     if probability >= confidence:
         return Culprit(position, probability)
     cap = max_runs if max_runs is not None else default_max_runs(

@@ -254,16 +254,22 @@ def confirm(ctx: Context, position: int, judge: Judge | None = None,
         return {**earlier[1], "reused_from": earlier[0]}
     if isinstance(judge, paired.Rule):
         return _confirm_paired(ctx, position, judge)
-    ctx.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
-                       f"{f', {times} runs each' if times > 1 else ''}, then its revert")
     pp = parent_at(ctx, position)
     first = (times, times) if posterior is None else owed(posterior.history, position, pp,
                                                           times)
+    if first == (times, times):
+        ctx.events.note(f"confirming {cands[position][:12]}: the culprit and its parent again"
+                        f"{f', {times} runs each' if times > 1 else ''}, then its revert")
+    else:
+        ctx.events.note(f"confirming {cands[position][:12]}: the search's own runs of the "
+                        f"culprit and its parent stand for {times} of each; {first[0]} and "
+                        f"{first[1]} fresh, then its revert")
+    # None: no fresh run was asked for (the search's own runs stood in).
     culprit, said_culprit = _runs(ctx, lambda: ctx.source.obtain(position), position,
                                   cands[position], first[0], judge, "culprit") \
-        if first[0] else ([], Verdict.SKIP.value)
+        if first[0] else ([], None)
     parent, said_parent = _runs(ctx, lambda: ctx.source.obtain(pp), pp, cands[pp], first[1],
-                                judge, "parent") if first[1] else ([], Verdict.SKIP.value)
+                                judge, "parent") if first[1] else ([], None)
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in culprit],
         "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent],

@@ -170,9 +170,14 @@ def test_a_parent_with_no_answer_is_inconclusive_however_sure_the_rest_is() -> N
     status, _, after = confirmation.weigh(_sure_of_10(), 10, _seen("bad", "bad", "bad"),
                                           _seen("skip"), 0.99, parent_position=8)
     assert status is Confirmation.INCONCLUSIVE and after >= 0.99
-    # The search's own runs of the parent answer for it: no fresh run is needed.
-    status, _, _ = confirmation.weigh(_sure_of_10(), 10, _seen("bad"), _seen("skip"), 0.99)
+    # The search's own runs answer for a commit no fresh run was asked of...
+    status, _, _ = confirmation.weigh(_sure_of_10(), 10, _seen("bad"), [], 0.99)
     assert status is Confirmation.CONFIRMED
+    # ...but not for one whose fresh runs were asked for and all skipped (it stopped building).
+    for culprit, parent in ((_seen("skip"), _seen("skip")), (_seen("bad"), _seen("skip")),
+                            ([], _seen("skip", "skip"))):
+        status, _, _ = confirmation.weigh(_sure_of_10(), 10, culprit, parent, 0.99)
+        assert status is Confirmation.INCONCLUSIVE
 
 
 def test_the_first_group_owes_only_what_the_search_did_not_run() -> None:

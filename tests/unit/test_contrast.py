@@ -1,5 +1,5 @@
-"""Is there a regression at all (core/contrast.py), and the culprit's probability with the
-rates integrated out (core/integrated.py)."""
+"""Is there a regression at all (core/joint.py), a flaky endpoint's vote (core/contrast.py),
+and the culprit's probability with the rates integrated out (core/integrated.py)."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import pytest
 
 from bisector.core import contrast
 from bisector.core.integrated import Integrated
+from bisector.core.joint import Joint
 
 pytestmark = pytest.mark.unit
 
 
 def test_a_clear_rise_is_a_regression_and_equal_rates_are_not() -> None:
     ends = [(0, False)] * 10 + [(99, True)] * 10
-    assert contrast.regression_probability(100, ends, 0.25) > 0.99
+    assert Joint(100, ends).regression > 0.99
     rng = random.Random(1)
     same = [(p, rng.random() < 0.4) for p in (0, 99) for _ in range(60)]
-    assert contrast.regression_probability(100, same, 0.25) < 0.01
+    assert Joint(100, same).regression < 0.01
     # Three runs each say little either way.
     few = [(0, False), (0, True), (0, False)] + [(99, True)] * 3
-    assert 0.05 < contrast.regression_probability(100, few, 0.25) < 0.95
+    assert 0.05 < Joint(100, few).regression < 0.95
 
 
 def test_the_search_s_own_runs_count_as_evidence() -> None:
@@ -30,13 +31,13 @@ def test_the_search_s_own_runs_count_as_evidence() -> None:
     runs at 40 % failures everywhere lean the other way, and the endpoints' runs settle it."""
     ends = [(0, False), (0, True), (0, False)] + [(99, True)] * 3
     split = [(p, p >= 60) for p in (50, 55, 58, 59, 60, 61, 65, 70) for _ in range(2)]
-    assert contrast.regression_probability(100, ends, 0.25) < 0.95
-    assert contrast.regression_probability(100, ends + split, 0.25) > 0.99
+    assert Joint(100, ends).regression < 0.95
+    assert Joint(100, ends + split).regression > 0.99
     rng = random.Random(2)
     flaky = [(p, rng.random() < 0.4) for p in range(0, 100, 2) for _ in range(3)]
-    assert contrast.regression_probability(100, flaky, 0.25) < 0.5
+    assert Joint(100, flaky).regression < 0.5
     more = [(p, rng.random() < 0.4) for p in (0, 99) for _ in range(30)]
-    assert contrast.regression_probability(100, flaky + more, 0.25) < 0.01
+    assert Joint(100, flaky + more).regression < 0.01
 
 
 def test_a_rise_below_the_contrast_is_no_regression() -> None:
@@ -44,7 +45,7 @@ def test_a_rise_below_the_contrast_is_no_regression() -> None:
     rng = random.Random(3)
     small = [(p, rng.random() < (0.2 if p >= 50 else 0.1)) for p in range(0, 100) for _ in
              range(4)]
-    assert contrast.regression_probability(100, small, 0.25) < 0.05
+    assert Joint(100, small).regression < 0.05
 
 
 def test_a_failing_majority_of_a_flaky_good_endpoint_is_not_enough() -> None:

@@ -19,11 +19,13 @@ commit. So the search keeps one posterior over "no regression" and every culprit
 the runs from its culprit on fail more often by at least
 :data:`~bisector.base.defaults.NOISY_MIN_CONTRAST`), and names a culprit once "a regression,
 and there" reaches the oracle's confidence; "no regression" (its own state and exit code, with
-both endpoints' failure rates) once that does; "inconclusive" at the run cap or the endpoints'
-cap. Each probe goes where its run is expected to tell most about that one question (the
+both endpoints' failure rates) once that does; "inconclusive" once
+:data:`~bisector.base.defaults.NOISY_UNDECIDED_MAX_RUNS` runs leave a regression itself unsure,
+or at the run cap with "no regression" the likelier ("most likely" with its suspects
+otherwise). Each probe goes where its run is expected to tell most about that one question (the
 endpoints while "no regression" is in doubt, the culprit and its parent in the end game), so
 no endpoint runs beside the search and confirmation finds the culprit's and its parent's runs
-already made (:func:`bisector.run.confirm.owed`).
+already made (:func:`bisector.core.confirmation.owed`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ SUSPECTS_MAX = 20
 # An endpoint whose runs mostly look wrong runs on, up to this many times its vote, before the
 # search stops on it (at 20 % wrong answers a wrong majority of 18 happens once in a thousand).
 ENDPOINT_ROUNDS = 6
+PRIOR_UNTIL = 0.5
 # A commit skipped this often with no answer is untestable (one skip may be a passing failure).
 UNTESTABLE_SKIPS = 2
 
@@ -264,13 +267,12 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
     short = endpoints(ev, n, want)
     p_reg: float | None = None
     if isinstance(short, Stop) and short.problem is Problem.BAD_IS_GOOD:
-        # A bad endpoint that clearly passes ends the search as "no regression" only when the
-        # regression test agrees enough: a regression from 10 % to 55 % failures shows a
-        # passing majority too, and was called "no regression" in 38 % of such hunts.
-        p_reg = contrast.regression_probability(n, ev.reports, defaults.NOISY_MIN_CONTRAST)
-        if p_reg <= defaults.NOISY_PASSING_BAD_BAR:
-            return Planned(end=Ending.NO_REGRESSION, regression=p_reg)
-        short = ()  # else the regression test decides, as for a failing good endpoint
+        # A bad endpoint that clearly passes is no answer by itself: a regression from 10 % to
+        # 55 % failures shows a passing majority too. Ended by the vote, 38 % of such hunts were
+        # called "no regression"; by a regression test at 0.9, 4 %; only by the joint
+        # posterior at the confidence asked for (below), 1.5 %, for flake-only ranges paying
+        # 40-80 % more runs (simulated, ``make bench`` section 14).
+        short = ()
     if isinstance(short, Stop) and short.problem is Problem.GOOD_IS_BAD and \
             not contrast.mostly_fails(ev.at(0), 1 - (1 - confidence) / 10):
         short = ()  # a failing majority of a flaky good endpoint: let the endpoints decide
@@ -291,15 +293,18 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
     best, probability = judge.best()
     if probability >= confidence:
         return Planned(end=noisy.Culprit(best, probability), regression=p_reg)
-    cap_each = defaults.NOISY_CONTRAST_MAX_RUNS
-    if p_reg < confidence and all(len(ev.at(p)) >= cap_each for p in (0, n - 1)):
+    if p_reg < confidence and paid >= defaults.NOISY_UNDECIDED_MAX_RUNS:
+        # Whether there is a regression at all is still open: a change below the contrast,
+        # or a test failing too often by chance to tell.
         return Planned(end=Ending.INCONCLUSIVE, regression=p_reg)
     if paid >= cap:  # the run cap: the most likely commits, no culprit
+        if p_reg < 0.5:  # "no regression" the likelier: no commit is worth naming
+            return Planned(end=Ending.INCONCLUSIVE, regression=p_reg)
         return Planned(end=noisy.GiveUp(best, probability), regression=p_reg)
     pick = judge.choose()
     # A prior from the failure (``chooser``) says where to look while no culprit is likely
     # yet; width > 1: the posterior's quantiles beside the joint's own pick.
-    if chooser is not post and 0 < pick < n - 1 and probability < 0.5:
+    if chooser is not post and 0 < pick < n - 1 and probability < PRIOR_UNTIL:
         pick = noisy.choose(chooser)[0]
     wanted = (pick,) if width <= 1 else tuple(dict.fromkeys(
         (pick, *noisy.choose(chooser, min(width, n)))))[:width]
@@ -338,8 +343,8 @@ def _inconclusive(view: View, ev: Evidence, p_reg: float) -> Answer:
     facts = {**_endpoint_facts(view, ev), "regression_probability": round(p_reg, 6)}
     return Answer(State.INCONCLUSIVE, {"kind": "inconclusive", "noisy": facts},
                   f"cannot tell whether this range holds a regression: {_rates_words(view, ev)} "
-                  f"at the run cap (probability of a regression {p_reg:.2f}); a narrower range "
-                  f"or a test that fails less often by chance can decide it")
+                  f"after {len(ev.reports)} runs (probability of a regression {p_reg:.2f}); a "
+                  f"narrower range or a test that fails less often by chance can decide it")
 
 
 def _answer(view: View, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,
