@@ -157,7 +157,7 @@ def test_a_flaky_oracle_costs_more_runs_than_probes_and_each_commit_is_obtained_
     # still gets its vote first).
     capped = simulate(n, Kinds(), COSTS, sampling=Sampling(Kind.FLAKY, max_runs=5,
                                                            endpoint_runs=3))
-    assert min(r for r, _, _ in capped) == 6 and max(r for r, _, _ in capped) <= 6 + 5
+    assert {r for r, _, _ in capped} == {6}
 
 
 def test_a_performance_oracle_pays_its_pairs_a_commit() -> None:
