@@ -4,7 +4,7 @@ Spurious failures at a rate at every commit; a *real* regression makes every run
 culprit on (the bad side always fails, as a broken test does, with the flakes on top); a
 *flake-only* range has no culprit at all; a *partial* one ("+70 % fails") fails that share of
 runs from the culprit on, flakes on top, as a new race does. Each hunt is driven by the very
-functions of the shipped search (``run/strategies/noisy.py``'s ``plan``, ``core/joint.py``,
+functions of the shipped search (``run/strategies/noisy.py``'s ``step``, ``core/joint.py``,
 ``core/noisy.py``, ``core/confirmation.py``'s ``owed``, ``weigh`` and ``confirm_rounds``) in
 the loop of ``Noisy.decide`` at one slot, with confirmation's groups of 1 + 1 runs counted (the
 search's own runs of the culprit and its parent stand in for the first; more groups only while
@@ -58,7 +58,7 @@ def hunt(n: int, culprit: int | None, rate: float, rng: random.Random,
     from bisector.base import defaults
     from bisector.core import noisy
     from bisector.core.confirmation import Confirmation, confirm_rounds, owed, weigh
-    from bisector.run.strategies.noisy import Ending, Evidence, estimated_rates, plan
+    from bisector.run.strategies.noisy import Ending, Evidence, step
 
     def run(p: int) -> bool:
         if culprit is not None and p >= culprit:
@@ -71,11 +71,7 @@ def hunt(n: int, culprit: int | None, rate: float, rng: random.Random,
     conf, want = noisy.DEFAULT_CONFIDENCE, defaults.NOISY_ENDPOINT_RUNS
     reports: list[tuple[int, bool]] = []
     while True:
-        ev = Evidence(tuple(reports), {})
-        fp, fn = estimated_rates(ev, n)
-        post = noisy.Posterior.from_observations(n, fp, fn, reports)
-        cap = noisy.default_max_runs(n, *noisy.cautious_rates(ev.at(0), ev.at(n - 1)), conf)
-        got = plan(ev, n, want, conf, post, post, cap, len(reports), 1)
+        got, post, _ = step(Evidence(tuple(reports), {}), n, want, conf, len(reports))
         if got.end is Ending.NO_REGRESSION:
             return ("right" if culprit is None else "wrong"), len(reports)
         if isinstance(got.end, noisy.Culprit):

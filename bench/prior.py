@@ -54,18 +54,14 @@ def _setting(s: Setting) -> tuple[float, int, float, int]:
 def flaky_hunt(n: int, culprit: int, prior: Prior | None, lies: random.Random,
                rate: float = 0.1) -> tuple[object, int]:
     """(the answer, oracle runs) of the shipped flaky search (``run/strategies/noisy.py``'s
-    ``plan``, rates read off its runs) against an oracle wrong ``rate`` of the time both ways,
+    ``step``, rates read off its runs) against an oracle wrong ``rate`` of the time both ways,
     the prior (when given) steering where it looks; its answer is judged without it."""
-    from bisector.run.strategies.noisy import Evidence, estimated_rates, plan
+    from bisector.run.strategies.noisy import Evidence, step
 
     reports: list[tuple[int, bool]] = []
     while True:
-        ev = Evidence(tuple(reports), {})
-        fp, fn = estimated_rates(ev, n)
-        post = noisy.Posterior.from_observations(n, fp, fn, reports)
-        chooser = post if prior is None else noisy.Posterior.from_observations(
-            n, fp, fn, reports, prior)
-        got = plan(ev, n, 1, noisy.DEFAULT_CONFIDENCE, post, chooser, 10**6, len(reports), 1)
+        got, _, _ = step(Evidence(tuple(reports), {}), n, 1, noisy.DEFAULT_CONFIDENCE,
+                      len(reports), max_runs=10**6, prior=prior)
         if got.end is not None:
             return got.end, len(reports)
         for p in got.positions:

@@ -43,7 +43,6 @@ from bisector.core.sampling import (
     PLAIN,
     Kind,
     Sampling,
-    flaky_max_runs,
     perf_max_runs,
     sampling_for,
 )
@@ -54,8 +53,8 @@ from bisector.run.factory import Parts
 from bisector.run.hunt import hunt_for
 from bisector.run.prepare import Prepared, discover, prepare
 from bisector.run.prior import FailurePrior, note, planned, projection
-from bisector.run.strategies.noisy import Evidence, estimated_rates
-from bisector.run.strategies.noisy import plan as next_flaky
+from bisector.run.strategies.noisy import Evidence
+from bisector.run.strategies.noisy import step as flaky_step
 from bisector.run.strategies.plain import stored_verdicts
 from bisector.store import durations
 from bisector.store import runs as run_store
@@ -229,7 +228,7 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
 def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
                    sampling: Sampling, seed: int = 0) -> list[tuple[int, int, float]]:
     """(runs, builds, seconds) of :data:`NOISY_SAMPLE` simulated hunts of the flaky search (the
-    very ``plan`` a run calls, :mod:`bisector.run.strategies.noisy`, rates read off its runs as
+    very ``step`` a run takes, :mod:`bisector.run.strategies.noisy`, rates read off its runs as
     a run reads them) against an oracle that lies at the given rates, to its answer or its run
     cap, and the confirmation that answer owes (:func:`bisector.core.confirmation.owed`, then
     the revert's vote). Each commit is obtained once however often it runs; a commit that does
@@ -244,12 +243,9 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
         got: dict[int, str] = {}
         reports: list[tuple[int, bool]] = []
         while True:
-            ev = Evidence(tuple(reports), {})
-            post = noisy.Posterior.from_observations(n, *estimated_rates(ev, n), reports)
-            cap = flaky_max_runs(sampling.max_runs, n, *noisy.cautious_rates(
-                ev.at(0), ev.at(n - 1)), sampling.confidence)
-            step = next_flaky(ev, n, sampling.endpoint_runs, sampling.confidence, post, post,
-                              cap, len(reports), 1)
+            step, _, _ = flaky_step(Evidence(tuple(reports), {}), n, sampling.endpoint_runs,
+                                    sampling.confidence, len(reports),
+                                    max_runs=sampling.max_runs)
             if step.end is not None or not step.positions:
                 break
             for p in step.positions:

@@ -53,7 +53,8 @@ def _log_after(good: int, runs: int, broken: float) -> float:
 
 
 class Integrated:
-    """P(culprit = c | runs), the rates integrated out; constant between probed positions."""
+    """The culprit's most likely split with the rates integrated out, and the rates read off
+    every run there (:meth:`rates`); constant between probed positions."""
 
     def __init__(self, n: int, observations: Iterable[tuple[int, bool]],
                  broken: float = defaults.NOISY_BROKEN_FOR_GOOD) -> None:
@@ -98,16 +99,6 @@ class Integrated:
         """(most likely culprit, its probability); ties go to the older commit."""
         first, _, w = max(self._segments, key=lambda s: (s[2], -s[0]))
         return first, w / self._z
-
-    def segments(self) -> list[tuple[int, int, float]]:
-        """(first, last, probability of each commit in it): culprits sharing one split."""
-        return [(f, l_, w / self._z) for f, l_, w in self._segments]
-
-    def prob(self, c: int) -> float:
-        for first, last, w in self._segments:
-            if first <= c <= last:
-                return w / self._z
-        return 0.0
 
     def rates(self) -> tuple[float, float]:
         """(false failures, false passes) read off every run at the most likely split: the

@@ -38,6 +38,7 @@ from bisector.base.kinds import State
 from bisector.core import contrast, noisy, sampling
 from bisector.core.integrated import Integrated
 from bisector.core.joint import Joint
+from bisector.core.prior import Prior
 from bisector.core.search import Problem, Stop, Verdict
 from bisector.run.strategies.base import (
     Adopted,
@@ -57,7 +58,6 @@ SUSPECTS_MAX = 20
 # An endpoint whose runs mostly look wrong runs on, up to this many times its vote, before the
 # search stops on it (at 20 % wrong answers a wrong majority of 18 happens once in a thousand).
 ENDPOINT_ROUNDS = 6
-PRIOR_UNTIL = 0.5
 # A commit skipped this often with no answer is untestable (one skip may be a passing failure).
 UNTESTABLE_SKIPS = 2
 
@@ -211,17 +211,8 @@ class Noisy:
         informed = self.round or None
         fp, fn, source = rates(v, ev)
         paid = run_store.paid_runs(v.store, v.record.id)
-        post = noisy.Posterior.from_observations(n, fp, fn, ev.reports)
-        cap = sampling.flaky_max_runs(meta.max_runs, n,
-                                      *noisy.cautious_rates(ev.at(0), ev.at(n - 1)),
-                                      meta.confidence)
-        # The joint posterior (core/joint.py, in ``plan``) says where to run, when to stop and
-        # what the answer is; the point-rate posterior (``post``) ranks an unsure answer's
-        # suspects and, with a prior from the failure, steers early runs and K probes.
-        prior = prior_for(v, True)
-        chooser = post if prior is None else noisy.Posterior.from_observations(
-            n, fp, fn, ev.reports, prior)
-        got = plan(ev, n, want, meta.confidence, post, chooser, cap, paid, v.width)
+        got, post, cap = step(ev, n, want, meta.confidence, paid, (fp, fn), meta.max_runs,
+                              prior_for(v, True), v.width)
         end, p_reg = got.end, got.regression
         if isinstance(end, Stop):
             return Decision(answer_for(v, end), adopted, informed)
@@ -255,6 +246,29 @@ class Planned:
     positions: tuple[int, ...] = ()
     end: Stop | Ending | noisy.Culprit | noisy.GiveUp | None = None
     regression: float | None = None
+
+
+# Above ruff's limits on purpose: what one step of the search depends on, each named where
+# it is known (a run, ``bisect plan``'s simulation, the benches).
+def step(ev: Evidence, n: int, want: int, confidence: float, paid: int,  # noqa: PLR0913
+         rates: tuple[float, float] | None = None, max_runs: int | None = None,
+         prior: Prior | None = None, width: int = 1) -> tuple[Planned, noisy.Posterior, int]:
+    """One step of the flaky search from its evidence, the point-rate posterior beside it and
+    the run cap.
+
+    The joint posterior (:mod:`bisector.core.joint`, in :func:`plan`) says where to run, when
+    to stop and what the answer is; the point-rate posterior, at ``rates`` (else read off every
+    run, :func:`estimated_rates`), ranks an unsure answer's suspects and, started from a
+    ``prior`` from the failure, steers early runs and K probes. The run cap is ``max_runs``,
+    else what the endpoints' cautious rates call for. A run (:meth:`Noisy.decide`), ``bisect
+    plan``'s simulated hunts and the benches all step through here."""
+    fp, fn = rates or estimated_rates(ev, n)
+    post = noisy.Posterior.from_observations(n, fp, fn, ev.reports)
+    chooser = post if prior is None else noisy.Posterior.from_observations(
+        n, fp, fn, ev.reports, prior)
+    cap = sampling.flaky_max_runs(max_runs, n, *noisy.cautious_rates(ev.at(0), ev.at(n - 1)),
+                                  confidence)
+    return plan(ev, n, want, confidence, post, chooser, cap, paid, width), post, cap
 
 
 # Above ruff's limits on purpose: the noisy plan's inputs, each named at its one caller.
@@ -304,7 +318,7 @@ def plan(ev: Evidence, n: int, want: int, confidence: float, post: noisy.Posteri
     pick = judge.choose()
     # A prior from the failure (``chooser``) says where to look while no culprit is likely
     # yet; width > 1: the posterior's quantiles beside the joint's own pick.
-    if chooser is not post and 0 < pick < n - 1 and probability < PRIOR_UNTIL:
+    if chooser is not post and 0 < pick < n - 1 and probability < 0.5:
         pick = noisy.choose(chooser)[0]
     wanted = (pick,) if width <= 1 else tuple(dict.fromkeys(
         (pick, *noisy.choose(chooser, min(width, n)))))[:width]
