@@ -162,3 +162,25 @@ def no_gpu(folder: Path) -> Path:
                    "with the NVIDIA driver.' >&2\nexit 9\n")
     smi.chmod(0o755)
     return folder
+
+
+def _git_out(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def plant_replacement(repo: Path, victim: str, tree_of: str) -> str:
+    """A replace ref in ``repo`` serving, under ``victim``'s sha, a commit with ``tree_of``'s
+    tree (a regression's commit that then looks like its parent). Returns the fake commit."""
+    fake = _git_out(repo, "-c", "user.name=m", "-c", "user.email=m@m", "commit-tree",
+                    f"{tree_of}^{{tree}}", "-p", f"{victim}^", "-m", "swapped")
+    _git_out(repo, "replace", victim, fake)
+    return fake
+
+
+def grow(repo: Path, message: str) -> str:
+    """One more commit on the served ``main`` (so a mirror must fetch again)."""
+    sha = _git_out(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit-tree",
+                   "main^{tree}", "-p", "main", "-m", message)
+    _git_out(repo, "update-ref", "refs/heads/main", sha)
+    return sha

@@ -14,7 +14,9 @@ not initialised is an empty directory.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -45,9 +47,36 @@ def _target(dest: Path, path: str) -> Path:
     return parent / parts[-1]
 
 
+def verified_tree(repo: git.Repo, sha: str) -> str:
+    """The tree id written in commit ``sha``'s own object, checked by hashing that object.
+
+    A replace ref (``git replace``) makes git hand back another commit's object under ``sha``:
+    its tree would be built and cached as ``sha``'s. bisector runs git with replacements off
+    (``GIT_NO_REPLACE_OBJECTS``, set in ``bisector/__init__``); this check holds even where
+    something forgot that, for the price of one ``cat-file``.
+    """
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
+        sha = str(repo.git.rev_parse("--verify", f"{sha}^{{commit}}"))
+    done = subprocess.run(["git", "-C", str(repo.git_dir), "cat-file", "commit", sha],
+                          capture_output=True, check=False)
+    if done.returncode != 0:
+        raise ExportError(f"git could not read commit {sha[:12]}: "
+                          f"{done.stderr.decode(errors='replace').strip()[:300]}")
+    body = done.stdout
+    algo = hashlib.sha256 if len(sha) == 64 else hashlib.sha1
+    if algo(b"commit %d\0" % len(body) + body).hexdigest() != sha.lower():
+        raise ExportError(f"git gave another object for commit {sha[:12]} (a replace ref, "
+                          f"refs/replace/*?): refused; remove it with git replace -d")
+    first = body.split(b"\n", 1)[0].split()
+    if len(first) != 2 or first[0] != b"tree":
+        raise ExportError(f"commit {sha[:12]} names no tree: refused")
+    return first[1].decode()
+
+
 def tree_entries(repo: git.Repo, sha: str) -> list[tuple[str, str, str]]:
-    """(mode, object, path) of every entry of the commit's tree, recursively, as git lists it."""
-    out = repo.git.ls_tree("-r", "-z", "--full-tree", sha)
+    """(mode, object, path) of every entry of the commit's tree, recursively, as git lists it:
+    the tree the commit's own object names (:func:`verified_tree`), never a replacement."""
+    out = repo.git.ls_tree("-r", "-z", "--full-tree", verified_tree(repo, sha))
     entries = []
     for item in out.split("\0"):
         if not item:

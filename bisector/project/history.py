@@ -186,7 +186,7 @@ def resolve_range(
             f"good and bad are the same commit ({good[:12]}): "
             f"give a good ref older than the bad one"
         )
-    notes: list[str] = list(dated)
+    notes: list[str] = [*dated, *replacement_note(repo)]
     walk = ["--reverse", *(["--first-parent"] if first_parent else
                            ["--ancestry-path", "--topo-order"])]
     # The common case (good an ancestor of bad) costs one walk of the history: the list
@@ -216,6 +216,19 @@ def resolve_range(
         merge_base_used=merge_base_used,
         notes=tuple(notes),
     )
+
+
+def replacement_note(repo: git.Repo) -> list[str]:
+    """A line when the clone has ``refs/replace/*``: bisector never honours them (git, which
+    bisector runs with ``GIT_NO_REPLACE_OBJECTS``, would probe another commit's tree under a
+    sha), so the user learns why this answer may differ from a plain ``git bisect``'s."""
+    refs = str(repo.git.for_each_ref("--format=%(refname)", "refs/replace/")).split()
+    if not refs:
+        return []
+    one = escape.line(refs[0].removeprefix("refs/replace/")[:12])
+    more = f" and {len(refs) - 1} more" if len(refs) > 1 else ""
+    return [f"the clone has replace refs ({one}{more}; git replace -l lists them): ignored, "
+            f"each commit is probed with its own tree (git bisect would honour them)"]
 
 
 def _starts_at(repo: git.Repo, oldest: str, good: str, first_parent: bool) -> bool:

@@ -5,6 +5,11 @@ worker keeps one bare, partial mirror per URL in its cache (``git clone --bare
 --filter=blob:none``: commits and trees now, file contents when a build or an overlay reads
 them) and fetches again when a commit it is asked for is missing. Only plain transports are
 allowed (``GIT_ALLOW_PROTOCOL``): a URL can never make git run a program (``ext::``).
+
+A mirror fetches branches and tags, then any commit still missing by its sha, and nothing else:
+never ``+refs/*:refs/*``, which brings the server's ``refs/replace/*`` (another commit's object
+served under a sha) and whatever else it keeps. Replace refs a mirror holds from before are
+deleted, and every git of bisector runs with replacements off (``bisector/__init__``).
 """
 
 from __future__ import annotations
@@ -49,20 +54,38 @@ def origin(repo: git.Repo) -> str:
         return ""
 
 
+# What a mirror takes from the server: its branches and tags. A commit reachable from
+# neither (a pull request's head) is fetched by its sha afterwards.
+REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+
+
 def _env() -> dict[str, str]:
-    return {**os.environ, "GIT_ALLOW_PROTOCOL": PROTOCOLS, "GIT_TERMINAL_PROMPT": "0"}
+    return {**os.environ, "GIT_ALLOW_PROTOCOL": PROTOCOLS, "GIT_TERMINAL_PROMPT": "0",
+            "GIT_NO_REPLACE_OBJECTS": "1"}
 
 
-def _git(*args: str, cwd: Path | None = None) -> None:
+def _git(*args: str, cwd: Path | None = None, check: bool = True) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, env=_env(), capture_output=True, text=True,
                           timeout=3600)
-    if done.returncode != 0:
+    if done.returncode != 0 and check:
         raise RepoError(f"git {args[0]} failed: {done.stderr.strip()[-300:]}")
+    return done.stdout if done.returncode == 0 else ""
+
+
+def _drop_replacements(path: Path) -> None:
+    """Delete ``refs/replace/*`` a mirror holds (fetched by an older bisector with every ref)."""
+    refs = _git("for-each-ref", "--format=%(refname)", "refs/replace/", cwd=path).split()
+    for ref in refs:
+        _git("update-ref", "-d", ref, cwd=path)
 
 
 def _has(path: Path, sha: str) -> bool:
+    """Whether the mirror holds ``sha`` now. Not a lazy fetch of it (a partial clone's
+    promisor would fetch each missing commit alone, one round trip per commit): the missing
+    ones are fetched together, from branches and tags, by :func:`mirror`."""
     return subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=path,
-                          env=_env(), capture_output=True).returncode == 0
+                          env={**_env(), "GIT_NO_LAZY_FETCH": "1"},
+                          capture_output=True).returncode == 0
 
 
 def mirror(url: str, commits: list[str]) -> Path:
@@ -77,11 +100,16 @@ def mirror(url: str, commits: list[str]) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             _git("clone", "--quiet", "--bare", "--filter=blob:none", url, str(tmp))
             tmp.rename(path)
+        _drop_replacements(path)
         missing = [c for c in commits if not _has(path, c)]
         if missing:
-            _git("fetch", "--quiet", "--filter=blob:none", "origin", "+refs/*:refs/*",
+            _git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", *REFSPECS,
                  cwd=path)
         missing = [c for c in missing if not _has(path, c)]
+        if missing:  # not on a branch or tag: by sha, where the server allows it (v2 does)
+            _git("fetch", "--quiet", "--no-tags", "--filter=blob:none", "origin", *missing,
+                 cwd=path, check=False)
+            missing = [c for c in missing if not _has(path, c)]
         if missing:
             raise RepoError(f"{url} has no commit {missing[0][:12]} (of {len(missing)} "
                             f"missing): push it, or run workers where the clone is")
