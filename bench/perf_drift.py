@@ -1,16 +1,24 @@
-"""Section 13: a performance bisection on a drifting, noisy machine, paired vs unpaired.
+"""Section 13: a performance bisection on a drifting, noisy machine, the shipped search against
+the rule it replaced, on the same simulated hunts.
 
 Each simulated hunt bisects 40 commits with a slowdown at a random culprit, on a machine whose
 speed drifts (up to 2x slower over the bisection's expected runs, as a loaded shared box does)
-and whose runs may fall into a slow mode (bimodal: one run in five 8 % slower); in the last two
-rows another job's load comes and goes (2.3x slower for 11 runs, then 11 runs idle, as a
-matrix-product load switched every 40 s did on an H100). A run prints 5
-samples. The *paired* hunt is the shipped search: the very functions of
-``bisector/run/strategies/perf.py`` (``assess``, ``layout``) and ``core/paired.py``, driven by
-the same loop as ``Performance.decide``, with paired confirmation of the culprit beside its
-parent. The *unpaired* hunt, measured in the same run, is the rule it replaced (3 runs of the
-good endpoint first, each commit's runs against them by Mann-Whitney, ``core/perf``'s
-``compare_runs``), whose state stayed ``done`` whatever its confirmation said (a grey note).
+and whose runs may fall into a slow mode (bimodal: one run in five 8 % slower); in the two
+``load`` rows another job's load comes and goes (2.3x slower for 11 runs, then 11 runs idle,
+as a matrix-product load switched every 40 s did on an H100); in the ``corr`` row the samples
+of a run are strongly correlated (runs move 5 %, samples within a run 0.4 %: a run that is slow
+is slow in all its samples, so within-run spread alone would decide wrongly). A run prints 5
+samples.
+
+*after* is the shipped search: the very functions of ``bisector/run/strategies/perf.py``
+(``spread_of``, ``assess``, ``layout``) and ``core/paired.py``, driven by the same loop as
+``Performance.decide``, then the confirmation of ``run/confirm.py`` (the culprit beside its
+parent, then its revert beside the parent, each sequential with the search's scale). *before*
+is the rule it replaced, kept here as the baseline: a one-sided exact Wilcoxon test of the
+paired differences at 0.01, looked at 7, 14, 28 and 32 pairs, and the same confirmation on
+that schedule. Runs count the confirmation's. The *deterministic* figure is what ``git bisect``
+would pay on the same range: both endpoints, one probe per halving, and the culprit, its
+parent and the revert once each.
 
 An answer is *right* when the state is ``done`` with the true culprit; *wrong* when ``done``
 names another commit; *unsure* otherwise (``not reproducible``, ``inconclusive``, a window, an
@@ -25,17 +33,20 @@ import os
 import random
 import statistics
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 N = 40
 SAMPLES = 5
 SAMPLE_SIGMA = 0.02
 RUN_SIGMA = 0.01
+CORR_RUN_SIGMA, CORR_SAMPLE_SIGMA = 0.05, 0.004
 SLOW_MODE = 0.08
 SLOW_MODE_P = 0.2
 EXPECTED_RUNS = 120  # the drift reaches its full size after this many runs
 LOAD = 2.3  # another job on the GPU: runs this much slower while it is on (as on the H100)
+REVERT = -1  # the machine's position for the revert: the good level
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,7 @@ class Setting:
     bimodal: bool
     hunts: int
     load: int = 0  # another job's load on for this many runs, off for as many (0: none)
+    correlated: bool = False  # run-to-run noise large, within-run noise tiny
 
 
 class Machine:
@@ -56,138 +68,178 @@ class Machine:
 
     def run(self, position: int) -> tuple[float, tuple[float, ...]]:
         self.t += 1
+        run_sigma, sample_sigma = (CORR_RUN_SIGMA, CORR_SAMPLE_SIGMA) if self.s.correlated \
+            else (RUN_SIGMA, SAMPLE_SIGMA)
         level = (1 + self.s.drift) ** (self.t / EXPECTED_RUNS)
         level *= (1 + self.s.slowdown) if position >= self.culprit else 1.0
-        level *= math.exp(self.rng.gauss(0, RUN_SIGMA))
+        level *= math.exp(self.rng.gauss(0, run_sigma))
         if self.s.load and (self.t // self.s.load) % 2 == 1:
             level *= LOAD
         if self.s.bimodal and self.rng.random() < SLOW_MODE_P:
             level *= 1 + SLOW_MODE
-        return float(self.t), tuple(10.0 * level * math.exp(self.rng.gauss(0, SAMPLE_SIGMA))
+        return float(self.t), tuple(10.0 * level * math.exp(self.rng.gauss(0, sample_sigma))
                                     for _ in range(SAMPLES))
 
 
-def _paired_hunt(s: Setting, culprit: int, rng: random.Random) -> tuple[str, int]:
-    from bisector.core import paired, perf
-    from bisector.core.search import Culprit, Next, Verdict, next_step
-    from bisector.run.strategies import perf as strategy
-    from bisector.run.strategies.perf import Run
-
-    m = Machine(s, culprit, rng)
-    runs: dict[int, list[Run]] = {}
-    cap = max(perf.DEFAULT_MAX_RUNS, paired.DEFAULT_MAX_PAIRS)
-    last: int | None = None
-    rounds = 0
-    while True:
-        like, refs = strategy.references(runs.get(0, []))
-        wanted: list[int] = []
-        if like is None:
-            wanted = [0]
-        else:
-            rule = paired.Rule(perf.Direction.LOWER, s.threshold)
-            known = {0: Verdict.GOOD}
-            for p, rs in runs.items():
-                if p == 0:
-                    continue
-                a = strategy.assess(rs, refs, like, rule, cap)
-                if a.verdict is None:
-                    wanted.append(p)
-                else:
-                    known[p] = a.verdict
-            if not wanted:
-                step = next_step(N, known)
-                if not isinstance(step, Next):
-                    if not isinstance(step, Culprit):
-                        return "unsure", m.t
-                    return _confirm_paired(m, step.position, rule), m.t
-                wanted = list(step.positions)
-        rounds += 1
-        for p in strategy.layout(wanted, last, 1, rounds):
-            start, samples = m.run(p)
-            runs.setdefault(p, []).append(Run(samples, "ms", perf.Direction.LOWER, True, start))
-            last = p
+# The rule it replaced, frozen here as the baseline (core/paired.py of 2026-11-28).
+OLD_MIN_PAIRS, OLD_ALPHA = 7, 0.01
 
 
-def _confirm_paired(m: Machine, c: int, rule: object) -> str:
-    """As ``run/confirm.py``'s ``_beside``: parent, culprit, parent, ..., growing on the
-    search's schedule while undecided, up to the search's cap of pairs."""
-    from bisector.core import paired, perf
-
-    assert isinstance(rule, paired.Rule)
-    refs: list[paired.Timed] = []
-    tests: list[paired.Timed] = []
-    cap = paired.DEFAULT_MAX_PAIRS
-
-    def run(p: int, into: list[paired.Timed]) -> None:
-        t, samples = m.run(p)
-        into.append(paired.Timed(t, perf.median(samples)))
-
-    run(c - 1, refs)
-    target = paired.MIN_PAIRS
-    while True:
-        while len(tests) < target:
-            run(c, tests)
-            run(c - 1, refs)
-        got = paired.compare(paired.differences(refs, tests, rule), rule)
-        if got.verdict is not perf.PerfVerdict.UNDECIDED or len(tests) >= cap:
-            break
-        target = paired.next_look(len(tests), cap)
-    if got.verdict is perf.PerfVerdict.BAD:
-        return "right" if c == m.culprit else "wrong"
-    return "unsure"
+@functools.cache
+def _tail(k: int) -> tuple[float, ...]:
+    """P(W+ >= w) for w = 0..k(k+1)/2 under the null: the exact signed-rank distribution
+    (what scipy's exact ``wilcoxon`` uses without ties), counted once per k."""
+    counts = [1] + [0] * (k * (k + 1) // 2)
+    for r in range(1, k + 1):
+        for w in range(len(counts) - 1, r - 1, -1):
+            counts[w] += counts[w - r]
+    total, out, acc = 2 ** k, [], 0
+    for c in reversed(counts):
+        acc += c
+        out.append(acc / total)
+    return tuple(reversed(out))
 
 
-def _unpaired_hunt(s: Setting, culprit: int, rng: random.Random) -> tuple[str, int]:
-    """The replaced rule: 3 baseline runs first, then every commit against them."""
-    from bisector.core import perf
-    from bisector.core.search import Culprit, Next, Verdict, next_step
+def _old_compare(diffs: Sequence[float], margin: float) -> str:
+    if len(diffs) < OLD_MIN_PAIRS:
+        return "undecided"
+    shifted = [d - margin for d in diffs if d != margin]
+    if not shifted:
+        return "undecided"
+    order = sorted(range(len(shifted)), key=lambda i: abs(shifted[i]))
+    plus = sum(rank + 1 for rank, i in enumerate(order) if shifted[i] > 0)
+    k = len(shifted)
+    tail = _tail(k)
+    if tail[plus] < OLD_ALPHA:  # P(W+ >= plus)
+        return "bad"
+    if tail[k * (k + 1) // 2 - plus] < OLD_ALPHA:  # W- = total - W+, same distribution
+        return "good"
+    return "undecided"
 
-    m = Machine(s, culprit, rng)
-    base_runs = [m.run(0)[1] for _ in range(3)]
-    base = perf.Baseline.of(base_runs)
-    cap = perf.DEFAULT_MAX_RUNS
 
-    def judge(p: int) -> Verdict:
-        got: list[tuple[float, ...]] = []
+def _old_due(pairs: int, cap: int) -> int:
+    point = OLD_MIN_PAIRS
+    while point < pairs and point < cap:
+        point = min(cap, point * 2)
+    return max(0, min(point, cap) - pairs) if pairs < cap else 0
+
+
+class Hunt:
+    """One hunt's runs, as the strategy's ``gather`` gives them."""
+
+    def __init__(self, s: Setting, culprit: int, rng: random.Random, new: bool) -> None:
+        from bisector.core import paired, perf
+
+        self.m, self.new = Machine(s, culprit, rng), new
+        self.rule = paired.Rule(perf.Direction.LOWER, s.threshold)
+        self.cap = paired.DEFAULT_MAX_PAIRS
+
+    def search(self) -> tuple[str, int]:
+        from bisector.core import perf
+        from bisector.core.search import Culprit, Next, Verdict, next_step
+        from bisector.run.strategies import perf as strategy
+        from bisector.run.strategies.perf import Run
+
+        runs: dict[int, list[Run]] = {}
+        last: int | None = None
+        rounds = 0
         while True:
-            target = perf.next_sample_count(len(got), cap)
-            if target is None:
-                return Verdict.SKIP
-            while len(got) < target:
-                got.append(m.run(p)[1])
-            v = perf.compare_runs(base, got, perf.Direction.LOWER, s.threshold).verdict
-            if v is not perf.PerfVerdict.UNDECIDED:
-                return Verdict.BAD if v is perf.PerfVerdict.BAD else Verdict.GOOD
+            like, refs = strategy.references(runs.get(0, []))
+            wanted: list[int] = []
+            if like is None:
+                wanted = [0]
+            else:
+                spread = strategy.spread_of(runs, refs, like, self.rule)
+                known = {0: Verdict.GOOD}
+                for p, rs in runs.items():
+                    if p == 0:
+                        continue
+                    v = self._assess(rs, refs, like, spread)
+                    if v is None:
+                        wanted.append(p)
+                    else:
+                        known[p] = v
+                if not wanted:
+                    step = next_step(N, known)
+                    if not isinstance(step, Next):
+                        if not isinstance(step, Culprit):
+                            return "unsure", self.m.t
+                        return self.confirm(step.position, spread), self.m.t
+                    wanted = list(step.positions)
+            rounds += 1
+            for p in strategy.layout(wanted, last, 1, rounds):
+                start, samples = self.m.run(p)
+                runs.setdefault(p, []).append(Run(samples, "ms", perf.Direction.LOWER, True,
+                                                  start))
+                last = p
 
-    known = {0: Verdict.GOOD}
-    while True:
-        step = next_step(N, known)
-        if not isinstance(step, Next):
-            if not isinstance(step, Culprit):
-                return "unsure", m.t
-            c = step.position
-            for _ in range(6):  # its confirmation ran, but only as a note: still "done"
-                m.run(c)
-            return ("right" if c == culprit else "wrong"), m.t
-        for p in step.positions:
-            known[p] = judge(p)
+    def _assess(self, rs: list[Any], refs: list[Any], like: Any, spread: Any) -> Any:
+        from bisector.core.search import Verdict
+        from bisector.run.strategies import perf as strategy
+
+        if self.new:
+            return strategy.assess(rs, refs, like, self.rule, self.cap, spread).verdict
+        from bisector.core import paired
+
+        diffs = paired.differences([r.timed for r in refs], [r.timed for r in rs], self.rule)
+        k = len(diffs)
+        if _old_due(k, self.cap) and len(rs) < 2 * self.cap:
+            return None
+        said = _old_compare(diffs, self.rule.margin)
+        if said != "undecided":
+            return Verdict.BAD if said == "bad" else Verdict.GOOD
+        return Verdict.SKIP if k >= self.cap or len(rs) >= 2 * self.cap else None
+
+    def beside(self, parent: int, refs: list[Any], test: int, spread: Any) -> str:
+        """``parent, test, parent, ...``, the parent's runs shared by both checks: as
+        ``run/confirm.py``'s ``_beside``."""
+        from bisector.core import paired
+
+        tests: list[paired.Timed] = []
+
+        def run(p: int, into: list[paired.Timed]) -> None:
+            t, samples = self.m.run(p)
+            into.append(paired.Timed.of(t, samples))
+
+        if not refs:
+            run(parent, refs)
+        while True:
+            run(test, tests)
+            run(parent, refs)
+            if self.new:
+                rule = replace(self.rule, spread=spread)
+                got = paired.judge_beside(refs, tests, rule).verdict.value
+                if got != "undecided" or len(tests) >= self.cap:
+                    return got
+                continue
+            if _old_due(len(tests), self.cap):
+                continue
+            got = _old_compare(paired.differences(refs, tests, self.rule), self.rule.margin)
+            if got != "undecided" or len(tests) >= self.cap:
+                return got
+
+    def confirm(self, c: int, spread: Any) -> str:
+        refs: list[Any] = []
+        if self.beside(c - 1, refs, c, spread) != "bad":
+            return "unsure"
+        if self.beside(c - 1, refs, REVERT, spread) == "bad":  # the revert did not fix it
+            return "unsure"
+        return "right" if c == self.m.culprit else "wrong"
+
+
+def deterministic() -> float:
+    """``git bisect``'s runs on the same range: endpoints, halvings, culprit, parent, revert."""
+    return 2 + math.log2(N - 1) + 3
 
 
 def _setting(s: Setting) -> dict[str, tuple[float, float, float, float]]:
-    from bisector.core import paired
-
-    cached = functools.lru_cache(maxsize=200_000)(paired._p.__wrapped__
-                                                  if hasattr(paired._p, "__wrapped__")
-                                                  else paired._p)
-    paired._p = lambda x, alternative: cached(tuple(x), alternative)  # type: ignore[assignment]
-    seed = round(s.slowdown * 1000 + s.threshold * 100 + s.drift * 10) + s.bimodal + s.load
+    seed = round(s.slowdown * 1000 + s.threshold * 100 + s.drift * 10) + s.bimodal + s.load \
+        + 7 * s.correlated
     culprits = random.Random(seed).choices(range(1, N), k=s.hunts)
     out = {}
-    hunts: dict[str, Callable[[Setting, int, random.Random], tuple[str, int]]] = {
-        "paired": _paired_hunt, "unpaired": _unpaired_hunt}
-    for name, hunt in hunts.items():
+    for name, new in (("after", True), ("before", False)):
         rng = random.Random(seed + 1)
-        got = [hunt(s, c, rng) for c in culprits]
+        got = [Hunt(s, c, rng, new).search() for c in culprits]
         count = {k: sum(1 for g, _ in got if g == k) / s.hunts
                  for k in ("right", "wrong", "unsure")}
         out[name] = (count["right"], count["wrong"], count["unsure"],
@@ -195,31 +247,49 @@ def _setting(s: Setting) -> dict[str, tuple[float, float, float, float]]:
     return out
 
 
+SETTINGS = (  # slowdown, threshold, drift, bimodal, load, correlated
+    (0.50, 0.20, 0.0, False, 0, False), (0.50, 0.20, 1.0, False, 0, False),
+    (0.50, 0.20, 1.0, True, 0, False), (0.30, 0.10, 1.0, True, 0, False),
+    (0.20, 0.10, 0.5, True, 0, False), (0.10, 0.05, 0.0, False, 0, False),
+    (0.10, 0.05, 1.0, True, 0, False), (0.50, 0.05, 1.0, True, 0, False),
+    (0.50, 0.20, 0.0, False, 11, False), (0.20, 0.10, 1.0, True, 11, False),
+    (0.50, 0.20, 0.0, False, 0, True))
+
+
 def bench_perf_drift(line: Callable[[str, str], None]) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
-    hunts = int(os.environ.get("BENCH_PERF_HUNTS", "500"))
-    settings = [Setting(sd, th, dr, bi, hunts, load) for sd, th, dr, bi, load in (
-        (0.50, 0.20, 0.0, False, 0), (0.50, 0.20, 1.0, False, 0), (0.50, 0.20, 1.0, True, 0),
-        (0.30, 0.10, 1.0, True, 0), (0.20, 0.10, 0.5, True, 0), (0.10, 0.05, 0.0, False, 0),
-        (0.10, 0.05, 1.0, True, 0), (0.50, 0.05, 1.0, True, 0), (0.50, 0.20, 0.0, False, 11),
-        (0.20, 0.10, 1.0, True, 11))]
+    hunts = int(os.environ.get("BENCH_PERF_HUNTS", "5000"))
+    settings = [Setting(sd, th, dr, bi, hunts, load, co)
+                for sd, th, dr, bi, load, co in SETTINGS]
     print(f"13. performance on a drifting machine: {hunts} hunts a row, {N} commits, "
-          f"right / WRONG done / unsure / mean oracle runs")
+          f"right / WRONG done / unsure / mean oracle runs (confirmation included); "
+          f"git bisect on a deterministic oracle: {deterministic():.1f} runs")
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=min(len(settings), os.cpu_count() or 1)) as pool:
         rows = list(pool.map(_setting, settings))
-    print(f"  {'slow':>5} {'thr':>4} {'drift':>5} {'modes':>5} {'load':>4} | "
-          f"{'paired (shipped)':>30} | "
-          f"{'unpaired (replaced)':>30}")
+    print(f"  {'slow':>5} {'thr':>4} {'drift':>5} {'modes':>5} {'load':>4} {'corr':>4} | "
+          f"{'after (shipped)':>30} | {'before (Wilcoxon, 7 pairs)':>30} | after/before")
     for s, row in zip(settings, rows, strict=True):
         cells = [f"{r:6.1%} {w:5.1%} {u:5.1%} {runs:6.1f}" for r, w, u, runs in
-                 (row["paired"], row["unpaired"])]
+                 (row["after"], row["before"])]
         print(f"  {s.slowdown:>5.0%} {s.threshold:>4.0%} {1 + s.drift:>4.1f}x "
-              f"{'2' if s.bimodal else '1':>5} {s.load or '-':>4} | " + " | ".join(cells))
-    right = min(row["paired"][0] for row in rows)
-    wrong = sum(row["paired"][1] for row in rows)
-    line("goal: paired >= 99 % right, 0 wrong culprits done",
+              f"{'2' if s.bimodal else '1':>5} {s.load or '-':>4} "
+              f"{'yes' if s.correlated else '-':>4} | " + " | ".join(cells) +
+              f" | {row['after'][3] / row['before'][3]:.2f}")
+    right = min(row["after"][0] for row in rows)
+    wrong = sum(row["after"][1] for row in rows)
+    line("goal: >= 99 % right, 0 wrong culprits done",
          f"{'met' if right >= 0.99 and wrong == 0 else 'NOT met'} (lowest right "
-         f"{right:.1%}, wrong done in {wrong * hunts:.0f} of {hunts * len(rows)} hunts); "
-         f"section took {time.perf_counter() - t0:.0f}s")
+         f"{right:.1%}, wrong done in {wrong * hunts:.0f} of {hunts * len(rows)} hunts)")
+    halved = max(row["after"][3] / row["before"][3] for row in rows)
+    line("goal: mean runs at most half of the replaced rule's, every row",
+         f"{'met' if halved <= 0.5 else 'NOT met'} (worst row {halved:.2f}x)")
+    clear = rows[0]["after"][3]
+    line("goal: a clear +50 % step within 2x git bisect's runs",
+         f"{'met' if clear <= 2 * deterministic() else 'NOT met'} ({clear:.1f} runs against "
+         f"{deterministic():.1f}: {clear / deterministic():.2f}x)")
+    hard = settings.index(next(s for s in settings if s.slowdown == 0.10 and s.drift == 1.0))
+    line("goal: the hardest row never wrong, at most 120 runs",
+         f"{'met' if rows[hard]['after'][1] == 0 and rows[hard]['after'][3] <= 120 else 'NOT met'}"
+         f" ({rows[hard]['after'][3]:.1f} runs); section took {time.perf_counter() - t0:.0f}s")

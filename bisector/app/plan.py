@@ -71,9 +71,9 @@ SAMPLE = 256
 NOISY_SAMPLE = 24
 # Runs a performance commit is priced at on average: most commits are far from the threshold
 # and decided by their first one or two runs; the worst case is the oracle's ``max-runs``.
-# A performance probe is decided at 7 pairs (core/paired.MIN_PAIRS): its 7 runs and the
-# reference's 7 beside them.
-PERF_MEAN_RUNS = 2 * paired.MIN_PAIRS
+# A performance probe takes about core/paired.TYPICAL_PAIRS pairs: its runs and as many of the
+# reference's beside them.
+PERF_MEAN_RUNS = 2 * paired.TYPICAL_PAIRS
 
 
 class Ranking(Protocol):
@@ -178,10 +178,10 @@ def _confirmation(provider: Ranking, costs: Mapping[str, float], culprit: int,
     if not sampling.confirm_runs:
         return 0, 0, 0.0
     revert = "overlay" if provider.kind(culprit) == "overlay" else "build"
-    # A performance culprit is confirmed paired: parent, culprit, ..., parent, twice (the
-    # culprit, then the revert, each beside the parent).
+    # A performance culprit is confirmed paired: parent, culprit, parent, ..., then the revert
+    # beside the same parent runs.
     if runs is None:
-        runs = (4 * paired.MIN_PAIRS + 2 if sampling.kind is Kind.PERFORMANCE
+        runs = (4 * paired.TYPICAL_PAIRS + 1 if sampling.kind is Kind.PERFORMANCE
                 else 3 * sampling.confirm_runs)
     return runs, int(revert == "build"), costs[revert] + runs * costs["oracle"]
 
@@ -313,12 +313,13 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
                    f"{sampling.confidence}; stored runs of this oracle are not counted")
     elif sampling.kind is Kind.PERFORMANCE:
         out.append(f"performance oracle, paired: {PERF_MEAN_RUNS} runs a commit on average "
-                   f"({paired.MIN_PAIRS} of its own, as many of the good endpoint's beside "
-                   f"them); at most twice max-runs pairs a commit")
+                   f"({paired.TYPICAL_PAIRS} of its own, as many of the good endpoint's "
+                   f"beside them); at most twice max-runs pairs a commit")
     if sampling.confirm_runs:
         out.append(f"confirmation included: culprit, parent and revert run "
                    f"{sampling.confirm_runs} time(s) each, a performance oracle's paired "
-                   f"{paired.MIN_PAIRS} times beside its parent (--no-confirm leaves it out)")
+                   f"about {paired.TYPICAL_PAIRS} times beside its parent (--no-confirm "
+                   f"leaves it out)")
     return out
 
 

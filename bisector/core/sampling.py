@@ -72,8 +72,8 @@ def confirm_runs(meta: Traits) -> int:
 
 def perf_max_runs(max_runs: int | None) -> int:
     """A performance oracle's cap of paired runs per commit (its ``max-runs``, else the
-    default), never under the pairs a first decision needs (:data:`paired.MIN_PAIRS`)."""
-    return max(max_runs or paired.DEFAULT_MAX_PAIRS, paired.MIN_PAIRS)
+    default), never under two (a commit's second pair is its first measure of its own spread)."""
+    return max(max_runs or paired.DEFAULT_MAX_PAIRS, 2)
 
 
 def flaky_max_runs(max_runs: int | None, n: int, fp: float, fn: float,

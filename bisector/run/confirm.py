@@ -138,57 +138,64 @@ def _group(ctx: Context, obtain: Callable[[], Obtained | Unobtainable],
 Side = tuple[int, str, Callable[[], Obtained | Unobtainable], str]  # position, sha, obtain, role
 
 
-def _beside(ctx: Context, ref: Side, test: Side, rule: paired.Rule,
-            pairs: int, cap: int) -> tuple[Seen, Seen, paired.Paired | None]:
-    """A performance oracle's paired check: ``ref, test, ref, test, ..., ref`` (``pairs``
-    runs of ``test``, each between two of ``ref``), so a machine drifting meanwhile moves
-    both alike; the test's runs against the reference's by :func:`paired.compare`, growing
-    on the search's schedule (:func:`paired.due`: 7, 14, 28 pairs, ...) while undecided, up
-    to ``cap`` pairs. A single look at 7 pairs confirmed a 10 % slowdown against a 5 %
-    threshold on a noisy box only 4 times in 10 (simulated, ``make bench`` section 13).
-    None when either commit cannot be obtained."""
-    keep_r, pipe_r, got_r = _group(ctx, ref[2], ref[3])
+class _Reference:
+    """The parent's fresh runs, shared by both checks of a confirmation (the culprit beside
+    it, then the revert): ``parent, culprit, parent, revert, parent``, the middle parent run
+    standing beside both. ``clock`` orders every run of the confirmation."""
+
+    def __init__(self, ctx: Context, side: Side) -> None:
+        self.ctx, self.side = ctx, side
+        self.keep, self.pipe, self.got = _group(ctx, side[2], side[3])
+        self.timed: list[paired.Timed] = []
+        self.clock = 0
+
+    def tick(self, keep: _Keep, into: list[paired.Timed]) -> None:
+        """Time the run ``keep`` recorded last (a run without samples pairs with nothing)."""
+        self.clock += 1
+        samples = (keep.facts[-1].get("perf") or {}).get("samples") if keep.facts else None
+        if samples:
+            into.append(paired.Timed.of(float(self.clock), samples))
+
+    def run(self) -> None:
+        self.pipe.probe(self.side[0], self.side[1], gpu=self.ctx.gpu)
+        self.tick(self.keep, self.timed)
+
+
+def _beside(ctx: Context, ref: _Reference, test: Side, rule: paired.Rule,
+            cap: int) -> tuple[Seen, paired.Paired | None]:
+    """A performance oracle's paired check of ``test`` beside the parent: one run of it
+    between two of the parent's, again after each undecided look (sequential, as the
+    search: :func:`paired.judge_beside` with the search's scale, so a clear change is
+    decided by one fresh pair), up to ``cap`` pairs. None when either cannot be obtained."""
     keep_t, pipe_t, got_t = _group(ctx, test[2], test[3])
-    if isinstance(got_r, Unobtainable) or isinstance(got_t, Unobtainable):
-        return keep_r.seen, keep_t.seen, None
-
-    def timed(facts: list[dict[str, Any]], odd: int) -> list[paired.Timed]:
-        out = []
-        for i, f in enumerate(facts):  # the order of the runs is their time
-            samples = (f.get("perf") or {}).get("samples")
-            if samples:
-                out.append(paired.Timed(2.0 * i + odd, perf.median(samples)))
-        return out
-
-    pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
-    cap = max(cap, pairs)
-    made, target = 0, pairs
+    if isinstance(ref.got, Unobtainable) or isinstance(got_t, Unobtainable):
+        return keep_t.seen, None
+    if not ref.keep.facts:
+        ref.run()
+    tests: list[paired.Timed] = []
     while True:
-        while made < target:
-            pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
-            pipe_r.probe(ref[0], ref[1], gpu=ctx.gpu)
-            made += 1
-        got = paired.compare(paired.differences(timed(keep_r.facts, 0),
-                                                timed(keep_t.facts, 1), rule), rule)
-        if got.verdict is not perf.PerfVerdict.UNDECIDED or made >= cap:
-            break
-        target = paired.next_look(made, cap)
-    return keep_r.seen, keep_t.seen, got
+        pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
+        ref.tick(keep_t, tests)
+        ref.run()
+        got = paired.judge_beside(ref.timed, tests, rule)
+        if got.verdict is not perf.PerfVerdict.UNDECIDED or len(keep_t.facts) >= cap:
+            return keep_t.seen, got
 
 
 def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str, Any]:
     """Confirmation of a performance culprit, paired: the culprit run beside its parent
     must be worse by more than the threshold (else "not reproducible"; undecided at the
-    cap: "inconclusive"), and its revert on the bad endpoint beside the parent must not."""
+    cap: "inconclusive"), and its revert on the bad endpoint beside the parent must not.
+    Fresh runs only: the search's runs of the culprit chose it, so an unlucky one would
+    confirm itself; what the search lends is its scale (``rule.spread``)."""
     cands = ctx.candidates
-    pairs = max(paired.MIN_PAIRS, sampling.confirm_runs(ctx.oracle.meta))
     cap = sampling.perf_max_runs(ctx.oracle.meta.max_runs)
-    ctx.events.note(f"confirming {cands[position][:12]}: the culprit beside its parent, "
-                    f"{pairs} pairs (up to {max(cap, pairs)} while undecided), then its revert")
+    ctx.events.note(f"confirming {cands[position][:12]}: the culprit beside its parent, one "
+                    f"fresh pair at a time while undecided (up to {cap}), then its revert")
     pp = parent_at(ctx, position)
-    parent: Side = (pp, cands[pp], lambda: ctx.source.obtain(pp), "parent")
+    parent = _Reference(ctx, (pp, cands[pp], lambda: ctx.source.obtain(pp), "parent"))
     culprit: Side = (position, cands[position], lambda: ctx.source.obtain(position), "culprit")
-    ref_seen, seen, got = _beside(ctx, parent, culprit, rule, pairs, cap)
+    seen, got = _beside(ctx, parent, culprit, rule, cap)
     verdict = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
         got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
     status = {Verdict.BAD: Confirmation.CONFIRMED,
@@ -196,7 +203,7 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
                                                                Confirmation.INCONCLUSIVE)
     out: dict[str, Any] = {
         "culprit": [{"run": r, "verdict": v, "reason": why} for r, v, why in seen],
-        "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in ref_seen],
+        "parent": [{"run": r, "verdict": v, "reason": why} for r, v, why in parent.keep.seen],
         "culprit_verdict": verdict.value, "parent_verdict": Verdict.GOOD.value,
         "parent_sha": cands[pp], "judged_by": "paired", "pairs": got.pairs if got else 0,
         "change": None if got is None or got.change is None else round(got.change, 4),
@@ -209,7 +216,7 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
         n = len(cands)
         reverted: Side = (n - 1, revert, lambda: ctx.source.obtain_commit(revert, n - 1),
                           "revert")
-        _, seen, got = _beside(ctx, parent, reverted, rule, pairs, cap)
+        seen, got = _beside(ctx, parent, reverted, rule, cap)
         said = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
             got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
         out["revert"] = {"applied": True, "sha": revert, "verdict": said.value,

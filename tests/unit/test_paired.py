@@ -35,18 +35,56 @@ def test_a_run_whose_references_straddle_a_change_of_the_machine_is_left_out() -
     assert len(paired.differences(small, [Timed(1, 10.0)], SLOWDOWN)) == 1
 
 
-def test_compare_decides_only_past_the_margin_and_from_seven_pairs() -> None:
-    bad = [math.log(1.5)] * 6
-    assert paired.compare(bad, SLOWDOWN).verdict is perf.PerfVerdict.UNDECIDED
-    assert paired.compare([*bad, math.log(1.45)], SLOWDOWN).verdict is perf.PerfVerdict.BAD
-    good = [0.001 * i for i in range(7)]
-    assert paired.compare(good, SLOWDOWN).verdict is perf.PerfVerdict.GOOD
+QUIET = paired.Scale(0.015, 20)  # a bisection's scale: pairs move 1.5 %, well known
 
 
-def test_the_schedule_of_looks_doubles_up_to_the_cap() -> None:
-    looks, made = [paired.MIN_PAIRS], paired.MIN_PAIRS
-    while made < 32:
-        made = paired.next_look(made, 32)
-        looks.append(made)
-    assert looks == [7, 14, 28, 32]
-    assert paired.due(3, 32) == 4 and paired.due(7, 32) == 0 and paired.due(32, 32) == 0
+def test_one_pair_decides_a_clear_change_once_the_scale_is_known() -> None:
+    assert paired.compare([math.log(1.5)], SLOWDOWN, QUIET).verdict is perf.PerfVerdict.BAD
+    assert paired.compare([0.01], SLOWDOWN, QUIET).verdict is perf.PerfVerdict.GOOD
+    # Near the margin it takes more pairs; with no degree of freedom nothing is decided.
+    near = [math.log(1.22)]
+    assert paired.compare(near, SLOWDOWN, QUIET).verdict is perf.PerfVerdict.UNDECIDED
+    assert paired.compare(near * 12, SLOWDOWN, QUIET).verdict is perf.PerfVerdict.BAD
+    unknown = paired.Scale(math.inf, 0)
+    assert paired.compare([math.log(3.0)], SLOWDOWN, unknown).verdict is \
+        perf.PerfVerdict.UNDECIDED
+
+
+def test_the_scale_is_learnt_between_runs_never_from_the_samples_inside_one() -> None:
+    """Runs whose samples agree to 0.1 % but whose levels move 8 % run to run (a run that is
+    slow is slow in all its samples): the scale is the runs' 8 %, so one pair of +30 % against
+    a 20 % threshold decides nothing, where the samples' own spread would have said BAD."""
+    import random
+
+    rng = random.Random(4)
+    refs = [Timed.of(2.0 * i, [10.0 * math.exp(rng.gauss(0, 0.08))] * 3) for i in range(12)]
+    spread = paired.scale(refs, [], SLOWDOWN)
+    assert spread.dof == 5 and 0.04 < spread.sd < 0.2 and spread.floor == 0.0
+    run = Timed.of(5.0, [13.0, 13.01, 12.99])
+    diffs = paired.differences(refs, [run], SLOWDOWN)
+    assert paired.compare(diffs, SLOWDOWN, spread).verdict is perf.PerfVerdict.UNDECIDED
+    floor_only = paired.Scale(0.0, 5, floor=run.se)  # what the samples alone would say
+    assert paired.compare(diffs, SLOWDOWN, floor_only).verdict is perf.PerfVerdict.BAD
+
+
+def test_a_slow_mode_is_winsorized_only_among_enough_pairs() -> None:
+    """One run in five 8 % slower: a robust scale pulls such a pair in among three or more
+    pairs of a commit, and judges one or two pairs by the plain spread (which of two pairs is
+    the outlier cannot be told)."""
+    spread = paired.Scale(0.04, 30, robust=0.015, clip=0.03)
+    rule = Rule(perf.Direction.LOWER, 0.05)
+    judged, sd = spread.judging([0.0, 0.0, 0.077])
+    assert judged == [0.0, 0.0, 0.03] and sd == 0.015
+    assert spread.judging([0.077]) == ([0.077], 0.04)
+    assert paired.compare([0.077], rule, spread).verdict is perf.PerfVerdict.UNDECIDED
+    assert paired.compare([0.0, 0.077, 0.0, 0.0], rule, spread).verdict is perf.PerfVerdict.GOOD
+
+
+def test_a_confirmation_judges_its_fresh_pairs_with_the_search_s_scale() -> None:
+    parent = [Timed(0, 10.0), Timed(2, 10.02), Timed(4, 9.98)]
+    culprit = [Timed(1, 15.0), Timed(3, 15.1)]
+    lent = paired.Rule(perf.Direction.LOWER, 0.2, spread=QUIET)
+    assert paired.judge_beside(parent, culprit[:1], lent).verdict is perf.PerfVerdict.BAD
+    alone = paired.Rule(perf.Direction.LOWER, 0.2)  # no scale lent: the fresh runs' own
+    assert paired.judge_beside(parent, culprit[:1], alone).verdict is \
+        perf.PerfVerdict.UNDECIDED

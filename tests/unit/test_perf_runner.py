@@ -76,10 +76,14 @@ def test_a_planted_slowdown_is_found_with_medians_and_changes(store: Store) -> N
     assert rows[77]["verdict"] == "bad" and 0.25 < rows[77]["change"] < 0.35
     assert rows[76]["verdict"] == "good" and abs(rows[76]["change"]) < 0.03
     assert pf["compared"] == "paired" and abs(pf["baseline_median"] - 10.0) < 0.2
-    assert all(row["pairs"] >= paired.MIN_PAIRS for row in pf["commits"]
-               if row["verdict"] in ("good", "bad"))
+    assert pf["scale"]["dof"] >= 1 and pf["scale"]["sd"] > 0
     assert rec.result["confirmation"]["status"] == "confirmed"
     assert rec.result["confirmation"]["judged_by"] == "paired"
+    # A clear step in quiet runs: most commits are told by one pair; under 2 runs a commit
+    # probed against a reference run beside each (the Wilcoxon rule needed 7 pairs each).
+    decided = [row for row in pf["commits"] if row["verdict"] in ("good", "bad")]
+    assert sum(row["pairs"] == 1 for row in decided) >= len(decided) - 2
+    assert len(ex.calls) <= 2 * sum(row["runs"] for row in pf["commits"]) + 12
 
 
 def test_a_drifting_machine_still_gets_the_right_culprit(store: Store) -> None:
@@ -97,7 +101,7 @@ def test_a_drifting_machine_still_gets_the_right_culprit(store: Store) -> None:
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[27]
     ref = rec.result["perf"]["reference"]
-    assert ref["change"] > 1.0  # the good endpoint itself got more than twice as slow
+    assert ref["change"] > 0.3  # the good endpoint itself got much slower meanwhile
     assert rec.result["confirmation"]["status"] == "confirmed"
 
 
@@ -139,8 +143,8 @@ def test_a_culprit_that_does_not_hold_up_is_never_done(store: Store) -> None:
 
 
 class OneFastRun(Timer):
-    """A Timer whose culprit, once ``confirming`` is set, runs once at its parent's speed: of
-    the first 7 pairs one goes the other way, and 7 pairs can then decide nothing."""
+    """A Timer whose culprit, once ``confirming`` is set, runs its first time at the margin
+    (5 % slower than its parent, the threshold): that pair can decide nothing."""
 
     confirming = False
     culprit_runs = 0
@@ -150,8 +154,8 @@ class OneFastRun(Timer):
         slowdown = self.slowdown
         if self.confirming and self.position[commit] == self.culprit:
             self.culprit_runs += 1
-            if self.culprit_runs == 2:
-                self.slowdown = 1.0
+            if self.culprit_runs == 1:
+                self.slowdown = 1.05
         try:
             return super().run(inst=inst, oracle=oracle, commit=commit, run_dir=run_dir,
                                gpu=gpu)
@@ -159,10 +163,9 @@ class OneFastRun(Timer):
             self.slowdown = slowdown
 
 
-def test_a_confirmation_undecided_at_7_pairs_grows_as_the_search_does(store: Store) -> None:
-    """One fresh culprit run of seven as fast as its parent: a single look at 7 pairs called
-    such culprits inconclusive (4 times in 10 for a 10 % slowdown against 5 % on a noisy box,
-    simulated); the confirmation grows to 14 pairs and confirms."""
+def test_a_confirmation_undecided_grows_a_pair_at_a_time(store: Store) -> None:
+    """The first fresh culprit run lands at the threshold: the confirmation runs more pairs,
+    one at a time as the search does, and confirms (on fresh runs only)."""
     cands = shas(20)
     ex = OneFastRun(cands, 12, 1.3, 8)
 
@@ -172,7 +175,8 @@ def test_a_confirmation_undecided_at_7_pairs_grows_as_the_search_does(store: Sto
     rec = confirmed_after(store, ex, cands, confirming)
     conf = rec.result["confirmation"]
     assert rec.culprit_sha == cands[12] and conf["status"] == "confirmed"
-    assert conf["pairs"] == 2 * paired.MIN_PAIRS and len(conf["culprit"]) == conf["pairs"]
+    # the pair at the margin widens the fresh runs' own spread too: two or three more pairs
+    assert 2 <= conf["pairs"] <= 4 and len(conf["culprit"]) == conf["pairs"]
     assert len(conf["parent"]) == conf["pairs"] + 1
     assert rec.state is State.DONE
 
@@ -281,7 +285,7 @@ def test_the_references_are_made_by_this_bisection(store: Store) -> None:
     ex2 = Timer(cands, 17, 1.3, 5)
     rec2 = make_runner(store, bid2, cands, ex2, oracle=PERF).run().record
     assert rec2.culprit_sha == cands[17]
-    assert [c.commit for c in ex2.calls].count(cands[0]) >= paired.MIN_PAIRS
+    assert [c.commit for c in ex2.calls].count(cands[0]) >= 4  # its own, each pair beside
 
 
 def test_runs_alternate_with_the_reference_on_one_slot() -> None:
@@ -305,11 +309,12 @@ def test_runs_in_another_unit_or_direction_are_not_paired() -> None:
     rule = paired.Rule(perf.Direction.LOWER, 0.05)
     other_unit = [replace(ms(13_000.0, 13_100.0, unit="us"), start=1.0),
                   replace(ms(13_000.0, 12_900.0, unit="us"), start=3.0)]
-    a = perf_search.assess(other_unit, kept, like, rule, 8)
+    spread = paired.Scale(0.01, 10)
+    a = perf_search.assess(other_unit, kept, like, rule, 8, spread)
     assert a.verdict is Verdict.SKIP and a.mismatched == 2 and a.comparison is None
     flipped = replace(ms(20.0, 21.0, 22.0, direction=perf.Direction.HIGHER), start=1.0)
     b = perf_search.assess([flipped, replace(ms(13.0, 13.1, 13.2, 12.9), start=3.0)], kept,
-                           like, rule, 8)
+                           like, rule, 8, spread)
     assert b.mismatched == 1 and b.runs == 2 and b.comparison is not None
     assert b.median == pytest.approx(13.05)  # the ms run alone
     row = perf_search._row(SimpleNamespace(candidates=shas(10), rules=Rules()), 5, b, like)  # type: ignore[arg-type]

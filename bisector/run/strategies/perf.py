@@ -6,10 +6,12 @@ baseline measured at the start. The good endpoint (the reference) runs beside th
 all along: with one slot the runs alternate, candidate then reference, so each candidate run
 has a reference run just before and just after it; with several slots the reference runs in
 each round beside the candidates. Each candidate run is paired with its nearest reference runs
-in time and the paired differences decide (:mod:`bisector.core.paired`: an exact Wilcoxon
-signed-rank test against the oracle's threshold). A commit gets one run a round, is compared at
-:data:`~bisector.core.paired.MIN_PAIRS` pairs, then at double, up to the oracle's ``max-runs``
-(pairs per commit); one still undecided at the cap is a skip ("cannot tell"), never a guess.
+in time and the paired differences decide (:mod:`bisector.core.paired`: a t-test against the
+oracle's threshold with the bisection's own scale, learnt from the reference against itself and
+every commit's repeated pairs). A commit gets one run a round and is compared after each, up
+to the oracle's ``max-runs`` (pairs per commit): a clear change is told by one pair once the
+reference has run a few times; one still undecided at the cap is a skip ("cannot tell"),
+never a guess.
 Decided commits feed the ordinary search (:func:`bisector.core.search.next_step`), so a
 performance bisection has the same endpoint checks, skips and windows as any other. The
 reference's own drift over the bisection is measured and shown with the answer.
@@ -22,8 +24,9 @@ counts as a run without samples, and its commit's row says so.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bisector.core import paired, perf, sampling
@@ -61,10 +64,10 @@ class Run:
                    perf.Direction(got.get("direction", perf.Direction.LOWER.value)), own,
                    start)
 
-    @property
-    def timed(self) -> paired.Timed:
+    @functools.cached_property
+    def timed(self) -> paired.Timed:  # asked for every commit each round: made once
         assert self.samples
-        return paired.Timed(self.start, perf.median(self.samples))
+        return paired.Timed.of(self.start, self.samples)
 
     def fits(self, like: Run) -> bool:
         """Declares what ``like`` declares: samples in another unit or direction would be
@@ -124,13 +127,35 @@ class Assessed:
     median: float | None = None  # the median of its run medians, in the metric's unit
 
 
+def valid_runs(runs: list[Run], like: Run) -> list[Run]:
+    """This bisection's own runs that gave samples in the reference's unit and direction."""
+    return [r for r in runs if r.own and r.samples and r.fits(like)]
+
+
+def pairs_of(runs: list[Run], refs: list[Run], like: Run,
+             rule: paired.Rule) -> list[tuple[float, float]]:
+    """A commit's paired differences with their own standard errors."""
+    return paired.paired_runs([r.timed for r in refs],
+                              [r.timed for r in valid_runs(runs, like)], rule)
+
+
+def spread_of(by_pos: dict[int, list[Run]], refs: list[Run], like: Run,
+              rule: paired.Rule, robust: bool = True) -> paired.Scale:
+    """The bisection's scale (:func:`bisector.core.paired.scale`) from the reference and every
+    commit this bisection ran, robust (winsorized) unless asked otherwise."""
+    commits = [pairs_of(runs, refs, like, rule) for p, runs in by_pos.items()
+               if p != 0 and any(r.own for r in runs)]
+    return paired.scale([r.timed for r in refs], commits, rule, robust)
+
+
 def assess(runs: list[Run], refs: list[Run], like: Run, rule: paired.Rule,
-           cap: int) -> Assessed:
+           cap: int, spread: paired.Scale) -> Assessed:
     """Where a commit with these runs stands against the reference runs beside them
     (``like``: a reference run, whose unit and direction every paired run must share;
-    ``rule``: the way that counts as the change and the threshold)."""
+    ``rule``: the way that counts as the change and the threshold; ``spread``: the
+    bisection's scale)."""
     mine = [r for r in runs if r.own]
-    valid = [r for r in mine if r.samples and r.fits(like)]
+    valid = valid_runs(runs, like)
     mismatched = sum(1 for r in mine if r.samples and not r.fits(like))
     n = len(mine)
     if not valid:  # one skip may be a passing failure (an install that broke): try once more
@@ -142,20 +167,16 @@ def assess(runs: list[Run], refs: list[Run], like: Run, rule: paired.Rule,
     k = len(diffs)
     if n - len(valid) >= UNTESTABLE_SKIPS + cap:  # mostly runs without samples: give up
         return Assessed(Verdict.SKIP, 0, n, None, mismatched, level)
-    cmp = paired.compare(diffs, rule)
-    # Runs whose pairs were left out (the machine changed under them) count towards a second
-    # bound, twice the cap, so a machine that never holds still ends in a skip.
-    spent = len(valid) >= 2 * cap
-    left = paired.due(k, cap)
-    if left and not spent:  # between two points of the schedule: finish the batch first
-        return Assessed(None, left, n, cmp, mismatched, level)
+    cmp = paired.compare(diffs, rule, spread)
     if cmp.verdict is perf.PerfVerdict.BAD:
         return Assessed(Verdict.BAD, 0, n, cmp, mismatched, level)
     if cmp.verdict is perf.PerfVerdict.GOOD:
         return Assessed(Verdict.GOOD, 0, n, cmp, mismatched, level)
-    if k >= cap or spent:  # cannot tell at the cap: a skip, never a guess
+    # Runs whose pairs were left out (the machine changed under them) count towards a second
+    # bound, twice the cap, so a machine that never holds still ends in a skip.
+    if k >= cap or len(valid) >= 2 * cap:  # cannot tell at the cap: a skip, never a guess
         return Assessed(Verdict.SKIP, 0, n, cmp, mismatched, level)
-    return Assessed(None, paired.due(k + 1, cap) + 1, n, cmp, mismatched, level)
+    return Assessed(None, 1, n, cmp, mismatched, level)
 
 
 def layout(wanted: list[int], last: int | None, width: int, number: int) -> tuple[int, ...]:
@@ -204,12 +225,14 @@ class Performance:
             wanted = [0]
         else:
             rule = paired.Rule(sought(like, v.rules.find_fix), meta.threshold)
+            spread = spread_of(by_pos, refs, like, rule)
+            rule = replace(rule, spread=spread)  # lent to the confirmation
             known: dict[int, Verdict] = {0: Verdict.GOOD}
             table: list[dict[str, Any]] = []
             for p, runs in sorted(by_pos.items()):
                 if p == 0 or not any(r.own for r in runs):
                     continue  # another bisection's runs (another day) are never paired
-                a = assess(runs, refs, like, rule, cap)
+                a = assess(runs, refs, like, rule, cap, spread)
                 if a.verdict is not None:
                     known[p] = a.verdict
                 else:
@@ -227,6 +250,7 @@ class Performance:
                         "sought": "better" if v.rules.find_fix else "worse",
                         "baseline_median": perf.median([t.median for t in timed]),
                         "compared": "paired", "reference": paired.drift(timed),
+                        "scale": {"sd": round(spread.used, 5), "dof": spread.dof},
                         "commits": table}}
                     return Decision(answer_for(v, step, summary, rule), adopted, informed)
                 wanted = list(step.positions)
@@ -244,10 +268,10 @@ def known_window(by_pos: dict[int, list[Run]], view: View) -> int:
 
 def runs_left(n: int, unplaced: int) -> int:
     """About how many runs the search still needs: a commit per halving of what is left, each
-    :data:`~bisector.core.paired.MIN_PAIRS` pairs of two runs (its own and the reference's),
-    never fewer than one round's."""
+    :data:`~bisector.core.paired.TYPICAL_PAIRS` pairs of two runs (its own and the
+    reference's)."""
     halvings = max(1, math.ceil(math.log2(max(2, min(n, unplaced)))))
-    return 2 * paired.MIN_PAIRS * halvings
+    return 2 * paired.TYPICAL_PAIRS * halvings
 
 
 def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
