@@ -26,8 +26,9 @@
    ``python -c "import click"``; ``bisect list`` on a BENCH_STORE_MB store vs on an empty one
    of the same schema (bench/cli_start.py; BENCH_CLI_RUNS).
 13. Performance on a drifting, bimodal machine: right / wrong-done / unsure rates and oracle
-   runs of the paired search against the unpaired rule it replaced, on the same simulated
-   hunts (bench/perf_drift.py; BENCH_PERF_HUNTS, 500 a row).
+   runs of the shipped search (a t-test after every pair, the bisection's scale) against the
+   Wilcoxon rule it replaced, on the same simulated hunts (bench/perf_drift.py;
+   BENCH_PERF_HUNTS, 5000 a row; BENCH_PERF_BEFORE_HUNTS, 1000 of them for the replaced rule).
 14. A flaky oracle over flake-only ranges, real regressions, a 60/40 mix and regressions that
    only raise the failure rate: right / wrong /
    unsure and oracle runs (confirmation included) against the Z-channel floor

@@ -67,11 +67,11 @@ class Recipe:
 
 
 RECIPES = {
-    "torch": Recipe(ROOT / "tests" / "gpu" / "relu_call_time.py", "pytorch",
+    "torch": Recipe(ROOT / "proofs" / "relu_call_time.py", "pytorch",
                     "torch/nn/functional.py", "relu", 100,
                     ("torch/_inductor/config.py", "torch/nn/modules/linear.py",
                      "torch/_dynamo/utils.py", "torch/utils/data/dataset.py")),
-    "torchlet": Recipe(ROOT / "tests" / "gpu" / "relu_call_time_torchlet.py", "torchlet",
+    "torchlet": Recipe(ROOT / "proofs" / "relu_call_time_torchlet.py", "torchlet",
                        "torchlet/nn/functional.py", "relu", 500,
                        ("torchlet/utils.py", "torchlet/ops.py")),
 }

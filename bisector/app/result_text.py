@@ -90,8 +90,14 @@ def perf_table(pf: dict[str, Any], old: str, new: str) -> list[str]:
     """Medians and the relative change of every judged commit against the good endpoint."""
     unit = pf.get("unit") or ""
     paired = pf.get("compared") == "paired"
-    how = ("each run paired with the good endpoint's runs beside it, Wilcoxon signed-rank, "
-           "one-sided" if paired else "Mann-Whitney U, one-sided")
+    scale = pf.get("scale") or {}
+    if paired and scale:  # decided after every pair, by the bisection's own scale
+        how = (f"each run paired with the good endpoint's runs beside it, one-sided t-test by "
+               f"the bisection's scale: a pair moves {100 * float(scale['sd']):.2g} % between "
+               f"runs, {float(scale['dof']):g} degrees of freedom")
+    else:  # a record of an older bisector
+        how = ("each run paired with the good endpoint's runs beside it, Wilcoxon signed-rank, "
+               "one-sided" if paired else "Mann-Whitney U, one-sided")
     out = [f"Performance: {old} endpoint median {pf['baseline_median']:.4g} {unit} "
            f"({pf['baseline_runs']} runs, {pf['direction']}); {new} = "
            f"{pf.get('sought', 'worse')} by more than "

@@ -37,11 +37,19 @@ from dataclasses import dataclass
 
 from bisector.core.perf import Direction, PerfVerdict, median
 
-ALPHA = 0.005
+ALPHA = 0.002
 """Level of each one-sided test of the search, made after every pair. A false BAD or GOOD
 sends the search the wrong way, which its confirmation then refuses (an answer openly unsure,
-never a wrong one): so this buys runs with "unsure" answers, 0.3 to 0.7 % of the hardest rows
-of ``make bench`` section 13 (0.001 cost a fifth more runs there)."""
+never a wrong one): so this trades runs for "unsure" answers. In the hardest row of ``make
+bench`` section 13 (10 % against 5 %, a slow mode, 2x drift), 300 hunts: 0.005 gave 100 runs a
+hunt and 1.3 % unsure, 0.002 116 runs and 0.3 %, 0.001 about a fifth more runs again."""
+
+REVERT_ALPHA = 0.05
+"""Level at which a confirmation calls the revert *fixed* (no worse than the parent by the
+threshold). The claim of a confirmation is the culprit's, tested at :data:`CONFIRM_ALPHA`; the
+revert is a check against it (a revert still worse says the change is not that commit's
+alone), called *not fixed* only at :data:`CONFIRM_ALPHA` too. On the H200 watch proof a revert
+at 0.001 took 4 pairs to call fixed where the culprit took one."""
 
 CONFIRM_ALPHA = 0.001
 """Level of the confirmation's tests, on fresh runs: a wrong culprit is named only when the
@@ -273,11 +281,12 @@ def _shared(k: int) -> float:
     return (2 * k - 0.5) / (1.5 * k)
 
 
-def compare(diffs: Sequence[float], rule: Rule, spread: Scale,
-            alpha: float = ALPHA) -> Paired:
+def compare(diffs: Sequence[float], rule: Rule, spread: Scale, alpha: float = ALPHA,
+            alpha_good: float | None = None) -> Paired:
     """BAD when the paired differences sit above the threshold's margin at level ``alpha``
     (a one-sided t-test with the bisection's scale and its degrees of freedom), GOOD when
-    below, else UNDECIDED (no pair yet, or no degree of freedom)."""
+    below at ``alpha_good`` (default: ``alpha``), else UNDECIDED (no pair yet, or no degree
+    of freedom)."""
     k = len(diffs)
     change = math.expm1(median(diffs)) if diffs else None
     judged, sd = spread.judging(diffs)
@@ -295,13 +304,13 @@ def compare(diffs: Sequence[float], rule: Rule, spread: Scale,
     better = float(stdtr(spread.dof, t))
     if worse < alpha:
         return Paired(PerfVerdict.BAD, k, change, worse)
-    if better < alpha:
+    if better < (alpha if alpha_good is None else alpha_good):
         return Paired(PerfVerdict.GOOD, k, change, better)
     return Paired(PerfVerdict.UNDECIDED, k, change, min(worse, better))
 
 
 def judge_beside(refs: Sequence[Timed], tests: Sequence[Timed], rule: Rule,
-                 alpha: float = CONFIRM_ALPHA) -> Paired:
+                 alpha: float = CONFIRM_ALPHA, alpha_good: float | None = None) -> Paired:
     """A confirmation's fresh runs of ``tests`` beside ``refs`` (the culprit beside its
     parent): judged by their own pairs alone, never the search's (which chose the culprit, so
     an unlucky run there would confirm itself), with the search's scale (``rule.spread``)
@@ -310,7 +319,7 @@ def judge_beside(refs: Sequence[Timed], tests: Sequence[Timed], rule: Rule,
     robust = rule.spread is not None and math.isfinite(rule.spread.clip)
     own = scale(refs, [pairs], rule, robust)
     spread = own if rule.spread is None else rule.spread.pooled(own)
-    return compare([d for d, _ in pairs], rule, spread, alpha)
+    return compare([d for d, _ in pairs], rule, spread, alpha, alpha_good)
 
 
 def drift(refs: Sequence[Timed]) -> dict[str, float] | None:

@@ -162,7 +162,7 @@ class _Reference:
 
 
 def _beside(ctx: Context, ref: _Reference, test: Side, rule: paired.Rule,
-            cap: int) -> tuple[Seen, paired.Paired | None]:
+            cap: int, alpha_good: float | None = None) -> tuple[Seen, paired.Paired | None]:
     """A performance oracle's paired check of ``test`` beside the parent: one run of it
     between two of the parent's, again after each undecided look (sequential, as the
     search: :func:`paired.judge_beside` with the search's scale, so a clear change is
@@ -177,7 +177,7 @@ def _beside(ctx: Context, ref: _Reference, test: Side, rule: paired.Rule,
         pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
         ref.tick(keep_t, tests)
         ref.run()
-        got = paired.judge_beside(ref.timed, tests, rule)
+        got = paired.judge_beside(ref.timed, tests, rule, alpha_good=alpha_good)
         if got.verdict is not perf.PerfVerdict.UNDECIDED or len(keep_t.facts) >= cap:
             return keep_t.seen, got
 
@@ -189,7 +189,9 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
     Fresh runs only: the search's runs of the culprit chose it, so an unlucky one would
     confirm itself; what the search lends is its scale (``rule.spread``)."""
     cands = ctx.candidates
-    cap = sampling.perf_max_runs(ctx.oracle.meta.max_runs)
+    # Twice a search's pairs: the confirmation is the claim, and a change at twice the
+    # threshold on a box with a slow mode can take more than 32 fresh pairs to show.
+    cap = 2 * sampling.perf_max_runs(ctx.oracle.meta.max_runs)
     ctx.events.note(f"confirming {cands[position][:12]}: the culprit beside its parent, one "
                     f"fresh pair at a time while undecided (up to {cap}), then its revert")
     pp = parent_at(ctx, position)
@@ -216,7 +218,7 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
         n = len(cands)
         reverted: Side = (n - 1, revert, lambda: ctx.source.obtain_commit(revert, n - 1),
                           "revert")
-        seen, got = _beside(ctx, parent, reverted, rule, cap)
+        seen, got = _beside(ctx, parent, reverted, rule, cap, paired.REVERT_ALPHA)
         said = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
             got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
         out["revert"] = {"applied": True, "sha": revert, "verdict": said.value,
@@ -224,6 +226,8 @@ def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str,
                                   for r, v, why in seen]}
         if status is Confirmation.CONFIRMED and said is Verdict.BAD:
             status = Confirmation.REVERT_DID_NOT_FIX
+    # every parent run, the revert's check's too (the list above was made before it)
+    out["parent"] = [{"run": r, "verdict": v, "reason": why} for r, v, why in parent.keep.seen]
     out["status"] = status.value
     return out
 
