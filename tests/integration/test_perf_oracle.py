@@ -78,9 +78,11 @@ def test_a_planted_slowdown_is_found_from_samples(home: Path, tmp_path: Path) ->
     pf = d["result"]["perf"]
     rows = {row["sha"]: row for row in pf["commits"]}
     assert rows[culprit]["verdict"] == "bad" and rows[culprit]["change"] > 1.0  # > +100 %
-    # Paired: the good endpoint ran beside the candidates, at least one pair's worth each.
+    # Paired: the good endpoint ran beside the candidates, one of its runs after each of theirs
+    # (one slot: reference, candidate, reference, ...).
     assert pf["threshold"] == 0.5
-    assert pf["compared"] == "paired" and pf["baseline_runs"] >= 7
+    assert pf["compared"] == "paired"
+    assert pf["baseline_runs"] >= sum(row["runs"] for row in pf["commits"]) >= 3
     assert all(p["raw_verdict"] == "good" for p in d["probes"] if "raw_verdict" in p)
     assert d["result"]["confirmation"]["culprit_verdict"] == "bad"
     text = run_cli("show", str(d["id"]), check=True).stdout
