@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bisector.core.perf import Direction, PerfVerdict, median
@@ -157,18 +157,13 @@ class Scale:
         return max(self.sd, self.floor)
 
     def pooled(self, other: Scale) -> Scale:
-        """Both estimates as one: sums of squares and degrees of freedom added, the higher
-        floor and a robust one's winsorizing kept (the search's scale and a confirmation's
-        own pairs)."""
+        """Both plain estimates as one: sums of squares and degrees of freedom added, the
+        higher floor kept (the search's scale and a confirmation's own pairs, which are judged
+        unwinsorized)."""
         dof = self.dof + other.dof
-
-        def root(pick: Callable[[Scale], float]) -> float:
-            ss = sum(pick(x) ** 2 * x.dof for x in (self, other) if x.dof)
-            return math.sqrt(ss / dof) if dof and math.isfinite(ss) else math.inf
-
-        return Scale(root(lambda x: x.sd), dof, max(self.floor, other.floor),
-                     root(lambda x: x.robust if math.isfinite(x.robust) else x.sd),
-                     min(self.clip, other.clip))
+        ss = sum(x.sd ** 2 * x.dof for x in (self, other) if x.dof)
+        return Scale(math.sqrt(ss / dof) if dof and math.isfinite(ss) else math.inf, dof,
+                     max(self.floor, other.floor))
 
 
 def differences(refs: Sequence[Timed], runs: Sequence[Timed], rule: Rule) -> list[float]:
@@ -318,12 +313,12 @@ def judge_beside(refs: Sequence[Timed], tests: Sequence[Timed], rule: Rule,
     fresh pair."""
     pairs = paired_runs(refs, tests, rule)
     own = scale(refs, [pairs], rule)
+    # The claim is judged as the pairs are, by the plain spread (pooled() keeps no robust
+    # part): winsorizing around the median of a skewed machine (a slow mode on one side)
+    # moved a confirmation's mean once in 5000 simulated hunts enough to confirm a wrong
+    # culprit the search had named.
     spread = own if rule.spread is None else rule.spread.pooled(own)
-    # The claim is judged as the pairs are, by the plain spread: winsorizing around the
-    # median of a skewed machine (a slow mode on one side) moved a confirmation's mean once in
-    # 5000 simulated hunts enough to confirm a wrong culprit the search had named.
-    plain = Scale(spread.sd, spread.dof, spread.floor)
-    return compare([d for d, _ in pairs], rule, plain, alpha, alpha_good)
+    return compare([d for d, _ in pairs], rule, spread, alpha, alpha_good)
 
 
 def drift(refs: Sequence[Timed]) -> dict[str, float] | None:

@@ -140,12 +140,12 @@ def pairs_of(runs: list[Run], refs: list[Run], like: Run,
 
 
 def spread_of(by_pos: dict[int, list[Run]], refs: list[Run], like: Run,
-              rule: paired.Rule, robust: bool = True) -> paired.Scale:
-    """The bisection's scale (:func:`bisector.core.paired.scale`) from the reference and every
-    commit this bisection ran, robust (winsorized) unless asked otherwise."""
+              rule: paired.Rule) -> paired.Scale:
+    """The bisection's robust scale (:func:`bisector.core.paired.scale`) from the reference
+    and every commit this bisection ran."""
     commits = [pairs_of(runs, refs, like, rule) for p, runs in by_pos.items()
                if p != 0 and any(r.own for r in runs)]
-    return paired.scale([r.timed for r in refs], commits, rule, robust)
+    return paired.scale([r.timed for r in refs], commits, rule, robust=True)
 
 
 def assess(runs: list[Run], refs: list[Run], like: Run, rule: paired.Rule,
