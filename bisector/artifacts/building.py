@@ -11,6 +11,7 @@ import threading
 import time
 from contextlib import AbstractContextManager
 from contextvars import ContextVar
+from dataclasses import replace
 from typing import Any
 
 from bisector.artifacts.build import BuildResult, build_key, obtain_wheel, wheel_digest
@@ -92,17 +93,22 @@ class Build:
                 )
                 # Stored and uploaded before the claim goes: a process waiting for this
                 # build finds the row (and the object) the moment it may claim.
-                row = self._save(sha, key, settings, res)
+                row, mine = self._save(sha, key, settings, res)
             finally:
                 claims.release_build(self.s.artifacts.store, key, sha, self.me)
         # A new base: commits near it may overlay on it now.
         self.s.ranking.forget_stored(new_base=row.status is ArtifactStatus.OK)
-        return self.s.answer(row, fresh=not res.cached)
+        return self.s.answer(mine, fresh=not res.cached)
 
     def _save(self, sha: str, key: str, settings: dict[str, Any],
-              res: BuildResult) -> ArtifactRecord:
+              res: BuildResult) -> tuple[ArtifactRecord, ArtifactRecord]:
         """The build's artifact row (a wheel, a failure, or an error to retry), uploaded to
-        the team's object store when it is a wheel."""
+        the team's object store when it is a wheel; and the row this probe installs.
+
+        When the bucket already holds a wheel of this key (this box built it again while the
+        store was down, or raced another box) the row keeps the bucket's digest: every other
+        box fetches that object rather than building again, and this box's own wheel, which
+        no other box can fetch, serves this probe only (later ones take the bucket's)."""
         recipe, events = self.s.ranking.recipe, self.s.events
         status = ArtifactStatus.OK if res.ok else (
             ArtifactStatus.ERROR if res.infra else ArtifactStatus.FAILED)
@@ -117,10 +123,17 @@ class Build:
         triton = triton_requirement(self.s.repo(), sha, recipe.profile, nightly=True)
         if triton:
             settings = {**settings, "extra": [triton]}
+        held = self.s.held_elsewhere(key, digest) if digest else None
+        if held is not None:
+            events.note(f"{sha[:12]}'s wheel built here differs from the one the team's object "
+                        f"store holds (sha256 {str(digest)[:12]} here, {held.sha256[:12]} "
+                        f"there): the store's stays recorded for every box; this one serves "
+                        f"this probe")
         row = self.s.artifacts.save(NewArtifact(
             key, sha, ArtifactKind.SOURCE, status, settings,
-            path=str(res.wheel) if res.wheel else None, sha256=digest, size=size,
+            path=str(res.wheel) if res.wheel else None,
+            sha256=held.sha256 if held else digest, size=held.size if held else size,
             log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
             stats=stats))
         self.s.publish(row)
-        return row
+        return row, (replace(row, sha256=digest, size=size) if held else row)

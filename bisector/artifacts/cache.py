@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,25 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+_KNOWN: dict[tuple[str, int, int, int], str] = {}
+_KNOWN_LOCK = threading.Lock()
+
+
+def known_sha256(path: Path) -> str:
+    """:func:`file_sha256`, remembered for this process while the file is unchanged (same
+    inode, size and mtime): a multi-GB wheel checked on every probe that finds it is hashed
+    once."""
+    st = path.stat()
+    ident = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    with _KNOWN_LOCK:
+        if ident in _KNOWN:
+            return _KNOWN[ident]
+    digest = file_sha256(path)
+    with _KNOWN_LOCK:
+        _KNOWN[ident] = digest
+    return digest
 
 
 def publish(tmp_dir: Path, key: str) -> Path:

@@ -16,7 +16,8 @@ from typing import Protocol
 import git
 
 from bisector.artifacts import remote
-from bisector.artifacts.cache import artifact_key, wheel_dir
+from bisector.artifacts.build import SUMS
+from bisector.artifacts.cache import artifact_key, known_sha256, wheel_dir
 from bisector.artifacts.obtained import Answer, Obtained, answer, usable
 from bisector.artifacts.ranking import Ranking
 from bisector.artifacts.remote import Remote, wheel_name
@@ -69,10 +70,31 @@ class Shared:
         a = self.artifacts.get(key)
         if a is None:
             return None
-        if usable(a):
+        if self.local(a):
             return a, ""
         fetched = self.from_remote(a)
         return (fetched, "bucket") if fetched is not None else None
+
+    def local(self, a: ArtifactRecord) -> bool:
+        """``a`` can be acted on from this disk: a known failure, or its wheel, and (with an
+        object store) that wheel's bytes are the row's. A box that built the commit again
+        holds other bytes under the same path (a build differs to the byte), which the row,
+        keeping the bucket's digest, does not name: the bucket's object replaces them."""
+        if not usable(a):
+            return False
+        if (self.remote is None or a.status is not ArtifactStatus.OK or not a.sha256
+                or a.kind not in SHARED_KINDS):
+            return True
+        assert a.path is not None
+        return known_sha256(Path(a.path)) == a.sha256
+
+    def held_elsewhere(self, key: str, digest: str) -> remote_rows.RemoteRecord | None:
+        """The bucket's record of ``key`` when it holds a wheel other than ``digest`` (this
+        box built the commit again while the store was down, or raced another box)."""
+        if self.remote is None:
+            return None
+        rec = remote_rows.find(self.artifacts.store, self.remote.bucket.url, key)
+        return rec if rec is not None and rec.sha256 != digest else None
 
     def answer_found(self, found: tuple[ArtifactRecord, str]) -> Answer:
         row, origin = found
@@ -82,24 +104,29 @@ class Shared:
 
     def from_remote(self, a: ArtifactRecord) -> ArtifactRecord | None:
         """``a``'s wheel, made by another box, from the object store into this box's cache;
-        None when there is none, the store is down, or its bytes are not those recorded."""
+        None when there is none, the store is down, or its bytes are not those recorded.
+        The digest the bytes must have is the one recorded with the object (SQL, never the
+        bucket's word): a row another box rebuilt before that rule kept its own digest, and
+        the object still serves it."""
         name = wheel_name(a.path)
-        if (self.remote is None or a.status is not ArtifactStatus.OK or not a.sha256
+        if (self.remote is None or a.status is not ArtifactStatus.OK
                 or a.kind not in SHARED_KINDS or name is None):
             return None
         rec = remote_rows.find(self.artifacts.store, self.remote.bucket.url, a.key)
-        if rec is None or rec.sha256 != a.sha256:
+        if rec is None:
             return None
         dest = wheel_dir(a.key) / name
-        if not dest.exists():
+        if not (dest.is_file() and known_sha256(dest) == rec.sha256):
             self.events.phase(a.commit_sha, f"downloading {name} from {self.remote.bucket.url}")
             with self.downloading(name) as progress:
-                if not self.remote.fetch(rec.object_key, a.sha256, dest, rec.size, progress):
+                if not self.remote.fetch(rec.object_key, rec.sha256, dest, rec.size, progress):
                     return None
+            if (sums := dest.parent / SUMS).exists():  # this box's own build, replaced
+                sums.write_text(f"{rec.sha256}  {name}\n")
             self.events.note(f"downloaded {a.commit_sha[:12]}'s wheel from "
                              f"{self.remote.bucket.url} ({rec.size / 2**20:.1f} MiB, sha256 "
                              f"checked)")
-        return replace(a, path=str(dest))
+        return replace(a, path=str(dest), sha256=rec.sha256, size=rec.size)
 
     @contextmanager
     def downloading(self, name: str) -> Iterator[Callable[[int, int | None], None]]:

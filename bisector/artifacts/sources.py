@@ -20,7 +20,7 @@ from bisector.artifacts.build import wheel_digest
 from bisector.artifacts.cache import wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.obtained import Answer, Obtained, installable, usable
+from bisector.artifacts.obtained import Answer, Obtained, installable
 from bisector.artifacts.prebuilt import triton_of
 from bisector.artifacts.shared import Shared, prebuilt_key
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
@@ -57,7 +57,7 @@ class LocalCache:
     def obtain(self, pos: int, sha: str) -> Answer | None:
         for key in self.s.keys(pos, sha):
             a = self.s.artifacts.get(key)
-            if a is not None and a.status is ArtifactStatus.OK and usable(a):
+            if a is not None and a.status is ArtifactStatus.OK and self.s.local(a):
                 return self.s.answer_found((a, ""))
         return None
 
@@ -89,7 +89,7 @@ class ObjectStore:
             return None
         for key in self.s.keys(pos, sha):
             a = self.s.artifacts.get(key)
-            if a is None or a.status is not ArtifactStatus.OK or usable(a):
+            if a is None or a.status is not ArtifactStatus.OK or self.s.local(a):
                 continue
             with self.s.key_locks[key]:  # two probes of a round may share one base wheel
                 fetched = self.s.from_remote(a)

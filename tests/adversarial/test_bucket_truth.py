@@ -1,0 +1,82 @@
+"""Issue 48, round 5: the team's bucket stays the truth, or says why not.
+
+A team's wheels live in an S3 bucket (here a real SeaweedFS, ``tests/s3_world.py``) and SQL
+rows say which object serves which artifact, with its digest. Each test is one way the
+review found to make the bucket stop serving, serve too much, cost too much, or lose what
+it was not given: a local rebuild that orphaned the bucket's object (S1), a body larger than
+recorded (S2), one download per probe thread (S3), a broken multipart state (S4), a store
+that never answers (S5), ``gc --remote`` outside its prefix (S6).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.artifacts.cache import file_sha256
+from bisector.store import models as m
+from bisector.store.db import open_store
+from tests.support import _free_port, run_cli
+
+pytestmark = [pytest.mark.adversarial]
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> SyntheticHistory:
+    return generate(tmp_path_factory.mktemp("truth") / "t", commits=8, culprit=5, broken=(),
+                    seed=4848, release_at=None, side_branch_at=None, c_churn=(3,))
+
+
+def _rows(db: Path) -> tuple[list[m.Artifact], list[m.RemoteObject]]:
+    with open_store(str(db), create=False).session() as s:
+        return list(s.scalars(select(m.Artifact))), list(s.scalars(select(m.RemoteObject)))
+
+
+def _check(db: Path, bucket: str, hist: SyntheticHistory, sha: str, home: Path,
+           env: dict[str, str] | None = None) -> tuple[dict[str, object], str]:
+    """``bisect check --commit`` on a box of its own (home and cache), the shared store."""
+    r = run_cli("--db", str(db), "--artifacts", bucket, "check", "--repo", str(hist.path),
+                "--commit", sha, "--oracle", "torchlet_norm", "--json",
+                env={"BISECTOR_HOME": str(home), "BISECTOR_CACHE_DIR": str(home / "cache"),
+                     **(env or {})})
+    assert r.returncode in (0, 1), r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    return json.loads(r.stdout), r.stderr
+
+
+# -- S1: a local rebuild never orphans the bucket's object ------------------------------------
+
+def test_a_rebuild_while_the_store_is_down_keeps_the_buckets_wheel(
+        s3_bucket: str, history: SyntheticHistory, tmp_path: Path) -> None:
+    db, sha = tmp_path / "team.db", history.main[6]
+    first, _ = _check(db, s3_bucket, history, sha, tmp_path / "a")
+    arts, objs = _rows(db)
+    assert len(objs) == 1
+    uploaded = objs[0].sha256
+    (tmp_path / "a").rename(tmp_path / "a-elsewhere")  # its paths in the store lead nowhere
+    # Box b: the store does not answer, so it builds the commit itself.
+    dead = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}
+    second, err_b = _check(db, s3_bucket, history, sha, tmp_path / "b", dead)
+    assert "failed" in err_b and second["verdict"] == first["verdict"], err_b
+    built_b = next((tmp_path / "b" / "cache" / "wheels").rglob("*.whl"))
+    assert file_sha256(built_b) != uploaded  # a build is not reproducible to the byte
+    # Box c downloads the bucket's object and builds nothing: the row still names it.
+    (tmp_path / "b").rename(tmp_path / "b-elsewhere")
+    third, err_c = _check(db, s3_bucket, history, sha, tmp_path / "c")
+    assert "from the team's object store" in str(third["environment"]), err_c
+    assert "building" not in err_c, err_c
+    arts, objs = _rows(db)
+    assert [a.sha256 for a in arts if a.kind == "source"] == [uploaded]
+    assert [o.sha256 for o in objs] == [uploaded]
+    assert "differs from the one the team's object store holds" in err_b, err_b
+    # Box b again, the store back: its own wheel, under the row's path, is not the row's
+    # bytes; the bucket's replaces it (never "the cached wheel changed", never a build).
+    (tmp_path / "b-elsewhere").rename(tmp_path / "b")
+    again, err_b2 = _check(db, s3_bucket, history, sha, tmp_path / "b")
+    assert again["verdict"] == first["verdict"], err_b2
+    assert "from the team's object store" in str(again["environment"]), err_b2
+    assert file_sha256(built_b) == uploaded and "building" not in err_b2, err_b2
