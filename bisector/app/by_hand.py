@@ -6,8 +6,10 @@ nightly or a release: ``pip install`` that version), an overlay (that wheel, the
 changed Python files laid over the installed package, as PyTorch's ``tools/nightly.py`` lays a
 checkout's over a nightly), a source build (check out and build), or an installed torch of the
 user's own (check out and build: nobody else has that torch). The oracle then runs from a file
-saved as the report names it, or, for a command, in the checkout. Only the report's own fields
-go into the commands: shas checked as hexadecimal, versions as version strings.
+saved as the report names it, or, for a command, in the checkout, with the variables it ran
+with (``--env``) set. Only the report's own fields go into the commands: shas checked as
+hexadecimal, versions as version strings, and the oracle's words pasteable (app/paste.py: a path
+inside the clone relative to the checkout's root, no ``<placeholder>`` a shell would read).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 import shlex
 from typing import Any
 
+from bisector.app import paste
 from bisector.app.compiler_pass import oracle_words
 from bisector.oracle.command import reads_benchmark
 from bisector.oracle.manual import is_manual_source
@@ -42,7 +45,7 @@ def _pip(package: str, version: str, index: str | None) -> str:
     return f"pip install{pre} {shlex.quote(f'{package}=={version}')}{where}"
 
 
-def _benchmark_lines(d: dict[str, Any]) -> list[str]:
+def _benchmark_lines(d: dict[str, Any], scrub: paste.Scrub, env: str) -> list[str]:
     """A dashboard oracle (``python -c READER COLUMN WAY RUNS MODELS -- BENCHMARK``,
     oracle/dashboard.py) by hand: the benchmark command for each model, and which column of
     its CSV to compare; [] for any other oracle."""
@@ -56,7 +59,7 @@ def _benchmark_lines(d: dict[str, Any]) -> list[str]:
     lines = []
     for model in models.split(","):
         words = [a.replace("{model}", model).replace("{csv}", f"{model}.csv") for a in bench]
-        lines.append(shlex.join(words))
+        lines.append(env + paste.join(words, scrub))
     if way == "pass":
         lines.append("# bad when a model's accuracy column is not pass")
     else:
@@ -66,9 +69,11 @@ def _benchmark_lines(d: dict[str, Any]) -> list[str]:
 
 
 def steps(d: dict[str, Any], p: dict[str, Any] | None, saved_as: str, clone: str,
-          index: str | None) -> list[str] | None:
+          index: str | None, scrub: paste.Scrub = paste.unchanged,
+          env: str = "") -> list[str] | None:
     """The shell lines, or None when the culprit's probe does not say how it got its
-    package (a reused verdict of an older store)."""
+    package (a reused verdict of an older store). ``scrub`` rewrites this machine's paths in
+    the oracle's words, ``env`` (:func:`bisector.app.paste.env`) goes before each run."""
     sha = str((d.get("culprit") or {}).get("sha") or "")
     source = str((d.get("oracle") or {}).get("source") or "")
     if p is None or not p.get("artifact") or not _SHA.fullmatch(sha) \
@@ -76,7 +81,7 @@ def steps(d: dict[str, Any], p: dict[str, Any] | None, saved_as: str, clone: str
         return None  # a person judged it: there is no oracle to run
     package = str((d.get("project") or {}).get("package") or "torch")
     kind, facts = p.get("artifact"), p.get("facts") or {}
-    run = oracle_words(d, saved_as)
+    run = env + oracle_words(d, saved_as, scrub)
     checkout = [*([f"git clone {shlex.quote(clone)}"] if clone.startswith("https://") else []),
                 f"cd {shlex.quote(clone.rstrip('/').rsplit('/', 1)[-1].removesuffix('.git'))}",
                 f"git checkout {sha}"]
@@ -103,7 +108,7 @@ def steps(d: dict[str, Any], p: dict[str, Any] | None, saved_as: str, clone: str
         build = ("pip install -e . -v --no-build-isolation  # PyTorch's build: "
                  "see its CONTRIBUTING.md" if package == "torch" else "pip install .")
         lines = [*checkout, "git submodule update --init --recursive", build]
-    bench = _benchmark_lines(d)
+    bench = _benchmark_lines(d, scrub, env)
     if bench:
         return lines + bench
     if argv_of(source) is None:  # an oracle file, saved beside the checkout: run from there,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from bisector.base import oracle_env, redact
@@ -46,10 +47,12 @@ def is_compile_failure(d: dict[str, Any]) -> bool:
         _failing_text(d), str((d.get("oracle") or {}).get("source") or ""))
 
 
-def check_line(req: Request, commit: str, env: dict[str, str]) -> str:
+def check_line(req: Request, commit: str, env: dict[str, str],
+               word: Callable[[str], str] | None = None) -> str:
     """``bisect check --commit COMMIT`` with the bisection's oracle, how it judges, its
     oracle environment and ``env`` on top. Values holding ``$PWD`` are left for the shell
-    to expand (in double quotes); every other word is quoted. Secrets show as ``***``."""
+    to expand (in double quotes); every other word is quoted, by ``word`` when given (the
+    issue's: this machine's paths made pasteable, app/paste.py). Secrets show as ``***``."""
     parts = ["bisect", "check", "--commit", commit, "--repo", str(req.repo)]
     if req.oracle:
         parts += ["--oracle", req.oracle]
@@ -59,21 +62,25 @@ def check_line(req: Request, commit: str, env: dict[str, str]) -> str:
             parts += [flag(name), str(value.value if hasattr(value, "value") else value)]
     for dep in req.dependency:
         parts += ["--dependency", dep]
-    words = [redact.text(shlex.join(parts))]
+    words = ([redact.text(shlex.join(parts))] if word is None
+             else [" ".join(word(redact.text(p)) for p in parts)])
+    quote = word or shlex.quote
     given = {**oracle_env.parse(oracle_env.chosen(req.env)), **env}
     for name, value in sorted(given.items()):
-        word = oracle_env.word(f"{name}={value}")
+        pair = oracle_env.word(f"{name}={value}")
         words.append("--env " + (f'{name}="{value}"' if value.startswith("$PWD/")
                                  and re.fullmatch(r"\$PWD/[\w.-]+", value)
-                                 else shlex.quote(redact.text(word))))
+                                 else quote(redact.text(pair))))
     if req.command:
-        words.append("-- " + redact.text(shlex.join(req.command)))
+        words.append("-- " + (redact.text(shlex.join(req.command)) if word is None else
+                              " ".join(word(redact.text(w)) for w in req.command)))
     return " ".join(words)
 
 
-def hints(d: dict[str, Any], req: Request) -> dict[str, Any] | None:
+def hints(d: dict[str, Any], req: Request,
+          word: Callable[[str], str] | None = None) -> dict[str, Any] | None:
     """The commands that show what the compiler did at the culprit, or None when this was
-    not a compile failure."""
+    not a compile failure; ``word`` quotes their words (:func:`check_line`)."""
     if not is_compile_failure(d):
         return None
     sha = str(d["culprit"]["sha"])
@@ -85,16 +92,16 @@ def hints(d: dict[str, Any], req: Request) -> dict[str, Any] | None:
         "steps": [
             {"what": f"Compiler logs (TORCH_LOGS={LOGS}: dynamo's debug log, recompiles, "
                      f"graph breaks, the generated code)",
-             "command": check_line(req, sha, {"TORCH_LOGS": LOGS})},
+             "command": check_line(req, sha, {"TORCH_LOGS": LOGS}, word)},
             {"what": f"A minified repro (the minifier after {after}; it writes "
                      f"minifier_launcher.py under compile-debug-{short}/, run it with python "
                      f"to shrink the graph, then repro.py reproduces alone)",
              "command": check_line(req, sha, {"TORCHDYNAMO_REPRO_AFTER": after,
                                               "TORCHDYNAMO_REPRO_LEVEL": "4",
-                                              "TORCH_COMPILE_DEBUG_DIR": debug})},
+                                              "TORCH_COMPILE_DEBUG_DIR": debug}, word)},
             {"what": "A structured trace for tlparse (pip install tlparse; it writes an HTML "
                      "report of every graph, guard and recompile)",
-             "command": check_line(req, sha, {"TORCH_TRACE": trace}),
+             "command": check_line(req, sha, {"TORCH_TRACE": trace}, word),
              "then": f'tlparse "{trace}"'},
         ],
     }

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from bisector.app import compiler_pass
+from bisector.app import compiler_pass, paste
 from bisector.app.evidence import evidence
 from bisector.app.phases import ahead_text, hidden_total, phase_rows
 from bisector.app.phases import timeline as phase_timeline
@@ -180,8 +180,8 @@ def _compiler_pass(d: dict[str, Any]) -> dict[str, Any]:
         return {"cpass": None}
     return {"cpass": c, "cpass_where": blamed(c),
             "cpass_replay": "\n".join(compiler_pass.replay(c, compiler_pass.oracle_words(
-                d, compiler_pass.oracle_file(d)))) if c.get("available") and not c.get("error")
-            else ""}
+                d, compiler_pass.oracle_file(d)), paste.env(compiler_pass.env_of(d))))
+            if c.get("available") and not c.get("error") else ""}
 
 
 def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:

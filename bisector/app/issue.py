@@ -6,12 +6,17 @@ between (a user pins the older one), a compare link for the range, the oracle's 
 words at the culprit and at its parent, the environment in the shape of
 ``python -m torch.utils.collect_env``, and a reproduce line without local paths. Paths of this
 machine (the clone, bisector's data and cache folders, the home folder, site-packages prefixes)
-are rewritten wherever they appear, so nothing of the box leaks into a public issue.
+are rewritten wherever they appear, so nothing of the box leaks into a public issue; in the
+title and the oracle's summary a path inside the clone reads relative to it (``sh ./orc.sh``).
+Every command is pasteable (app/paste.py): each word rewritten on its own, no ``<placeholder>``
+a shell would read as a redirection, and the variables the oracle ran with (``--env``) in each
+way to reproduce.
 """
 
 from __future__ import annotations
 
 import html
+import os
 import re
 import shlex
 from collections.abc import Callable
@@ -20,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from bisector.app import by_hand, compile_debug, compiler_pass, hunted, merge_text
+from bisector.app import by_hand, compile_debug, compiler_pass, hunted, merge_text, paste
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
@@ -50,12 +55,18 @@ _GENERIC = [(re.compile(r"/(?:home|Users)/[^/\s\"':]+"), "~"),
             (re.compile(r"torchinductor_[A-Za-z0-9_.-]+"), "torchinductor_<user>")]
 
 
-def scrubber(repo_path: str, recorded: dict[str, str] | None = None) -> Callable[[str], str]:
-    """A function that rewrites machine paths in a text, longest prefix first: the clone, the
-    folders recorded when the bisection was made (it may have run on another machine or as
-    another user than the one rendering), this machine's, then the generic patterns."""
+def scrubber(repo_path: str, recorded: dict[str, str] | None = None,
+             repo_as: str = paste.REPO) -> Callable[[str], str]:
+    """A function that rewrites machine paths in a text, longest prefix first: the clone (as
+    ``repo_as``), the folders recorded when the bisection was made (it may have run on another
+    machine or as another user than the one rendering), this machine's, then the generic
+    patterns."""
     rec = recorded or {}
-    prefixes = [(repo_path.rstrip("/"), "<repo>"), (str(data_dir()), "<bisector-data>"),
+    # BISECTOR_HOME: everything of bisector's under one folder (the home folder reads "~")
+    home = os.environ.get("BISECTOR_HOME")
+    ours = str(Path(home).expanduser().resolve()) if home else ""
+    prefixes = [(repo_path.rstrip("/"), repo_as), (str(data_dir()), "<bisector-data>"),
+                ("" if ours == str(Path.home()) else ours, "<bisector-home>"),
                 (str(cache_dir()), "<bisector-cache>"), (str(Path.home()), "~"),
                 (rec.get("data", ""), "<bisector-data>"),
                 (rec.get("cache", ""), "<bisector-cache>"), (rec.get("home", ""), "~")]
@@ -88,7 +99,8 @@ def _site(m: re.Match[str]) -> str:
     at, folder = max((word.rfind(f), f) for f in _PACKAGES)
     if at < first:
         return word
-    return f"{word[:first]}…{folder}{word[at + len(folder):]}"
+    head = word[:first]  # a word shortened already keeps its one "…" (scrubbing twice is once)
+    return f"{head if head.endswith('…') else head + '…'}{folder}{word[at + len(folder):]}"
 
 
 def _is_path(value: str) -> bool:
@@ -153,13 +165,19 @@ def _probed_variant(d: dict[str, Any]) -> str | None:
     return found.pop() if len(found) == 1 and VARIANT.fullmatch(next(iter(found))) else None
 
 
-def reproduce(d: dict[str, Any], req: Request) -> str:
+def reproduce(d: dict[str, Any], req: Request, scrub: Callable[[str], str] | None = None) -> str:
+    """The bisector line (after a ``git clone`` when the GitHub repository is known). With
+    ``scrub`` each word is pasteable (app/paste.py): a path inside the clone reads
+    ``"$PWD"/NAME/...`` (the line is typed beside the clone, and a command oracle runs in each
+    probed commit's tree, so the clone's file needs its full path)."""
     name = _clone_name(d)
     # The variables the box's image describes itself with (CUDA_VERSION, TORCH_CUDA_ARCH_LIST)
     # are facts of that box, not choices to repeat; the variant is the one probed.
     env = oracle_env.chosen(req.env)
     variant = _probed_variant(d) or req.variant
     line = reproduce_command(portable(d, replace(req, env=env, variant=variant)))
+    if scrub is not None:
+        line = paste.join(shlex.split(line), scrub, paste.beside(name))
     if d["github"]:
         return f"git clone https://github.com/{d['github']}.git {shlex.quote(name)}\n{line}"
     return line
@@ -277,11 +295,18 @@ def _no_culprit(d: dict[str, Any]) -> str:
     return "no culprit was named"
 
 
+def _env(req: Request) -> dict[str, str]:
+    """The oracle environment the user chose (``--env``; not what a box's image says of
+    itself), each way to reproduce sets it."""
+    return oracle_env.parse(oracle_env.chosen(req.env))
+
+
 def _by_hand(d: dict[str, Any], req: Request, saved: str, probe: dict[str, Any] | None,
              scrub: Callable[[str], str]) -> list[str]:
     """"Reproduce without bisector" (app/by_hand.py) for the culprit's ``probe``: the nightly
     index the probes used (the profile's, for the variant probed, unless it lived only on
-    this machine)."""
+    this machine); the oracle with its environment, a path inside the clone relative to the
+    checkout."""
     prof = PROFILES.get(str((d.get("project") or {}).get("profile")))
     variant = _probed_variant(d) or req.variant or (prof.default_variant if prof else None)
     index = portable(d, req).nightly_index or (nightly_url(prof, variant) if prof else None)
@@ -289,7 +314,8 @@ def _by_hand(d: dict[str, Any], req: Request, saved: str, probe: dict[str, Any] 
         index = None  # credentials: never in a pasted issue (the default index instead)
     clone = (f"https://github.com/{d['github']}.git" if d.get("github")
              else _clone_name(d))
-    lines = by_hand.steps(d, probe, compiler_pass.oracle_file(d, saved), clone, index)
+    lines = by_hand.steps(d, probe, compiler_pass.oracle_file(d, saved), clone, index, scrub,
+                          paste.env(_env(req), scrub))
     if lines is None:
         return []
     return ["Reproduce without bisector (the culprit's package as its probe got it, then the "
@@ -298,9 +324,11 @@ def _by_hand(d: dict[str, Any], req: Request, saved: str, probe: dict[str, Any] 
 
 # Above ruff's limits on purpose: the issue's sections in the order a reader meets them.
 def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
-    scrub = scrubber(d["repo"], (d["environment"] or {}).get("paths"))
+    recorded = (d["environment"] or {}).get("paths")
+    scrub = scrubber(d["repo"], recorded)
     old, new = d["terms"]["old"], d["terms"]["new"]
-    oracle = d["oracle"]
+    # The title and the summary name the oracle with a path inside the clone relative to it.
+    oracle = {**d["oracle"], "name": scrubber(d["repo"], recorded, ".")(d["oracle"]["name"])}
     fails = "fails" if d["polarity"] == "failure" else "passes"
     # Looking for a fix, the found commit is where the oracle's answer turned back.
     since = "is fixed by" if d["find_fix"] else f"{fails} since"
@@ -369,9 +397,11 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     if d.get("inside") and inner in by_pos:  # what the commit inside the merge printed
         lines += _output(by_pos[inner], "the commit inside the merge", new, old, scrub, package)
     saved = portable_request(req, "").oracle
-    passed = compiler_pass.markdown(d, scrub, saved)
+    passed = compiler_pass.markdown(d, scrub, saved, _env(req))
     lines += [*passed[1:], ""] if passed else []
-    debug = compile_debug.markdown(compile_debug.hints(d, portable(d, req)), scrub)
+    typed_beside = paste.beside(_clone_name(d))  # the check lines are typed beside the clone
+    debug = compile_debug.markdown(compile_debug.hints(
+        d, portable(d, req), lambda w: paste.word(w, scrub, typed_beside)), scrub)
     lines += [*debug[1:], ""] if debug else []
     save_as = (f" (save it as <code>{html.escape(saved[2:])}</code>)" if saved.startswith("./")
                else "")
@@ -384,7 +414,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
               *fence(scrub(oracle["source"].rstrip()), "" if command else lang), "",
               "</details>", "",
               *_by_hand(d, req, saved, by_pos.get(pos) if pos is not None else None, scrub),
-              "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req))), "",
+              "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req, scrub))), "",
               "### Versions", "", *fence(compiler_pass.environment_block(d, scrub) or scrub(
                   versions(culprit_facts(d), d["environment"], d.get("project"))))]
     return "\n".join(lines) + "\n"
