@@ -1,6 +1,8 @@
 """``--from-report`` on ``start`` and ``plan``: each range of a HUD regression report as its own
 bisection (``app/from_report.py``), one after the other, each printed as ``start`` prints one.
-The exit code is the highest of theirs: one openly unsure answer is not hidden by the next."""
+The exit code is the highest of theirs: one openly unsure answer is not hidden by the next.
+What the report says (its id, a series' names) is printed as one line of data: control
+characters visible, no markup (:func:`_shown`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,15 @@ import sys
 from functools import partial
 from typing import Any
 
+from bisector.base.escape import line
 from bisector.cli.console import err, escape
 from bisector.cli.context import Ctx
 from bisector.run.config import Request
+
+
+def _shown(text: str) -> str:
+    """A report's text in a markup line: one line, every control character visible."""
+    return escape(line(text))
 
 
 def _planned(req: Request, source: str) -> Any:
@@ -19,7 +27,7 @@ def _planned(req: Request, source: str) -> Any:
 
     planned = from_report.requests(req, from_report.read_text(source))
     for note in planned.skipped:
-        err.print(f"[yellow]note:[/] not bisected: {escape(note)}")
+        err.print(f"[yellow]note:[/] not bisected: {_shown(note)}")
     return planned
 
 
@@ -40,8 +48,8 @@ def start_all(c: Ctx, req: Request, source: str, json_out: bool, enqueue: bool |
     worst = 0
     n = len(planned.items)
     for i, (r, one) in enumerate(planned.items, 1):
-        err.print(f"[bold]range {i} of {n}[/] of report {escape(planned.report_id or '?')}: "
-                  f"{escape(from_report.describe(r))}")
+        err.print(f"[bold]range {i} of {n}[/] of report {_shown(planned.report_id or '?')}: "
+                  f"{_shown(from_report.describe(r))}")
         found = from_report.already(c.store(), one)
         if found is not None:
             err.print(f"  already bisected as #{found}: bisect show {found}")
@@ -65,7 +73,7 @@ def plan_all(c: Ctx, req: Request, source: str, overrides: dict[str, float],
     planned = _planned(req, source)
     for i, (r, one) in enumerate(planned.items, 1):
         err.print(f"[bold]range {i} of {len(planned.items)}[/]: "
-                  f"{escape(from_report.describe(r))}")
+                  f"{_shown(from_report.describe(r))}")
         one.check()
         with waiting() as events:
             print_plan(planning.plan_for(c.store(), one, overrides, events), json_out)

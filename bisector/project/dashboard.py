@@ -17,6 +17,11 @@ files carries only counts and a link to the report page, no commits: :func:`read
 one line and names the JSON to give instead.
 
 The report is untrusted input: commits must be hexadecimal, names short words, numbers finite.
+It is bounded before anything is read from it: :data:`MAX_BYTES` of text, :data:`MAX_DEPTH`
+levels of nesting, numbers of :data:`MAX_NUMBER_CHARS` characters, :data:`MAX_RESULTS` results
+and :data:`MAX_MODELS` models a range; past any of them :func:`parse` refuses it in one line.
+Its text is shown as data: every string of it that a note or an error repeats is one line with
+its control characters made visible (:func:`bisector.base.escape.line`).
 """
 
 from __future__ import annotations
@@ -28,11 +33,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from bisector.base.errors import UsageError
+from bisector.base.escape import line
 
 SHA = re.compile(r"[0-9a-fA-F]{7,40}")
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 REPORT_PAGE = re.compile(r"https://hud\.pytorch\.org/benchmark/regression/report/([\w-]{1,64})")
 MAX_BYTES = 32 * 2**20
+# A report as the dashboard saves it nests 6 levels (report, results, a result, its points, a
+# point, its values) and its numbers are values, ratios, ids and times: far inside these.
+MAX_DEPTH = 32
+MAX_NUMBER_CHARS = 40  # characters of one number (a 4000-digit integer overflows a float)
+MAX_RESULTS = 100_000  # results (series) of one report
+# Models of one range: a probe runs PyTorch's benchmark for every one of them, each compiled,
+# RUNS times (oracle/dashboard.py), inside one timeout. A dashboard's suite has about 100.
+MAX_MODELS = 256
 # The dashboards' compiler suites: the script of PyTorch's tree that runs each.
 SUITES = {"torchbench": "torchbench", "huggingface": "huggingface", "timm_models": "timm_models",
           "timm": "timm_models"}
@@ -89,10 +103,16 @@ class Report:
     skipped: tuple[str, ...]  # series not bisected, each with why
 
 
+def _shown(value: Any, cap: int) -> str:
+    """A value of the report as a note or an error repeats it: one line, at most ``cap``
+    characters of it, every control character visible."""
+    return line(str(value)[:cap])
+
+
 def _word(value: Any, what: str) -> str:
     if isinstance(value, str) and WORD.fullmatch(value):
         return value
-    raise ValueError(f"{what} {str(value)[:60]!r} is not a plain name")
+    raise ValueError(f"{what} {line(repr(str(value)[:60]))} is not a plain name")
 
 
 def _points(raw: Any) -> list[dict[str, Any]]:
@@ -153,13 +173,14 @@ def _series(result: dict[str, Any], policy: dict[str, Any]) -> Series:
         raise ValueError(f"dtype {dtype} or mode {mode} is no flag of the benchmark scripts")
     compiler = gi.get("compiler")
     if compiler not in (None, "", "inductor"):
-        raise ValueError(f"compiler {str(compiler)[:40]} is not inductor, the backend the "
+        raise ValueError(f"compiler {_shown(compiler, 40)} is not inductor, the backend the "
                          f"benchmark command runs")
     condition = policy.get("condition")
     way = METRICS[metric.lower()][1]
     if isinstance(condition, str) and way != "pass" and \
             condition.startswith("greater") != (way == "higher-is-better"):
-        raise ValueError(f"its policy's condition {condition[:20]} contradicts {metric}")
+        raise ValueError(f"its policy's condition {_shown(condition, 20)} contradicts "
+                         f"{metric}")
     good, bad = _range(result)
     return Series(
         suite=suite, model=_word(gi.get("model"), "model"), metric=metric.lower(),
@@ -170,7 +191,7 @@ def _series(result: dict[str, Any], policy: dict[str, Any]) -> Series:
 def _name(gi: Any) -> str:
     if not isinstance(gi, dict):
         return "a series"
-    return "/".join(str(gi.get(k))[:40] for k in ("suite", "model", "metric") if gi.get(k))
+    return "/".join(_shown(gi.get(k), 40) for k in ("suite", "model", "metric") if gi.get(k))
 
 
 def _policy_for(result: dict[str, Any], policy: Any) -> dict[str, Any]:
@@ -185,13 +206,57 @@ def _policy_for(result: dict[str, Any], policy: Any) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+class _Refused(Exception):
+    """A number of the report past :data:`MAX_NUMBER_CHARS`, met while decoding it."""
+
+
+def _number(text: str) -> str:
+    if len(text) > MAX_NUMBER_CHARS:
+        raise _Refused(f"--from-report: the JSON holds a number of {len(text)} characters, "
+                       f"over {MAX_NUMBER_CHARS}: give the JSON of one HUD regression report "
+                       f"as the dashboard saves it")
+    return text
+
+
+def _too_deep(doc: Any) -> bool:
+    """Whether containers nest past :data:`MAX_DEPTH` (level by level: no recursion)."""
+    level, depth = [doc], 1
+    while level:
+        if depth > MAX_DEPTH:
+            return True
+        deeper: list[Any] = []
+        for v in level:
+            items = v.values() if isinstance(v, dict) else v
+            deeper.extend(x for x in items if isinstance(x, dict | list))
+        level, depth = deeper, depth + 1
+    return False
+
+
+TOO_DEEP = (f"--from-report: the JSON nests deeper than {MAX_DEPTH} levels (a HUD regression "
+            f"report nests 6): give the JSON of one report as the dashboard saves it")
+
+
+def _decode(text: str) -> Any:
+    """The JSON of ``text`` within the limits (numbers while decoding, nesting after)."""
+    try:
+        doc = json.loads(text, parse_int=lambda t: int(_number(t)),
+                         parse_float=lambda t: float(_number(t)))
+    except _Refused as e:
+        raise UsageError(str(e)) from None
+    except RecursionError:  # nested past the interpreter's own limit
+        raise UsageError(TOO_DEEP) from None
+    if isinstance(doc, dict | list) and _too_deep(doc):
+        raise UsageError(TOO_DEEP)
+    return doc
+
+
 def parse(text: str) -> Report:
     """The report's regressed series, grouped by range and metric (see the module)."""
     if len(text) > MAX_BYTES:
         raise UsageError(f"the report is {len(text)} bytes, over {MAX_BYTES}: give the JSON of "
                          f"one report")
     try:
-        doc = json.loads(text)
+        doc = _decode(text)
     except ValueError:
         page = REPORT_PAGE.search(text)
         if page:
@@ -209,6 +274,10 @@ def parse(text: str) -> Report:
     if not isinstance(results, list):
         raise UsageError("--from-report: the JSON has no report.results list: give the JSON "
                          "of one HUD regression report")
+    if len(results) > MAX_RESULTS:
+        raise UsageError(f"--from-report: the report has {len(results)} results, over "
+                         f"{MAX_RESULTS}: give one HUD regression report (split a larger one "
+                         f"by suite)")
     policy = doc.get("policy")
     found: list[Series] = []
     skipped: list[str] = []
@@ -227,5 +296,12 @@ def parse(text: str) -> Report:
                          suite=ss[0].suite, device=ss[0].device, dtype=ss[0].dtype,
                          mode=ss[0].mode, threshold=min(s.threshold for s in ss),
                          series=tuple(ss)) for ss in groups.values())
+    for r in ranges:
+        if len(r.models) > MAX_MODELS:
+            raise UsageError(
+                f"--from-report: the range {r.good[:12]}..{r.bad[:12]} of {r.suite} "
+                f"{r.metric} has {len(r.models)} models, over {MAX_MODELS} (each probe "
+                f"benchmarks every one): keep the results of the models to bisect in the "
+                f"report, at most {MAX_MODELS} a range")
     rid = doc.get("report_id") or doc.get("id") or ""
-    return Report(str(rid)[:80], ranges, tuple(skipped))
+    return Report(_shown(rid, 80), ranges, tuple(skipped))
