@@ -27,6 +27,7 @@ from bisector.executors.facts import clean_env
 from bisector.infra.owner import owner_id
 from bisector.infra.proc import cap_output, reaped, reaper_env, run_logged, tail
 from bisector.oracle.command import program
+from bisector.oracle.dashboard import through_file
 from bisector.oracle.script import Oracle
 
 
@@ -104,7 +105,8 @@ def run_oracle(  # noqa: PLR0913
     out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"
     work = cwd or run_dir / "work"
     work.mkdir(exist_ok=True)
-    argv = program(oracle, python, script)
+    # A dashboard oracle's models go to its reader through a file, never the arguments.
+    argv = through_file(program(oracle, python, script), run_dir)
     if oracle.in_tree:  # another environment's pytest, or none: a skip saying why
         found = shutil.which(python) or python
         why = foreign_program(argv[0], env.get("PATH", ""), Path(found).parent.parent, work)

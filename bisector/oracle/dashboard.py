@@ -11,9 +11,17 @@ series (``WAY`` = ``pass``) is a correctness oracle instead: ``--accuracy``, bad
 row does not say ``pass``. The document is an ordinary command oracle
 (:func:`bisector.oracle.command.document`), named by the benchmark command, its threshold the
 report's policy; the same series bisected again has the same hash, so it is found in the store.
+
+MODELS (comma-separated) is part of the stored command, so it is part of the oracle's identity;
+it never reaches the process's arguments, which the kernel caps (128 KiB an argument): a run
+writes the models into a file of its run folder and hands the reader ``@FILE`` instead
+(:func:`through_file`, called by ``executors/oracle_run``). A range holds at most
+``project/dashboard.MAX_MODELS`` models.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from bisector.oracle.command import READER_MARK, command_oracle
 from bisector.oracle.script import Oracle
@@ -24,7 +32,8 @@ TIMEOUT_S = 3600.0  # a probe: RUNS rounds of every model, each compiling it fir
 
 READER = READER_MARK + """
 import csv, json, math, os, subprocess, sys, tempfile
-column, way, runs, models = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4].split(',')
+column, way, runs, models = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+models = open(models[1:]).read().split() if models.startswith('@') else models.split(',')
 cmd = sys.argv[sys.argv.index('--') + 1:]
 samples = []
 for _ in range(runs):
@@ -63,6 +72,21 @@ def command(r: Range) -> tuple[str, ...]:
              "--backend", "inductor", "--device", r.device, "--only", "{model}",
              "--output", "{csv}")
     return ("python", "-c", READER, column, way, str(RUNS), ",".join(r.models), "--", *bench)
+
+
+MODELS_AT = 6  # the index of MODELS in the argv of :func:`command`
+
+
+def through_file(argv: list[str], folder: Path) -> list[str]:
+    """The argv to execute for ``argv``: a dashboard oracle's models written into
+    ``folder/models.txt`` (one a line) and given as ``@FILE``; any other argv (an older
+    reader's too, which reads them from its arguments) as it is."""
+    if len(argv) <= MODELS_AT or argv[:3] != ["python", "-c", READER] \
+            or argv[MODELS_AT].startswith("@"):
+        return argv
+    models = folder.resolve() / "models.txt"  # the reader runs in the probed tree
+    models.write_text("".join(f"{m}\n" for m in argv[MODELS_AT].split(",")))
+    return [*argv[:MODELS_AT], f"@{models}", *argv[MODELS_AT + 1:]]
 
 
 def threshold(r: Range) -> str | None:
