@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bisector.base.errors import InterruptedBisection, UsageError
+from bisector.base.escape import line as one_line
 from bisector.base.escape import safe
 from bisector.cli import complete, config_file
 from bisector.cli.console import err, escape, interruptible, out
@@ -152,10 +153,10 @@ def watch(c: Ctx, json_out: bool, columns: int) -> None:
         for r in s["rows"]:
             t.add_row(escape(r["oracle"]), *(
                 f"[{STYLE.get(str((cell or {}).get('verdict')), 'dim')}]"
-                f"{escape(wt.cell_text(cell))}[/]" for cell in r["cells"]))
+                f"{escape(one_line(wt.cell_text(cell)))}[/]" for cell in r["cells"]))
         out.print(t)
         for f in s["flips"]:
-            out.print("  " + escape(wt.flip_text(f)))
+            out.print("  " + escape(one_line(wt.flip_text(f))))
         for series in s["series"]:
             for line in wt.series_lines(series):
-                out.print(escape(line), soft_wrap=True)
+                out.print(escape(one_line(line)), soft_wrap=True)

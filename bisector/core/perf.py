@@ -35,6 +35,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from bisector.base import escape
+
 RESULT_PREFIX = "BISECTOR_RESULT"
 """The first token of the one stdout line a performance oracle prints per run."""
 
@@ -182,8 +184,11 @@ def parse_result(stdout: str) -> PerfResult | None:
             f'"{Direction.HIGHER}", got {_show(direction_text)}'
         ) from None
     metric = data.get("metric")
-    return PerfResult(samples=tuple(samples), unit=unit, direction=direction,
-                      metric=metric.strip()[:100] or None if isinstance(metric, str) else None)
+    # The oracle's words, shown wherever its runs are (a probe's line, tick, watch, show): one
+    # line each, every control character visible, so "ms\nFAKE LINE" writes no line of its own.
+    words = escape.line(metric.strip()[:100]) if isinstance(metric, str) else ""
+    return PerfResult(samples=tuple(samples), direction=direction, metric=words or None,
+                      unit=escape.line(unit) if unit is not None else None)
 
 
 def parse_threshold(text: str | float) -> float:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from bisector.app.watch import sources
 from bisector.app.watch.config import Suite, WatchConfig
+from bisector.base import escape
 from bisector.base.errors import BisectorError, UsageError
 from bisector.base.events import Events
 from bisector.oracle.script import Oracle, load_oracle
@@ -45,6 +46,9 @@ class Pass:
     _oracles: dict[str, Oracle] = field(default_factory=dict)
 
     def say(self, line: str) -> None:
+        """One line of the tick: what it holds of an oracle's output or a report (a reason,
+        a unit, a file's name) cannot start a line of its own (control characters visible)."""
+        line = escape.line(line)
         self.report.lines.append(line)
         self.tell(line)
 

@@ -75,7 +75,8 @@ def measured(cell: dict[str, Any], r: ws.ResultRecord, before: dict[str, float])
     level = median([float(x) for x in samples])
     prev = before.get(r.key.oracle)
     before[r.key.oracle] = level
-    cell.update(verdict="measured", median=level, unit=perf.get("unit") or "",
+    # The oracle's unit, one line (a result stored before its runs' units were read as one).
+    cell.update(verdict="measured", median=level, unit=escape.line(str(perf.get("unit") or "")),
                 change=None if not prev else round(level / prev - 1, 4))
 
 
@@ -112,7 +113,9 @@ def text_lines(data: dict[str, Any]) -> list[str]:
             lines.append("  " + flip_text(f))
         for series in s.get("series", []):
             lines.extend(series_lines(series))
-    return lines or ["the watch has recorded nothing yet: run `bisect tick`"]
+    # Each one line: no value of an oracle's (a unit, a reason, a message) starts another.
+    return [escape.line(x) for x in lines] or ["the watch has recorded nothing yet: run "
+                                               "`bisect tick`"]
 
 
 def cell_text(cell: dict[str, Any] | None) -> str:
