@@ -136,7 +136,7 @@ class Hunt:
 
     def search(self) -> tuple[str, int]:
         from bisector.core import perf
-        from bisector.core.search import Culprit, Next, Verdict, next_step
+        from bisector.core.search import Culprit, Next
         from bisector.run.strategies import perf as strategy
         from bisector.run.strategies.perf import Run
 
@@ -144,42 +144,47 @@ class Hunt:
         last: int | None = None
         rounds = 0
         while True:
-            like, refs = strategy.references(runs.get(0, []))
-            wanted: list[int] = []
-            if like is None:
-                wanted = [0]
+            if self.new:  # the shipped search, as Performance.decide calls it
+                got = strategy.search(runs, N, 1, self.cap, self.rule, False, lambda _: None)
+                step, spread = got.step, got.spread
             else:
-                spread = strategy.spread_of(runs, refs, like, self.rule)
-                known = {0: Verdict.GOOD}
-                for p, rs in runs.items():
-                    if p == 0:
-                        continue
-                    v = self._assess(rs, refs, like, spread)
-                    if v is None:
-                        wanted.append(p)
-                    else:
-                        known[p] = v
-                if not wanted:
-                    step = next_step(N, known)
-                    if not isinstance(step, Next):
-                        if not isinstance(step, Culprit):
-                            return "unsure", self.m.t
-                        return self.confirm(step.position, spread), self.m.t
-                    wanted = list(step.positions)
+                step, spread = self._old_step(runs)
+            if not isinstance(step, Next):
+                if not isinstance(step, Culprit):
+                    return "unsure", self.m.t
+                return self.confirm(step.position, spread), self.m.t
             rounds += 1
-            for p in strategy.layout(wanted, last, 1, rounds):
+            for p in strategy.layout(list(step.positions), last, 1, rounds):
                 start, samples = self.m.run(p)
                 runs.setdefault(p, []).append(Run(samples, "ms", perf.Direction.LOWER, True,
                                                   start))
                 last = p
 
-    def _assess(self, rs: list[Any], refs: list[Any], like: Any, spread: Any) -> Any:
-        from bisector.core.search import Verdict
+    def _old_step(self, runs: dict[int, list[Any]]) -> tuple[Any, Any]:
+        """The replaced rule's step: every undecided commit one more pair, then the plain
+        search on the decided ones."""
+        from bisector.core.search import Next, Verdict, next_step
         from bisector.run.strategies import perf as strategy
 
-        if self.new:
-            return strategy.assess(rs, refs, like, self.rule, self.cap, spread).verdict
+        like, refs = strategy.references(runs.get(0, []))
+        if like is None:
+            return Next((0,)), None
+        spread = strategy.spread_of(runs, refs, like, self.rule)
+        known, wanted = {0: Verdict.GOOD}, []
+        for p, rs in runs.items():
+            if p == 0:
+                continue
+            v = self._assess(rs, refs, like, spread)
+            if v is None:
+                wanted.append(p)
+            else:
+                known[p] = v
+        return (Next(tuple(wanted)) if wanted else next_step(N, known)), spread
+
+    def _assess(self, rs: list[Any], refs: list[Any], like: Any, spread: Any) -> Any:
+        """The replaced rule's verdict on one commit (Wilcoxon at 7, 14, 28, 32 pairs)."""
         from bisector.core import paired
+        from bisector.core.search import Verdict
 
         diffs = paired.differences([r.timed for r in refs], [r.timed for r in rs], self.rule)
         k = len(diffs)

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bisector.core import paired, perf, sampling
-from bisector.core.search import Next, Problem, Stop, Verdict, next_step
+from bisector.core import paired, perf, perf_posterior, sampling
+from bisector.core.prior import Prior
+from bisector.core.search import Next, Problem, Step, Stop, Verdict, next_step
 from bisector.run.strategies.base import (
     Adopted,
     Decision,
@@ -179,6 +181,90 @@ def assess(runs: list[Run], refs: list[Run], like: Run, rule: paired.Rule,
     return Assessed(None, 1, n, cmp, mismatched, level)
 
 
+@dataclass(frozen=True)
+class Searched:
+    """A search step from the runs so far, with what the answer shows: the reference
+    (``like``, ``refs``), the rule with the bisection's scale lent to the confirmation, each
+    commit's standing and, once the posterior is on, P(commit at the bad level)."""
+
+    step: Step
+    like: Run | None = None
+    refs: tuple[Run, ...] = ()
+    rule: paired.Rule | None = None
+    spread: paired.Scale | None = None
+    assessed: dict[int, Assessed] = field(default_factory=dict)
+    after: Callable[[int], float] | None = None
+
+
+def search(by_pos: dict[int, list[Run]], n: int, width: int, cap: int, base: paired.Rule,
+           find_fix: bool, prior_of: Callable[[bool], Prior | None]) -> Searched:
+    """The search's next step from every run so far (``base``: the threshold; the direction
+    comes from the reference's runs). Until the bad endpoint is shown bad (a t-test of its
+    pairs against the threshold, :func:`assess`), the endpoints are run; from then on one
+    posterior over the change point chooses each next commit and says when to stop
+    (:func:`placed`). ``prior_of(ready)``: the prior over culprits, once ready."""
+    like, refs = references(by_pos.get(0, []))
+    if like is None:
+        if sum(1 for r in by_pos.get(0, []) if r.own) >= 2 * UNTESTABLE_SKIPS:
+            return Searched(Stop(Problem.GOOD_UNTESTABLE, 0))
+        return Searched(Next((0,)))
+    rule = replace(base, direction=sought(like, find_fix))
+    spread = spread_of(by_pos, refs, like, rule)
+    rule = replace(rule, spread=spread)  # lent to the confirmation
+    known: dict[int, Verdict] = {0: Verdict.GOOD}
+    assessed: dict[int, Assessed] = {}
+    wanted: list[int] = []
+    for p, runs in sorted(by_pos.items()):
+        if p == 0 or not any(r.own for r in runs):
+            continue  # another bisection's runs (another day) are never paired
+        a = assessed[p] = assess(runs, refs, like, rule, cap, spread)
+        if a.verdict is not None:
+            known[p] = a.verdict
+        else:
+            wanted.append(p)
+    ready = known.get(n - 1) is Verdict.BAD
+    done = functools.partial(Searched, like=like, refs=tuple(refs), rule=rule, spread=spread,
+                             assessed=assessed)
+    if ready and spread.dof >= 1 and math.isfinite(spread.used):
+        pairs = {p: paired.differences([r.timed for r in refs],
+                                       [r.timed for r in valid_runs(runs, like)], rule)
+                 for p, runs in by_pos.items() if p > 0 and any(r.own for r in runs)}
+        step, after = placed(by_pos, n, width, cap, pairs, rule, known, prior_of(True))
+        return done(step, after=after)
+    if wanted:
+        return done(Next(tuple(wanted)))
+    return done(next_step(n, known, width=max(1, width - 1), prior=prior_of(ready)))
+
+
+def placed(by_pos: dict[int, list[Run]], n: int, width: int, cap: int,
+           pairs: dict[int, list[float]], rule: paired.Rule, known: dict[int, Verdict],
+           prior: Prior | None) -> tuple[Step, Callable[[int], float]]:
+    """Once the bad endpoint is bad: the search's step from one posterior over the change
+    point (:mod:`bisector.core.perf_posterior`) of each commit's paired differences
+    (``pairs``), and P(commit at the bad level). A commit
+    whose runs gave no samples yet is run again first (two such runs and it is a skip); a
+    skip, and a commit at the cap of pairs or runs, is never run again."""
+    assert rule.spread is not None
+    skipped = {p for p, x in known.items() if x is Verdict.SKIP}
+    pending = [p for p in pairs if not pairs[p] and p not in skipped
+               and not any(r.samples for r in by_pos[p] if r.own)]
+
+    def able(p: int) -> bool:
+        runs = sum(1 for r in by_pos.get(p, []) if r.own)
+        return p not in skipped and len(pairs.get(p, ())) < cap and runs < 2 * cap
+
+    upto = None if prior is None else _normalised(prior, n)
+    post = perf_posterior.posterior(n, pairs, rule.spread.used, rule.spread.dof,
+                                    rule.margin, upto)
+    if pending:
+        return Next(tuple(pending)), post.upto
+    if not perf_posterior.settled(post, able):
+        picks = perf_posterior.probes(post, able, max(1, width - 1))
+        if picks:
+            return Next(picks), post.upto
+    return placed_step(post, skipped), post.upto
+
+
 def layout(wanted: list[int], last: int | None, width: int, number: int) -> tuple[int, ...]:
     """The round's positions: each wanted commit once, with the reference (position 0) beside
     them. One slot: alternating, each candidate run followed by a reference run (and one first
@@ -211,53 +297,56 @@ class Performance:
         assert meta.threshold is not None
         if self.round is None:
             self.round = run_store.last_round(v.store, v.record.id)
-        cap = sampling.perf_max_runs(meta.max_runs)
         by_pos, adopted = gather(v)
         informed = self.round or None
-        like, refs = references(by_pos.get(0, []))
         own = [(r.start, p) for p, runs in by_pos.items() for r in runs if r.own]
         last = max(own)[1] if own else None
-        wanted: list[int] = []
-        if like is None:
-            if sum(1 for r in by_pos.get(0, []) if r.own) >= 2 * UNTESTABLE_SKIPS:
-                return Decision(answer_for(v, Stop(Problem.GOOD_UNTESTABLE, 0)), adopted,
-                                informed)
-            wanted = [0]
-        else:
-            rule = paired.Rule(sought(like, v.rules.find_fix), meta.threshold)
-            spread = spread_of(by_pos, refs, like, rule)
-            rule = replace(rule, spread=spread)  # lent to the confirmation
-            known: dict[int, Verdict] = {0: Verdict.GOOD}
-            table: list[dict[str, Any]] = []
-            for p, runs in sorted(by_pos.items()):
-                if p == 0 or not any(r.own for r in runs):
-                    continue  # another bisection's runs (another day) are never paired
-                a = assess(runs, refs, like, rule, cap, spread)
-                if a.verdict is not None:
-                    known[p] = a.verdict
-                else:
-                    wanted.append(p)
-                table.append(_row(v, p, a, like))
-            if not wanted:
-                ready = known.get(v.n - 1) is Verdict.BAD
-                step = next_step(v.n, known, width=max(1, v.width - 1),
-                                 prior=prior_for(v, ready))
-                if not isinstance(step, Next):
-                    timed = [r.timed for r in refs]
-                    summary: dict[str, object] = {"perf": {
-                        "threshold": meta.threshold, "unit": like.unit,
-                        "direction": like.direction.value, "baseline_runs": len(refs),
-                        "sought": "better" if v.rules.find_fix else "worse",
-                        "baseline_median": perf.median([t.median for t in timed]),
-                        "compared": "paired", "reference": paired.drift(timed),
-                        "scale": {"sd": round(spread.used, 5), "dof": spread.dof},
-                        "commits": table}}
-                    return Decision(answer_for(v, step, summary, rule), adopted, informed)
-                wanted = list(step.positions)
+        got = search(by_pos, v.n, v.width, sampling.perf_max_runs(meta.max_runs),
+                     paired.Rule(perf.Direction.LOWER, meta.threshold), v.rules.find_fix,
+                     lambda ready: prior_for(v, ready))
+        if not isinstance(got.step, Next):
+            summary: dict[str, object] | None = None
+            if got.like is not None and got.spread is not None:
+                like, spread = got.like, got.spread
+                timed = [r.timed for r in got.refs]
+                table = [_row(v, p, a, like, got.after) for p, a in sorted(got.assessed.items())]
+                summary = {"perf": {
+                    "threshold": meta.threshold, "unit": like.unit,
+                    "direction": like.direction.value, "baseline_runs": len(got.refs),
+                    "sought": "better" if v.rules.find_fix else "worse",
+                    "baseline_median": perf.median([t.median for t in timed]),
+                    "compared": "paired", "reference": paired.drift(timed),
+                    "scale": {"sd": round(spread.used, 5), "dof": spread.dof},
+                    "commits": table}}
+            return Decision(answer_for(v, got.step, summary, got.rule), adopted, informed)
+        wanted = list(got.step.positions)
         self.round += 1
         positions = layout(wanted, last, v.width, self.round)
         return Decision(Round(self.round, positions, runs_left(v.n, known_window(by_pos, v))),
                         adopted, informed)
+
+
+def _normalised(prior: Prior, n: int) -> Callable[[int], float]:
+    total = prior.mass_upto(n - 1) or 1.0
+    return lambda p: prior.mass_upto(p) / total
+
+
+def placed_step(post: perf_posterior.Posterior, skipped: set[int]) -> Step:
+    """The search's answer from the posterior: each measured commit good or bad where the
+    posterior is sure of it (all but :data:`~bisector.core.perf_posterior.EPSILON`), a skip
+    where it is not, so :func:`~bisector.core.search.next_step` names the culprit, or the
+    window the skips and the doubtful commits leave."""
+    eps = perf_posterior.EPSILON
+    known = {0: Verdict.GOOD, post.n - 1: Verdict.BAD}
+    for p in post.cuts[1:-1]:
+        q = post.upto(p)
+        known[p] = Verdict.BAD if q >= 1 - eps else Verdict.GOOD if q <= eps else Verdict.SKIP
+    known.update(dict.fromkeys(skipped, Verdict.SKIP))
+    while True:  # commits never run inside the place: skips too (none can split it)
+        step = next_step(post.n, known)
+        if not isinstance(step, Next):
+            return step
+        known.update(dict.fromkeys(step.positions, Verdict.SKIP))
 
 
 def known_window(by_pos: dict[int, list[Run]], view: View) -> int:
@@ -274,8 +363,18 @@ def runs_left(n: int, unplaced: int) -> int:
     return 2 * paired.TYPICAL_PAIRS * halvings
 
 
-def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
+def _row(view: View, p: int, a: Assessed, like: Run,
+         after: Callable[[int], float] | None = None) -> dict[str, Any]:
+    """A judged commit as the answer shows it. Once the posterior placed the change, a
+    commit's verdict is where the posterior puts it (its own t-test against the threshold is
+    still shown, as ``p_value``), with ``p_after``: P(it runs at the bad level)."""
     c = a.comparison
+    verdict = a.verdict.value if a.verdict else "undecided"
+    extra: dict[str, Any] = {}
+    if after is not None and a.verdict is not Verdict.SKIP:
+        q, eps = after(p), perf_posterior.EPSILON
+        verdict = "bad" if q >= 1 - eps else "good" if q <= eps else "undecided"
+        extra["p_after"] = round(q, 6)
     note = None
     if a.mismatched:
         note = (f"{a.mismatched} run(s) declared another unit or direction than the "
@@ -285,8 +384,7 @@ def _row(view: View, p: int, a: Assessed, like: Run) -> dict[str, Any]:
         # positive = worse in the metric's own direction, also when a speed-up is sought
         change = round(-c.change / (1 + c.change) if view.rules.find_fix else c.change, 4)
     return {"position": p, "sha": view.candidates[p], "runs": a.runs,
-            "verdict": a.verdict.value if a.verdict else "undecided",
-            "median": a.median, "change": change,
+            "verdict": verdict, "median": a.median, "change": change,
             "p_value": c.p_value if c else None, "pairs": c.pairs if c else 0,
             "unit": like.unit, "compared": "paired",
-            "mismatched": a.mismatched, "note": note}
+            "mismatched": a.mismatched, "note": note, **extra}
