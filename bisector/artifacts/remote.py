@@ -15,7 +15,9 @@ upload of a multi-GB wheel resume where it stopped. Objects appear whole or not 
 small one in one PUT, a large one only when its multipart upload completes.
 
 A store that does not answer costs one warning and local work (the next way in the chain:
-index, overlay, build), never a verdict; it is tried again after :data:`RETRY_S`.
+index, overlay, build), never a verdict; it is tried again after :data:`RETRY_S`. One that
+takes connections and never answers costs seconds too: every request has the connect and read
+timeouts and the one retry policy of ``defaults.OBJECT_STORE_*``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.artifacts.cache import file_sha256
+from bisector.base import defaults
 from bisector.base.errors import UsageError
 from bisector.base.paths import cache_dir, read_toml, user_config_file
 from bisector.infra import cancel
@@ -44,7 +47,7 @@ PART_BYTES = 64 * 2**20
 # report theirs.
 Progress = Callable[[int, int | None], None]
 # After a failure the store is left alone this long (one warning), then tried again.
-RETRY_S = 60.0
+RETRY_S = defaults.OBJECT_STORE_DOWN_S
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _WHEEL = re.compile(r"^[\w.+-]+\.whl$")
 
@@ -106,8 +109,10 @@ def _client() -> Any:
     import boto3  # type: ignore[import-untyped]
     from botocore.config import Config  # type: ignore[import-untyped]
 
-    return boto3.client("s3", config=Config(connect_timeout=5, read_timeout=60,
-                                            retries={"max_attempts": 3, "mode": "standard"}))
+    return boto3.client("s3", config=Config(
+        connect_timeout=defaults.OBJECT_STORE_CONNECT_S,
+        read_timeout=defaults.OBJECT_STORE_READ_S,
+        retries={"total_max_attempts": defaults.OBJECT_STORE_ATTEMPTS, "mode": "standard"}))
 
 
 class Remote:

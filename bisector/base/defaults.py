@@ -97,6 +97,17 @@ PERF_SPLIT_BASELINE_RUNS = 8
 # Fresh runs of each confirmed commit for a performance oracle (enough for the rank test).
 CONFIRM_PERF_RUNS = 3
 
+# The team's object store (artifacts/remote.py): a store that takes connections and never
+# answers costs seconds, not minutes. A request waits OBJECT_STORE_CONNECT_S to connect and
+# OBJECT_STORE_READ_S for each read of its answer (a download keeps its bytes coming, so a
+# multi-GB wheel is not cut by it), and is tried OBJECT_STORE_ATTEMPTS times in all: botocore's
+# standard retry mode, the one retry policy (no transfer manager's retries on top). After a
+# failure the store is left alone OBJECT_STORE_DOWN_S (one warning a run), then tried again.
+OBJECT_STORE_CONNECT_S = 3.0
+OBJECT_STORE_READ_S = 10.0
+OBJECT_STORE_ATTEMPTS = 2
+OBJECT_STORE_DOWN_S = 60.0
+
 # Disk (`bisect gc`): nothing used this recently is removed, whatever the limits say: a wheel a
 # build has just published may not have its row yet, and `bisect check` records nothing.
 GC_GRACE_S = 600.0

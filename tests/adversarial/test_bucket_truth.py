@@ -10,14 +10,21 @@ that never answers (S5), ``gc --remote`` outside its prefix (S6).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.artifacts import remote
 from bisector.artifacts.cache import file_sha256
+from bisector.base import defaults
 from bisector.store import models as m
 from bisector.store.db import open_store
 from tests.support import _free_port, run_cli
@@ -80,3 +87,62 @@ def test_a_rebuild_while_the_store_is_down_keeps_the_buckets_wheel(
     assert again["verdict"] == first["verdict"], err_b2
     assert "from the team's object store" in str(again["environment"]), err_b2
     assert file_sha256(built_b) == uploaded and "building" not in err_b2, err_b2
+
+
+# -- S5: a store that never answers costs seconds ---------------------------------------------
+
+class Silent:
+    """A TCP server on 127.0.0.1 that accepts every connection and never answers: a store
+    whose process hangs (or a proxy in front of a dead one)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.held: list[socket.socket] = []
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.sock.accept()[0])
+
+    def close(self) -> None:
+        for c in [*self.held, self.sock]:
+            c.close()
+
+
+def test_a_store_that_never_answers_costs_seconds(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    silent = Silent()
+    try:
+        for k, v in {"AWS_ENDPOINT_URL": silent.url, "AWS_ACCESS_KEY_ID": "x",
+                     "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(k, v)
+        monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+        bucket = remote.parse("s3://team-wheels/p")
+        wheel = tmp_path / "w-1.0-py3-none-any.whl"
+        wheel.write_bytes(os.urandom(2**16))
+        digest = file_sha256(wheel)
+        warned: list[str] = []
+        got: dict[str, object] = {}
+        reader, writer = remote.Remote(bucket, warned.append), remote.Remote(bucket, warned.append)
+        calls = [threading.Thread(target=lambda: got.update(fetch=reader.fetch(
+                     bucket.object_key(digest), digest, tmp_path / "down" / wheel.name,
+                     wheel.stat().st_size)), daemon=True),
+                 threading.Thread(target=lambda: got.update(push=writer.push(
+                     wheel, digest, wheel.stat().st_size)), daemon=True)]
+        t0 = time.monotonic()
+        for t in calls:
+            t.start()
+        # The defaults' worst case (each attempt's read timeout, and botocore's backoff
+        # between them), with room: minutes before the fix.
+        bound = defaults.OBJECT_STORE_ATTEMPTS * (defaults.OBJECT_STORE_READ_S + 1) + 5
+        for t in calls:
+            t.join(timeout=max(0.0, bound - (time.monotonic() - t0)))
+        assert not any(t.is_alive() for t in calls), f"still waiting after {bound:.0f}s"
+        assert got == {"fetch": False, "push": None}
+        assert len(warned) == 2 and all("working locally" in w and "\n" not in w
+                                        for w in warned), warned
+        assert not list((tmp_path / "down").glob("*"))  # nothing half-written
+    finally:
+        silent.close()
