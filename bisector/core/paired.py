@@ -78,21 +78,24 @@ bench`` section 13 has the row). A steady drift moves two neighbouring runs far 
 @dataclass(frozen=True)
 class Timed:
     """One run as the pairing sees it: when it started (seconds, any origin), its median and
-    that median's standard error on the log scale from the run's own samples (0: unknown)."""
+    that median's standard error on the log scale from the run's own samples (0: unknown),
+    and the GPU it ran on (``lane``; None: not pinned): runs on two GPUs are never paired,
+    two H200s of one box differ by more than many a regression."""
 
     start: float
     median: float
     se: float = 0.0
+    lane: str | None = None
 
     @classmethod
-    def of(cls, start: float, samples: Sequence[float]) -> Timed:
+    def of(cls, start: float, samples: Sequence[float], lane: str | None = None) -> Timed:
         logs = [math.log(x) for x in samples if x > 0]
         se = 0.0
         if len(logs) >= 2:
             mean = sum(logs) / len(logs)
             sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
             se = MEDIAN_SE * sd / math.sqrt(len(logs))
-        return cls(start, median(samples), se)
+        return cls(start, median(samples), se, lane)
 
 
 @dataclass(frozen=True)
@@ -177,13 +180,17 @@ def differences(refs: Sequence[Timed], runs: Sequence[Timed], rule: Rule) -> lis
 def paired_runs(refs: Sequence[Timed], runs: Sequence[Timed],
                 rule: Rule) -> list[tuple[float, float]]:
     """:func:`differences` with each difference's standard error from the runs' own samples
-    (the floor under :class:`Scale`)."""
-    ordered = sorted(refs, key=lambda r: r.start)
-    starts = [r.start for r in ordered]
+    (the floor under :class:`Scale`). A run is paired only with reference runs of its own
+    GPU (:attr:`Timed.lane`)."""
+    lanes: dict[str | None, list[Timed]] = {}
+    for r in sorted(refs, key=lambda r: r.start):
+        lanes.setdefault(r.lane, []).append(r)
+    starts = {lane: [r.start for r in rs] for lane, rs in lanes.items()}
     out: list[tuple[float, float]] = []
     for run in runs:
-        before = bisect_right(starts, run.start) - 1
-        after = bisect_left(starts, run.start)
+        ordered = lanes.get(run.lane, [])
+        before = bisect_right(starts.get(run.lane, []), run.start) - 1
+        after = bisect_left(starts.get(run.lane, []), run.start)
         if after <= before:  # a reference that started at the same instant: both sides
             after = before + 1
         near = [ordered[i] for i in (before, after) if 0 <= i < len(ordered)]
@@ -201,15 +208,17 @@ def paired_runs(refs: Sequence[Timed], runs: Sequence[Timed],
 def reference_differences(refs: Sequence[Timed], rule: Rule) -> list[float]:
     """The reference against itself, in the shape of a pair: each reference run against the
     mean of the two beside it, in triples that share no middle run (so the differences are
-    nearly independent), the straddle rule applied. Their spread is how much a pair moves
-    when nothing changed, learnt beside the candidates all along."""
-    ordered = sorted(refs, key=lambda r: r.start)
-    x = [rule.oriented(r.median) for r in ordered]
+    nearly independent), the straddle rule applied, each GPU's runs on their own. Their spread
+    is how much a pair moves when nothing changed, learnt beside the candidates all along."""
+    lanes: dict[str | None, list[float]] = {}
+    for r in sorted(refs, key=lambda r: r.start):
+        lanes.setdefault(r.lane, []).append(rule.oriented(r.median))
     out = []
-    for j in range(1, len(x) - 1, 2):
-        if abs(x[j + 1] - x[j - 1]) > STRADDLED * rule.margin:
-            continue
-        out.append(x[j] - (x[j - 1] + x[j + 1]) / 2)
+    for x in lanes.values():
+        for j in range(1, len(x) - 1, 2):
+            if abs(x[j + 1] - x[j - 1]) > STRADDLED * rule.margin:
+                continue
+            out.append(x[j] - (x[j - 1] + x[j + 1]) / 2)
     return out
 
 

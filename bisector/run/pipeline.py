@@ -8,6 +8,7 @@ recorded: it says nothing about the commit, and ``resume`` runs it again.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -272,6 +273,8 @@ class Pipeline:
         probe_s = time.monotonic() - t0
         facts = {**run.facts, "artifact_fresh": got.fresh, "probe_s": round(probe_s, 3),
                  "phases": phases(run, obtain_s, probe_s), "obtained_as": obtained_as(got)}
+        if gpu is not None:  # which GPU of which box: a performance search pairs within one
+            facts["lane"] = f"{socket.gethostname()}/{gpu}"
         if isinstance(got, Obtained) and got.ahead:
             # Made while an earlier oracle ran (run/prefetch.py): seconds each phase took
             # before this probe asked, beside what it still waited ("phases").

@@ -241,16 +241,21 @@ class Runner:
         free: queue.Queue[str | None] = queue.Queue()
         for slot in self.slots:
             free.put(slot)
+        # A round that fits the slots runs its i-th probe on the i-th GPU: a performance
+        # round places the reference so that each GPU alternates reference and candidate
+        # (strategies/perf.layout), and its pairs never cross GPUs.
+        placed = len(positions) <= len(self.slots)
 
-        def work(pos: int) -> None:
-            gpu = free.get()
+        def work(i: int, pos: int) -> None:
+            gpu = self.slots[i] if placed else free.get()
             try:
                 self.pipeline.probe(pos, self.candidates[pos], gpu=gpu, round_=round_)
             finally:
-                free.put(gpu)
+                if not placed:
+                    free.put(gpu)
 
         with ThreadPoolExecutor(max_workers=self.width, thread_name_prefix="probe") as pool:
-            futures = [pool.submit(work, pos) for pos in positions]
+            futures = [pool.submit(work, i, pos) for i, pos in enumerate(positions)]
             try:
                 done, _ = wait(futures, return_when=FIRST_EXCEPTION)
                 for f in done:

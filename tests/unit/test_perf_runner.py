@@ -45,8 +45,9 @@ class Timer(FakeExecutor):
 
     def __init__(self, cands: list[str], culprit: int, slowdown: float, seed: int, *,
                  spread: float = 0.0, noise: float = 0.03, level: float = 10.0,
-                 drift: float = 0.0) -> None:
+                 drift: float = 0.0, gpu_speed: dict[str, float] | None = None) -> None:
         super().__init__(cands, culprit)
+        self.gpu_speed = gpu_speed or {}  # a GPU this much slower than another
         self.slowdown, self.rng = slowdown, random.Random(seed)
         self.spread, self.noise, self.level = spread, noise, level
         self.drift = drift  # each run this much slower than the one before (a loaded box)
@@ -57,6 +58,7 @@ class Timer(FakeExecutor):
         self.level *= 1 + self.drift
         base = self.level * (self.slowdown if self.position[commit] >= self.culprit else 1.0)
         base *= self.rng.uniform(1 - self.spread, 1 + self.spread)
+        base *= self.gpu_speed.get(gpu or "", 1.0)
         samples = [round(base * self.rng.uniform(1 - self.noise, 1 + self.noise), 4)
                    for _ in range(20)]
         line = "BISECTOR_RESULT " + json.dumps({"samples": samples, "unit": "ms"})
@@ -258,6 +260,25 @@ def test_a_round_never_runs_a_commit_twice(store: Store) -> None:
     for sha in runs:
         mine = sorted((c.start, c.end) for c in ex.calls if c.commit == sha)
         assert all(a_end <= b_start for (_, a_end), (b_start, _) in pairwise(mine))
+
+
+def test_two_gpus_each_pair_against_their_own_reference_runs(store: Store) -> None:
+    """Two GPUs of one box, the second 30 % slower (another model of card, or one kept busy):
+    a 12 % slowdown against a 5 % threshold. Each GPU runs the reference and a candidate in
+    turn (A B A B on each), and a candidate run is paired only with its own GPU's reference
+    runs: across the two GPUs a commit before the change would look 30 % slower, or faster."""
+    cands = shas(24)
+    bid = new_bisection(store, cands, oracle=PERF)
+    ex = Timer(cands, 13, 1.12, 4, noise=0.01, gpu_speed={"1": 1.3})
+    r = make_runner(store, bid, cands, ex, width=2, oracle=PERF)
+    rec = r.run().record
+    assert rec.state is State.DONE and rec.culprit_sha == cands[13]
+    for gpu in ("0", "1"):
+        mine = [ex.position[c.commit] == 0 for c in ex.calls if c.gpu == gpu]
+        assert len(mine) >= 4 and all(a != b for a, b in pairwise(mine[2:]))  # A B A B
+    lanes = {x.facts.get("lane") for xs in run_store.samples(
+        store, run_store.Key(PERF.sha256, "env0"), cands).values() for x in xs}
+    assert {lane.rsplit("/", 1)[1] for lane in lanes if lane} == {"0", "1"}
 
 
 def stored_run(store: Store, sha: str, samples: list[float]) -> None:

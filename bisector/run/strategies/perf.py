@@ -57,19 +57,21 @@ class Run:
     direction: perf.Direction
     own: bool  # made by this bisection (a probe it paid for), not adopted from another
     start: float = 0.0  # when it started (epoch seconds): what pairs it with its references
+    lane: str | None = None  # the GPU it ran on ("host/index"): pairs never cross GPUs
 
     @classmethod
-    def of(cls, got: dict[str, Any] | None, own: bool, start: float = 0.0) -> Run:
+    def of(cls, got: dict[str, Any] | None, own: bool, start: float = 0.0,
+           lane: str | None = None) -> Run:
         got = got or {}
         samples = got.get("samples")
         return cls(tuple(samples) if samples else None, got.get("unit"),
                    perf.Direction(got.get("direction", perf.Direction.LOWER.value)), own,
-                   start)
+                   start, lane)
 
     @functools.cached_property
     def timed(self) -> paired.Timed:  # asked for every commit each round: made once
         assert self.samples
-        return paired.Timed.of(self.start, self.samples)
+        return paired.Timed.of(self.start, self.samples, self.lane)
 
     def fits(self, like: Run) -> bool:
         """Declares what ``like`` declares: samples in another unit or direction would be
@@ -91,7 +93,8 @@ def gather(view: View) -> tuple[dict[int, list[Run]], Adopted]:
             continue  # a confirmation run checks an answer; it is no evidence for one
         p = pos[x.run.commit_sha]
         at = x.run.started_at.timestamp() if x.run.started_at else float(x.run.id)
-        by_pos.setdefault(p, []).append(Run.of(x.facts.get("perf"), x.run.id in own, at))
+        by_pos.setdefault(p, []).append(Run.of(x.facts.get("perf"), x.run.id in own, at,
+                                               x.facts.get("lane")))
         if x.run.id not in logged:
             v = view.rules.judge(x.run.outcome)
             adopted.append((run_store.Adopted(p, x.run.commit_sha, x.run.id, v.value),
@@ -269,8 +272,11 @@ def layout(wanted: list[int], last: int | None, width: int, number: int) -> tupl
     """The round's positions: each wanted commit once, with the reference (position 0) beside
     them. One slot: alternating, each candidate run followed by a reference run (and one first
     unless the last run made was the reference), so every candidate run has a reference just
-    before and just after it. Several slots: the reference with ``width - 1`` candidates at
-    once, its place rotating so that it meets every slot."""
+    before and just after it. Several slots (GPUs): the reference with ``width - 1``
+    candidates at once, the i-th position on the i-th GPU (the runner places them so), the
+    reference's place rotating: each GPU runs the reference every ``width`` rounds, every
+    other round with two GPUs (reference, candidate, reference, ... on each, as Pinpoint
+    orders A and B), and each candidate run is paired with its own GPU's reference runs."""
     commits = list(dict.fromkeys(p for p in wanted if p != 0))
     if width == 1:
         out = [] if last == 0 or not commits else [0]
