@@ -56,6 +56,11 @@ class Unavailable(Exception):
     """The object store did not answer, or refused: local work goes on."""
 
 
+class _TooLarge(Exception):
+    """The object's body goes past the size the store recorded: refused at the first byte
+    beyond it, never downloaded whole."""
+
+
 @dataclass(frozen=True)
 class Bucket:
     """Where a team's artifacts live: ``s3://BUCKET/PREFIX``."""
@@ -151,14 +156,14 @@ class Remote:
     def fetch(self, object_key: str, digest: str, dest: Path, size: int | None = None,
               progress: Progress | None = None) -> bool:
         """The object into ``dest`` when its bytes hash to ``digest``; False (and no file)
-        when the store is down, the object is missing, or its bytes are not those."""
+        when the store is down, the object is missing, or its bytes are not those (more than
+        the recorded ``size`` of them: refused as soon as they arrive)."""
         if not self.usable():
             return False
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.part")
         try:
-            self._client().download_file(self.bucket.name, object_key, str(tmp),
-                                         Callback=_counter(progress, size))
+            self._download(object_key, tmp, size, progress)
             got = file_sha256(tmp)
             if got != digest:
                 self._warn(f"the object {object_key} in {self.bucket.url} is not the wheel "
@@ -167,6 +172,11 @@ class Remote:
                 return False
             os.replace(tmp, dest)
             return True
+        except _TooLarge:
+            self._warn(f"the object {object_key} in {self.bucket.url} is larger than the "
+                       f"wheel the store recorded (more than {size} bytes): not used, and "
+                       f"not downloaded further; this commit is made locally")
+            return False
         except cancel.Stopped:
             raise
         except Exception as e:  # any client failure means "not from here"
@@ -175,6 +185,32 @@ class Remote:
             return False
         finally:
             tmp.unlink(missing_ok=True)
+
+    def _download(self, object_key: str, tmp: Path, size: int | None,
+                  progress: Progress | None) -> None:
+        """The object's body into ``tmp``, one stream, never past ``size`` bytes: the request
+        asks for one byte more than recorded, so a larger object says so in its length before
+        any body is read, and a server that ignores the range (or sends no length) is cut at
+        the first chunk past it. boto3's transfer manager would fetch the whole object (its
+        size from the bucket, never from SQL) and retry on its own."""
+        ranged = {"Range": f"bytes=0-{size}"} if size else {}
+        got = self._client().get_object(Bucket=self.bucket.name, Key=object_key, **ranged)
+        body = got["Body"]
+        try:
+            length = got.get("ContentLength")
+            if size is not None and length is not None and int(length) > size:
+                raise _TooLarge
+            done = 0
+            with tmp.open("wb") as f:
+                for chunk in body.iter_chunks(2**20):
+                    done += len(chunk)
+                    if size is not None and done > size:
+                        raise _TooLarge
+                    f.write(chunk)
+                    if progress is not None:
+                        progress(done, size)
+        finally:
+            body.close()
 
     # -- writing --------------------------------------------------------------------------
 
@@ -257,20 +293,6 @@ class Remote:
         for i in range(0, len(object_keys), 1000):
             c.delete_objects(Bucket=self.bucket.name, Delete={
                 "Objects": [{"Key": k} for k in object_keys[i:i + 1000]], "Quiet": True})
-
-
-def _counter(progress: Progress | None, total: int | None) -> Callable[[int], None] | None:
-    """boto3's transfer callback (bytes since the last call) as a running total."""
-    if progress is None:
-        return None
-    done = 0
-
-    def step(more: int) -> None:
-        nonlocal done
-        done += more
-        progress(done, total)
-
-    return step
 
 
 def _missing(e: BaseException) -> bool:

@@ -11,6 +11,7 @@ that never answers (S5), ``gc --remote`` outside its prefix (S6).
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import socket
@@ -146,3 +147,69 @@ def test_a_store_that_never_answers_costs_seconds(tmp_path: Path,
         assert not list((tmp_path / "down").glob("*"))  # nothing half-written
     finally:
         silent.close()
+
+
+# -- S2: a download stops at the recorded size ------------------------------------------------
+
+class Flood:
+    """An HTTP server that answers every GET with an endless chunked body, no length, any
+    range ignored: what a broken or hostile store in front of the bucket could send."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        flood = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                chunk = os.urandom(2**20)
+                with contextlib.suppress(OSError):
+                    while flood.sent < 2**30:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        flood.sent += len(chunk)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_download_stops_at_the_recorded_size(s3_bucket: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    bucket = remote.parse(s3_bucket)
+    recorded, key = 10 * 2**10, bucket.object_key("a" * 64)
+    boto3.client("s3").put_object(Bucket=bucket.name, Key=key, Body=os.urandom(3 * 2**20))
+    warned: list[str] = []
+    seen: list[int] = []
+    dest = tmp_path / "down" / "w-1.0-py3-none-any.whl"
+    store = remote.Remote(bucket, warned.append)
+    assert not store.fetch(key, "a" * 64, dest, recorded, lambda done, _: seen.append(done))
+    assert max(seen, default=0) <= recorded, f"{max(seen)} bytes came for a {recorded} row"
+    assert len(warned) == 1 and "larger than the wheel the store recorded" in warned[0], warned
+    assert store.usable()  # a bad object, not a store that is down
+    assert not list(dest.parent.iterdir())
+    # A server that ignores the range and says no length: cut at the first chunk past it.
+    flood = Flood()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", flood.url)
+        cut = remote.Remote(bucket, warned.append)
+        seen.clear()
+        assert not cut.fetch(key, "a" * 64, dest, recorded, lambda done, _: seen.append(done))
+        assert max(seen, default=0) <= recorded and "larger than" in warned[-1], warned
+        time.sleep(0.5)
+        assert flood.sent < 64 * 2**20, f"{flood.sent} bytes sent for a {recorded} row"
+        assert not list(dest.parent.iterdir())
+    finally:
+        flood.close()
