@@ -52,6 +52,18 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _WHEEL = re.compile(r"^[\w.+-]+\.whl$")
 
 
+_FLIGHTS: dict[tuple[str, str], threading.Lock] = {}
+_FLIGHTS_LOCK = threading.Lock()
+
+
+def in_flight(bucket: str, object_key: str) -> threading.Lock:
+    """The lock of one object's download in this process: the probe threads that need one
+    wheel (an overlay base shared by a round's probes, say) wait on the one download in
+    flight and then find its file, instead of fetching the object once each."""
+    with _FLIGHTS_LOCK:
+        return _FLIGHTS.setdefault((bucket, object_key), threading.Lock())
+
+
 class Unavailable(Exception):
     """The object store did not answer, or refused: local work goes on."""
 

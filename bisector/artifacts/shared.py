@@ -116,17 +116,24 @@ class Shared:
         if rec is None:
             return None
         dest = wheel_dir(a.key) / name
-        if not (dest.is_file() and known_sha256(dest) == rec.sha256):
-            self.events.phase(a.commit_sha, f"downloading {name} from {self.remote.bucket.url}")
-            with self.downloading(name) as progress:
-                if not self.remote.fetch(rec.object_key, rec.sha256, dest, rec.size, progress):
-                    return None
-            if (sums := dest.parent / SUMS).exists():  # this box's own build, replaced
-                sums.write_text(f"{rec.sha256}  {name}\n")
-            self.events.note(f"downloaded {a.commit_sha[:12]}'s wheel from "
-                             f"{self.remote.bucket.url} ({rec.size / 2**20:.1f} MiB, sha256 "
-                             f"checked)")
+        with remote.in_flight(self.remote.bucket.url, rec.object_key):  # one at a time
+            here = dest.is_file() and known_sha256(dest) == rec.sha256
+            if not here and not self._download(a, rec, dest):
+                return None
         return replace(a, path=str(dest), sha256=rec.sha256, size=rec.size)
+
+    def _download(self, a: ArtifactRecord, rec: remote_rows.RemoteRecord, dest: Path) -> bool:
+        assert self.remote is not None
+        name, url = dest.name, self.remote.bucket.url
+        self.events.phase(a.commit_sha, f"downloading {name} from {url}")
+        with self.downloading(name) as progress:
+            if not self.remote.fetch(rec.object_key, rec.sha256, dest, rec.size, progress):
+                return False
+        if (sums := dest.parent / SUMS).exists():  # this box's own build, replaced
+            sums.write_text(f"{rec.sha256}  {name}\n")
+        self.events.note(f"downloaded {a.commit_sha[:12]}'s wheel from {url} "
+                         f"({rec.size / 2**20:.1f} MiB, sha256 checked)")
+        return True
 
     @contextmanager
     def downloading(self, name: str) -> Iterator[Callable[[int, int | None], None]]:

@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import select
@@ -25,9 +26,15 @@ from sqlalchemy import select
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts import remote
 from bisector.artifacts.cache import file_sha256
+from bisector.artifacts.shared import Shared
 from bisector.base import defaults
+from bisector.base.events import QuietEvents
+from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.store import models as m
+from bisector.store import remote as remote_rows
+from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import open_store
+from bisector.store.records import NewArtifact
 from tests.support import _free_port, run_cli
 
 pytestmark = [pytest.mark.adversarial]
@@ -213,3 +220,54 @@ def test_a_download_stops_at_the_recorded_size(s3_bucket: str, tmp_path: Path,
         assert not list(dest.parent.iterdir())
     finally:
         flood.close()
+
+
+# -- S3: one download per object per process --------------------------------------------------
+
+class Notes(QuietEvents):
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def test_probe_threads_share_one_download(s3_bucket: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four probe threads need one built wheel (a round's overlays on one base ask for it
+    through ``Shared.existing``): the object comes down once, the others wait for it."""
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tmp_path / "made" / "torchlet-1.0-py3-none-any.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(os.urandom(24 * 2**20))
+    digest, size = file_sha256(wheel), wheel.stat().st_size
+    store = open_store(str(tmp_path / "team.db"))
+    artifacts = ArtifactStore(store)
+    row = artifacts.save(NewArtifact("k" * 64, "c" * 40, ArtifactKind.SOURCE,
+                                     ArtifactStatus.OK, {}, path=str(wheel), sha256=digest,
+                                     size=size))
+    bucket = remote.parse(s3_bucket)
+    events = Notes()
+    shared = Shared(artifacts, cast(Any, None), cast(Any, None), events,
+                    remote=remote.Remote(bucket, events.note))
+    shared.publish(row)  # box a's upload
+    assert remote_rows.find(store, bucket.url, row.key) is not None
+    wheel.unlink()  # this is box b: the row's path leads nowhere here
+    start = threading.Barrier(4)
+    got: list[object] = []
+
+    def probe() -> None:
+        start.wait()
+        found = shared.existing(row.key)
+        got.append(found.path if found is not None else None)
+
+    threads = [threading.Thread(target=probe) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    downloads = [n for n in events.notes if n.startswith("downloaded ")]
+    assert len(downloads) == 1, events.notes
+    assert len(got) == 4 and len(set(got)) == 1 and got[0] is not None, got
+    assert file_sha256(Path(str(got[0]))) == digest
+    assert not list(Path(str(got[0])).parent.glob(".*.part"))
