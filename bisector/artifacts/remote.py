@@ -266,9 +266,8 @@ class Remote:
         state = cache_dir() / "uploads" / f"{digest}.json"
         state.parent.mkdir(parents=True, exist_ok=True)
         done: dict[int, str] = {}
-        upload_id = None
-        if state.exists():
-            upload_id = json.loads(state.read_text()).get("upload_id")
+        upload_id = _saved_upload(state, key)
+        if upload_id is not None:
             try:
                 listed = c.list_parts(Bucket=self.bucket.name, Key=key, UploadId=upload_id)
                 done = {int(p["PartNumber"]): str(p["ETag"]) for p in listed.get("Parts", [])
@@ -278,7 +277,9 @@ class Remote:
         if upload_id is None:
             upload_id = c.create_multipart_upload(Bucket=self.bucket.name, Key=key,
                                                   Metadata={"sha256": digest})["UploadId"]
-            state.write_text(json.dumps({"upload_id": upload_id, "key": key}))
+            part = state.with_name(f".{state.name}.{os.getpid()}.{threading.get_ident()}")
+            part.write_text(json.dumps({"upload_id": upload_id, "key": key}))
+            os.replace(part, state)  # whole or absent, whatever stops this process
         parts = -(-size // self.part_bytes)
         with path.open("rb") as f:
             for n in range(1, parts + 1):
@@ -305,6 +306,23 @@ class Remote:
         for i in range(0, len(object_keys), 1000):
             c.delete_objects(Bucket=self.bucket.name, Delete={
                 "Objects": [{"Key": k} for k in object_keys[i:i + 1000]], "Quiet": True})
+
+
+def _saved_upload(state: Path, key: str) -> str | None:
+    """The upload id a state file keeps for ``key``; None when there is none to resume. A
+    file that is empty (a full disk, a kill -9 mid-write), cut, not JSON, or not this key's
+    is removed: the upload starts afresh rather than failing on it for good."""
+    try:
+        saved = json.loads(state.read_bytes())
+        upload_id = saved["upload_id"]
+        if not isinstance(upload_id, str) or not upload_id or saved.get("key", key) != key:
+            raise ValueError("not a resumable upload of this object")
+        return upload_id
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):  # JSON and Unicode errors included
+        state.unlink(missing_ok=True)
+        return None
 
 
 def _missing(e: BaseException) -> bool:

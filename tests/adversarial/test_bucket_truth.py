@@ -271,3 +271,32 @@ def test_probe_threads_share_one_download(s3_bucket: str, tmp_path: Path,
     assert len(got) == 4 and len(set(got)) == 1 and got[0] is not None, got
     assert file_sha256(Path(str(got[0]))) == digest
     assert not list(Path(str(got[0])).parent.glob(".*.part"))
+
+
+# -- S4: a broken multipart state is discarded ------------------------------------------------
+
+@pytest.mark.parametrize("saved", ["", "{\"upload_id\": \"abc", "[]", "{\"upload_id\": 7}",
+                                   "{\"upload_id\": \"\"}", "\xff\xfe not text"],
+                         ids=["empty", "cut", "a-list", "a-number", "no-id", "not-utf8"])
+def test_a_broken_multipart_state_starts_the_upload_afresh(
+        s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saved: str) -> None:
+    """A state file left empty by a full disk or a kill -9 mid-write (or any other junk) is
+    dropped, and the upload starts over: the wheel reaches the bucket, with no warning and no
+    minute without the store."""
+    import boto3
+
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    bucket = remote.parse(s3_bucket)
+    wheel = tmp_path / "big-1.0-py3-none-any.whl"
+    wheel.write_bytes(os.urandom(11 * 2**20))  # three parts of 5 MiB: a multipart upload
+    digest, size = file_sha256(wheel), wheel.stat().st_size
+    state = tmp_path / "cache" / "uploads" / f"{digest}.json"
+    state.parent.mkdir(parents=True)
+    state.write_bytes(saved.encode("latin-1"))
+    warned: list[str] = []
+    store = remote.Remote(bucket, warned.append, part_bytes=5 * 2**20)
+    assert store.push(wheel, digest, size) == bucket.object_key(digest), warned
+    assert not warned and store.usable()
+    assert not state.exists()  # completed: nothing left to resume
+    head = boto3.client("s3").head_object(Bucket=bucket.name, Key=bucket.object_key(digest))
+    assert head["ContentLength"] == size
