@@ -8,7 +8,9 @@ interrupted) is never removed, nor what was used in the last ``GC_GRACE_S``; the
 older than the age asked, then least recently used objects until the bucket fits the size
 asked (:func:`bisector.app.gc.choose`, the local cache's rule). A removed object's rows go
 first, so no box starts to download an object that is going; an object another kept row
-still names (the same bytes built for two settings) stays.
+still names (the same bytes built for two settings) stays. Only keys bisector uploads under
+the configured prefix are ever deleted: a row naming another key (another team's prefix, a
+hand-edited row) is kept and said, never trusted to pick what goes.
 """
 
 from __future__ import annotations
@@ -72,7 +74,11 @@ def collect(store: Store, remote: Remote, *, max_size: int | None, older_than_s:
     pairs = _items(store, bucket)
     need = gc.needs(store)
     for item, row in pairs:
-        if row.artifact_key in need.keys:
+        if not remote.bucket.owns(row.object_key):
+            item.protected = (f"its key is outside {bucket}/sha256/ (gc --remote deletes only "
+                              f"what it uploads there): check the remote_object rows that "
+                              f"name them")
+        elif row.artifact_key in need.keys:
             item.protected = need.keys[row.artifact_key]
         elif item.last_used > now - grace_s:
             item.protected = f"used in the last {grace_s / 60:.0f} minutes"

@@ -50,6 +50,7 @@ Progress = Callable[[int, int | None], None]
 RETRY_S = defaults.OBJECT_STORE_DOWN_S
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _WHEEL = re.compile(r"^[\w.+-]+\.whl$")
+_OBJECT = re.compile(r"(?:[^/]+/)*sha256/[0-9a-f]{64}")
 
 
 _FLIGHTS: dict[tuple[str, str], threading.Lock] = {}
@@ -86,6 +87,13 @@ class Bucket:
 
     def object_key(self, digest: str) -> str:
         return f"{self.prefix}/sha256/{digest}" if self.prefix else f"sha256/{digest}"
+
+    def owns(self, object_key: str) -> bool:
+        """``object_key`` is one bisector uploads under this prefix (``PREFIX/sha256/HEX``):
+        the only keys ``gc --remote`` may delete, whatever a row of the store names (another
+        team's prefix, a hand-edited row, a ``..`` a server folds away)."""
+        return _OBJECT.fullmatch(object_key) is not None and \
+            object_key == self.object_key(object_key.rsplit("/", 1)[-1])
 
 
 def parse(url: str, where: str = "--artifacts") -> Bucket:
@@ -301,7 +309,11 @@ class Remote:
         return min(self.part_bytes, size - (n - 1) * self.part_bytes)
 
     def remove(self, object_keys: list[str]) -> None:
-        """Delete objects (``bisect gc --remote``); a failure leaves them, with the warning."""
+        """Delete objects (``bisect gc --remote``); a failure leaves them, with the warning.
+        A key outside this prefix is refused before anything is deleted."""
+        if foreign := [k for k in object_keys if not self.bucket.owns(k)]:
+            raise UsageError(f"{len(foreign)} key(s) outside {self.bucket.url}/ not deleted "
+                             f"({foreign[0]!r}...): gc --remote deletes only what it uploads")
         c = self._client()
         for i in range(0, len(object_keys), 1000):
             c.delete_objects(Bucket=self.bucket.name, Delete={

@@ -300,3 +300,45 @@ def test_a_broken_multipart_state_starts_the_upload_afresh(
     assert not state.exists()  # completed: nothing left to resume
     head = boto3.client("s3").head_object(Bucket=bucket.name, Key=bucket.object_key(digest))
     assert head["ContentLength"] == size
+
+
+# -- S6: gc --remote deletes only under its prefix --------------------------------------------
+
+def test_gc_remote_deletes_only_under_its_prefix(s3_bucket: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows of the store name the objects gc removes; one that names a key outside the
+    configured prefix (another team's, a hand-edited or hostile row, a ``..`` the server
+    folds away) leaves that object where it is, and says so."""
+    import boto3
+
+    from bisector.app import gc, remote_gc
+
+    monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+    bucket = remote.parse(s3_bucket)
+    s3 = boto3.client("s3")
+    store = open_store(str(tmp_path / "team.db"))
+    wheel = tmp_path / "w-1.0-py3-none-any.whl"
+    wheel.write_bytes(os.urandom(2**16))
+    digest = file_sha256(wheel)
+    ours = remote.Remote(bucket, pytest.fail).push(wheel, digest, wheel.stat().st_size)
+    assert ours == bucket.object_key(digest)
+    kept = ["precious/data.bin", f"{bucket.prefix}/notes.txt",
+            f"{bucket.prefix}x/sha256/{digest}"]
+    for key in kept:
+        s3.put_object(Bucket=bucket.name, Key=key, Body=b"not bisector's")
+    # The server refuses to store a key with "..", and may fold one it is asked to delete.
+    others = [*kept, f"{bucket.prefix}/../precious/data.bin"]
+    then = remote.now().replace(year=2020)
+    for i, key in enumerate([ours, *others]):
+        remote_rows.record(store, remote_rows.RemoteRecord(bucket.url, f"artifact-{i}", key,
+                                                           f"{i}" * 64, 10, "w.whl", then))
+    warned: list[str] = []
+    got = remote_gc.collect(store, remote.Remote(bucket, warned.append), max_size=0,
+                            older_than_s=None, dry_run=False, now=time.time() + 7200)
+    assert not got.errors and not warned, (got.errors, warned)
+    assert [str(i.path) for i in got.remove] == [ours]
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket.name).get("Contents", [])}
+    assert ours not in listed
+    assert set(kept) <= listed, listed
+    said = "\n".join(gc.describe(got))
+    assert f"kept {len(others)} item(s)" in said and "outside" in said, said
