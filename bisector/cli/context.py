@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bisector.base.errors import StoreError
 from bisector.store.location import sqlite_path
 
 if TYPE_CHECKING:
@@ -31,11 +32,13 @@ class Ctx:
     def store(self, create: bool = True, reads_only: bool = False) -> Store:
         """The store, opened on first use; ``reads_only``: the command never writes to it."""
         # lazy: SQLAlchemy and Alembic, for the commands that open the store
-        from bisector.store.db import check_sqlite_file, open_store
+        from bisector.store.db import check_sqlite_file, open_store, read_only_line
 
         if self._store is None:
             self._store = open_store(self.db, create=create, reads_only=reads_only)
             self._whole = not reads_only
+        elif not reads_only and self._store.read_only and (path := sqlite_path(self.db)):
+            raise StoreError(read_only_line(path))  # opened to read as it is, now to write
         elif not reads_only and not self._whole and (path := sqlite_path(self.db)):
             check_sqlite_file(path)  # opened to read, now to write: checked whole first
             self._whole = True

@@ -5,6 +5,7 @@ one JSON object on stdout. ``main()`` in cli/__init__.py runs the click group th
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import sys
@@ -31,7 +32,7 @@ def json_error(args: list[str], message: str, kind: str, exit_code: int) -> None
 def run(group: click.Group, args: list[str], prog_name: str | None,
         store_named: Callable[[], str]) -> None:
     """``group`` on ``args``, each failure mapped; ``store_named``: the store the command
-    opened, as its line names it when a query meets a damaged page."""
+    opened, as its line names it when a query meets a damaged page or a full disk."""
     debug = "--debug" in args
     try:
         group.main(args=args, prog_name=prog_name, standalone_mode=False)
@@ -64,13 +65,14 @@ def run(group: click.Group, args: list[str], prog_name: str | None,
         fail(args, UsageError(needed), debug)
     except Exception as e:
         # A damaged SQLite page met by a query (a large store is not read whole when a command
-        # that only reads opens it): one line as well. Anything else is a bug, with its
-        # traceback.
-        if "sqlalchemy" not in sys.modules and "sqlite3" not in sys.modules:
+        # that only reads opens it), or a full disk (SQLite's SQLITE_FULL, ENOSPC): one line as
+        # well. Anything else is a bug, with its traceback.
+        full = isinstance(e, OSError) and e.errno == errno.ENOSPC
+        if not full and "sqlalchemy" not in sys.modules and "sqlite3" not in sys.modules:
             raise
-        from bisector.store.db import damaged  # lazy: only on this path
+        from bisector.store.db import store_trouble  # lazy: only on this path
 
-        line = damaged(e, store_named())
+        line = store_trouble(e, store_named())
         if line is None:
             raise
         fail(args, line, debug)

@@ -4,11 +4,14 @@ SQLite gets WAL and a busy timeout so two bisections (or a worker and a `bisect 
 one file; every verdict is committed in its own short transaction. The schema is the Alembic
 migrations' (a new database gets the same tables in one step); a database written by a newer
 bisector, or a file that is not a bisector database at all, is refused with a message instead of
-being "fixed".
+being "fixed". A store that cannot be written here (a read-only mount, an archive) is read
+as it is by the commands that only read, and refused with one line by those that write; a full
+disk is said as such, never taken for damage.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
@@ -47,8 +50,9 @@ from bisector.store.location import SCHEMA_HEAD as SCHEMA_HEAD
 
 # Where the store is lives in location.py (no SQLAlchemy); re-exported for the callers here.
 from bisector.store.location import default_db as default_db
-from bisector.store.location import sqlite_path
+from bisector.store.location import read_only, sqlite_path
 from bisector.store.location import url_from as url_from
+from bisector.store.peek import open_ro
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -115,10 +119,12 @@ class Store:
     (backoff, up to ``defaults.STORE_RETRY_S``) when it went away: a PostgreSQL restart in the
     middle of a bisection is a pause, not a crash. Past that wait, or when the server dies in
     the middle of a transaction, the connection error is raised; callers that own a run turn
-    it into one line (:meth:`lost`)."""
+    it into one line (:meth:`lost`). ``read_only``: a SQLite store that cannot be written
+    here, opened for reading only (:func:`open_store`)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, read_only: bool = False) -> None:
         self.engine = engine
+        self.read_only = read_only
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self.retry_s = defaults.STORE_RETRY_S
 
@@ -177,7 +183,11 @@ class Store:
 def open_store(db: str, *, create: bool = True, reads_only: bool = False) -> Store:
     """The store at ``db``, migrated to head (made when ``create``). ``reads_only``: the caller
     only reads (list, show, log, serve...), so a large SQLite file is not checked page by
-    page first (:func:`check_sqlite_file`); a caller that writes always has it checked."""
+    page first (:func:`check_sqlite_file`); a caller that writes always has it checked.
+
+    A SQLite store that cannot be written here is opened for reading only when the caller
+    only reads (no migration, no journal or WAL set up, SQLite's ``mode=ro``), and refused
+    with one line when it would write."""
     url = url_from(db)
     if (path := sqlite_path(db)) is not None:
         if path.is_dir():
@@ -185,6 +195,10 @@ def open_store(db: str, *, create: bool = True, reads_only: bool = False) -> Sto
                              f"{path / 'bisector.db'}")
         if not path.exists() and not create:
             raise StoreError(f"no bisector database at {path}: run a bisection first or fix --db")
+        if read_only(path):
+            if not reads_only:
+                raise StoreError(read_only_line(path))
+            return _open_read_only(path, url)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
@@ -213,6 +227,25 @@ def open_store(db: str, *, create: bool = True, reads_only: bool = False) -> Sto
     return Store(engine)
 
 
+def read_only_line(path: Path) -> str:
+    """The one line for a command that writes, given a store that cannot be written here."""
+    return (f"cannot write {path}: it is read-only here (a read-only mount, or the file or "
+            f"its folder not writable by you) and this command writes to the store: copy it "
+            f"somewhere writable and pass --db, or fix its permissions (show, log, list, "
+            f"workers and serve read it as it is)")
+
+
+def _open_read_only(path: Path, url: str) -> Store:
+    """A store that cannot be written here, for reading: every connection SQLite's read-only
+    one (store/peek.py: ``open_ro``), nothing migrated and no journal mode set; a store that
+    would need a migration is refused (:func:`migrate`)."""
+    check_sqlite_file(path, whole=False)
+    engine = create_engine(url, creator=lambda: open_ro(path, timeout=30), pool_pre_ping=True)
+    event.listen(engine, "connect", _sqlite_pragmas)
+    migrate(engine, read_only=path)
+    return Store(engine, read_only=True)
+
+
 def check_sqlite_file(path: Path, *, whole: bool = True) -> None:
     """Refuse a file that is not a SQLite database or is damaged, before anything writes to
     it: the header, the schema read back, then SQLite's quick_check of every page. That last
@@ -232,7 +265,7 @@ def check_sqlite_file(path: Path, *, whole: bool = True) -> None:
         )
     full = whole or path.stat().st_size <= defaults.SQLITE_FULL_CHECK_BYTES
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = open_ro(path)
         try:
             con.execute("PRAGMA schema_version").fetchone()
             con.execute("SELECT count(*) FROM sqlite_master").fetchone()
@@ -240,6 +273,14 @@ def check_sqlite_file(path: Path, *, whole: bool = True) -> None:
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
+        if disk_full(e, path):
+            raise StoreError(_full_line(str(path), e)) from None
+        if read_only(path) and getattr(e, "sqlite_errorname", "").startswith(
+                ("SQLITE_CANTOPEN", "SQLITE_READONLY")):
+            raise StoreError(
+                f"cannot read {path} where it is ({e}): it is read-only here, and SQLite reads "
+                f"a store in WAL mode through a {path.name}-shm file beside it, which it cannot "
+                f"make there: copy the store somewhere writable and pass --db") from None
         raise StoreError(_damaged_line(str(path), e)) from None
     if ok is None or ok[0] != "ok":
         raise StoreError(
@@ -260,14 +301,71 @@ def damaged(e: BaseException, db: str) -> StoreError | None:
     checked page by page when a command that only reads opens it), or None for anything
     else."""
     orig = getattr(e, "orig", e)
-    if not isinstance(orig, sqlite3.DatabaseError):
-        return None
-    if not any(words in str(orig).lower() for words in _DAMAGE):
+    if not _damage(orig):
         return None
     return StoreError(_damaged_line(str(sqlite_path(db) or db), orig))
 
 
-def migrate(engine: Engine, *, new_in_one_step: bool = True) -> None:
+def _damage(e: BaseException) -> bool:
+    return isinstance(e, sqlite3.DatabaseError) and any(words in str(e).lower()
+                                                         for words in _DAMAGE)
+
+
+# Below this much free space, an I/O error of SQLite's on that disk is taken for it being full
+# (SQLite's "disk I/O error" when it cannot grow its shared-memory file, 32 KiB at a time).
+DISK_FULL_BELOW_BYTES = 2**20
+
+
+def disk_full(e: BaseException, path: Path | None = None) -> bool:
+    """Is ``e`` the disk being full: SQLite's SQLITE_FULL ("database or disk is full"), the
+    system's ENOSPC, PostgreSQL's disk_full (53100), or SQLite's I/O error on the disk of
+    ``path`` with almost no room left (SQLite says "disk I/O error" when it cannot grow its
+    shared-memory file there)?"""
+    orig = getattr(e, "orig", None) or e
+    if isinstance(orig, OSError):
+        return orig.errno == errno.ENOSPC
+    if getattr(orig, "sqlstate", None) == "53100":
+        return True
+    if not isinstance(orig, sqlite3.Error):
+        return False
+    name = getattr(orig, "sqlite_errorname", "")
+    if name == "SQLITE_FULL" or "database or disk is full" in str(orig).lower():
+        return True
+    return name.startswith("SQLITE_IOERR") and path is not None and _no_room(path)
+
+
+def _no_room(path: Path) -> bool:
+    """The file system of ``path`` has less than ``DISK_FULL_BELOW_BYTES`` free (for
+    this user: root may use the blocks kept back for it)."""
+    try:
+        st = os.statvfs(path if path.exists() else path.parent)
+    except OSError:
+        return False
+    free = (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+    return free < DISK_FULL_BELOW_BYTES
+
+
+def _full_line(where: str, e: BaseException) -> str:
+    why = str(getattr(e, "orig", None) or e).strip().splitlines()
+    return (f"the disk holding {where} is full ({why[0] if why else 'no space left'}): the "
+            f"store is intact; free some space there (bisect gc, if bisector's caches are on "
+            f"it) and run the command again (bisect resume finishes a bisection it stopped)")
+
+
+def store_trouble(e: BaseException, db: str) -> StoreError | None:
+    """The one line for a failure a command met in the store ``db`` that is no bug: its disk
+    full (also a file of bisector's own on a full disk: ENOSPC names it), or SQLite damage
+    (:func:`damaged`); None for anything else."""
+    path = sqlite_path(db)
+    if disk_full(e, path):
+        orig = getattr(e, "orig", None) or e
+        named = orig.filename if isinstance(orig, OSError) and orig.filename else None
+        return StoreError(_full_line(str(named or path or db), e))
+    return damaged(e, db)
+
+
+def migrate(engine: Engine, *, new_in_one_step: bool = True,
+            read_only: Path | None = None) -> None:
     """Bring the schema to head, refusing foreign or newer databases without writing to them.
 
     The usual case (already at head) takes no lock and loads no Alembic. Anything else is
@@ -277,19 +375,29 @@ def migrate(engine: Engine, *, new_in_one_step: bool = True) -> None:
     migration in turn, which rebuilds SQLite tables again and again (half a second on the
     first command of a new store); the test that migrations and models agree keeps the two
     ways equal, and Alembic takes the stamp like its own.
+
+    ``read_only``: the file of a store that cannot be written here; one not at head is refused
+    with what it would need, and nothing (not even the lock's file) is written.
     """
-    if _heads_and_tables(engine)[0] == {SCHEMA_HEAD}:
+    current, tables = _heads_and_tables(engine)
+    if current == {SCHEMA_HEAD}:
         return
+    if read_only is not None:
+        _refuse_foreign(current, tables)
+        if not current:
+            raise StoreError(f"no bisector database in {read_only} (it holds no table), and "
+                             f"it is read-only here: point --db at a bisector database")
+        _refuse_newer(current)
+        raise StoreError(
+            f"{read_only} is at schema revision {sorted(current)[0]}, older than this "
+            f"bisector's {SCHEMA_HEAD}, and read-only here: bringing it up to date writes to "
+            f"it: copy it somewhere writable and pass --db (or open it once where it can be "
+            f"written)")
     with migration_lock(engine):
         current, tables = _heads_and_tables(engine)
         if current == {SCHEMA_HEAD}:
             return
-        if not current and tables - {"alembic_version"}:
-            raise StoreError(
-                f"the database holds tables of another application "
-                f"({', '.join(sorted(tables)[:3])}...): point --db at a bisector database "
-                f"or an empty one"
-            )
+        _refuse_foreign(current, tables)
         if not current and new_in_one_step:
             with engine.begin() as conn:
                 from bisector.store.models import Base  # lazy: the models import is heavy
@@ -298,20 +406,34 @@ def migrate(engine: Engine, *, new_in_one_step: bool = True) -> None:
                 _stamp(conn)
             return
         from alembic import command  # lazy: a store at head never needs it
-        from alembic.script import ScriptDirectory
 
+        _refuse_newer(current)
         cfg = alembic_config()
-        script = ScriptDirectory.from_config(cfg)
-        known = {rev.revision for rev in script.walk_revisions()}
-        unknown = sorted(r for r in current if r not in known)
-        if unknown:
-            raise StoreError(
-                f"the database is at schema revision {unknown[0]}, newer than this bisector "
-                f"knows: upgrade bisector (pip install -U bisector)"
-            )
         with engine.begin() as conn:
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+
+
+def _refuse_foreign(current: set[str], tables: set[str]) -> None:
+    if not current and tables - {"alembic_version"}:
+        raise StoreError(
+            f"the database holds tables of another application "
+            f"({', '.join(sorted(tables)[:3])}...): point --db at a bisector database "
+            f"or an empty one"
+        )
+
+
+def _refuse_newer(current: set[str]) -> None:
+    from alembic.script import ScriptDirectory  # lazy: a store at head never needs it
+
+    script = ScriptDirectory.from_config(alembic_config())
+    known = {rev.revision for rev in script.walk_revisions()}
+    unknown = sorted(r for r in current if r not in known)
+    if unknown:
+        raise StoreError(
+            f"the database is at schema revision {unknown[0]}, newer than this bisector "
+            f"knows: upgrade bisector (pip install -U bisector)"
+        )
 
 
 def _stamp(conn: Connection) -> None:
@@ -332,6 +454,10 @@ def _heads_and_tables(engine: Engine) -> tuple[set[str], set[str]]:
                                                        "alembic_version"))} \
                 if "alembic_version" in tables else set()
     except (OperationalError, DatabaseError) as e:
+        where = engine.url.database if engine.dialect.name == "sqlite" else None
+        if disk_full(e, Path(where) if where else None):
+            raise StoreError(_full_line(where or engine.url.render_as_string(
+                hide_password=True), e)) from None
         raise StoreError(
             f"cannot open the database {engine.url.render_as_string(hide_password=True)} "
             f"({e.orig}): check --db / BISECTOR_DB and that the server is running"

@@ -44,6 +44,14 @@ def sqlite_path(db: str) -> Path | None:
     return Path(name) if rest.startswith("/") and name else None
 
 
+def read_only(path: Path) -> bool:
+    """A SQLite store's file that exists but cannot be written here: the file, or the folder
+    SQLite writes its journal and shared-memory files in (a read-only mount, an archive
+    whose permissions say so, another user's store). It can be read as it is, never
+    migrated or written."""
+    return path.is_file() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+
+
 def absent(db: str) -> bool:
     """A SQLite store whose file does not exist yet: nothing was ever stored there, and a
     query can say so without creating it (a folder or a damaged file is not absent: opening

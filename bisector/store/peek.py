@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from dataclasses import dataclass
+from pathlib import Path
 
-from bisector.store.location import SCHEMA_HEAD, sqlite_path, url_from
+from bisector.store.location import SCHEMA_HEAD, read_only, sqlite_path, url_from
 
 QUERY = ("SELECT id, state, good_ref, bad_ref FROM bisection ORDER BY id DESC LIMIT {limit}")
 CONNECT_TIMEOUT_S = 2
@@ -24,6 +26,43 @@ class Recent:
     state: str
     good: str
     bad: str
+
+
+def open_ro(path: Path, timeout: float = 1) -> sqlite3.Connection:
+    """A connection that never writes to the SQLite store at ``path`` (SQLite's ``mode=ro``).
+
+    A store in WAL mode is read through a shared-memory file beside it (``-shm``), which SQLite
+    makes on first use; where the folder cannot be written (a read-only mount, an archived
+    store) and there is none, ``mode=ro`` cannot open it. A store nobody can be writing
+    (:func:`unwritten`) is then opened as immutable, which needs no file beside it. Raises
+    sqlite3.Error (or OSError) when it cannot be read. Not tied to its thread: a pool
+    (store/db.py) hands it to one thread at a time.
+    """
+    uri = path.absolute().as_uri()
+    con = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, check_same_thread=False)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()  # SQLite opens the file on first use
+        return con
+    except sqlite3.OperationalError:
+        con.close()
+        if not unwritten(path):
+            raise
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=timeout,
+                           check_same_thread=False)
+
+
+def unwritten(path: Path) -> bool:
+    """Nobody can be writing the store at ``path``, so SQLite may read it as immutable (no
+    lock taken, no file made beside it): it cannot be written here (:func:`read_only`), no
+    write-ahead log beside it holds changes not yet in the file (immutable would skip them),
+    and no one else can write it either: its file system is mounted read-only, the file has
+    no write permission for anyone (an archive), or this process is root (what stops root
+    stops everyone). Another user's live store in a folder of theirs is none of these."""
+    wal = path.with_name(path.name + "-wal")
+    if not read_only(path) or (wal.exists() and wal.stat().st_size > 0):
+        return False
+    return (bool(os.statvfs(path).f_flag & os.ST_RDONLY) or path.stat().st_mode & 0o222 == 0
+            or os.geteuid() == 0)
 
 
 def recent(db: str, limit: int = 50) -> list[Recent]:
@@ -40,7 +79,7 @@ def _sqlite(db: str, limit: int) -> list[tuple[object, ...]]:
     path = sqlite_path(db)
     if path is None or not path.is_file():
         return []
-    con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=1)
+    con = open_ro(path)
     try:
         return con.execute(QUERY.format(limit=int(limit))).fetchall()
     finally:
@@ -79,9 +118,13 @@ def _reader(db: str) -> sqlite3.Connection | None:
     if path is None or not path.is_file():
         return None
     try:
-        con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=1)
+        con = open_ro(path)
+    except (sqlite3.Error, OSError):
+        return None
+    try:
         heads = {r[0] for r in con.execute("SELECT version_num FROM alembic_version")}
     except sqlite3.Error:
+        con.close()
         return None
     if heads != {SCHEMA_HEAD}:
         con.close()

@@ -34,7 +34,7 @@ from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError, UsageError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
-from bisector.store.db import Store, damaged
+from bisector.store.db import Store, store_trouble
 
 LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
 LIST_LIMIT = 200
@@ -187,9 +187,9 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=404)
 
     async def store_failed(request: Request, exc: Exception) -> Response:
-        """A damaged store is one line saying so (503: the server is fine, its store is not),
-        never a bare 500; anything else is left to raise."""
-        line = damaged(exc, store.url)
+        """A damaged store, or one on a full disk, is one line saying so (503: the server is
+        fine, its store is not), never a bare 500; anything else is left to raise."""
+        line = store_trouble(exc, store.url)
         if line is None:
             raise exc
         return PlainTextResponse(line.message, status_code=503)
