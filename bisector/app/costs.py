@@ -3,6 +3,10 @@ what the step took on this repository (:mod:`bisector.store.durations`), else th
 this kind of project (its profile's), else PyTorch-sized defaults. Every figure says where it
 came from, because a default build of an hour is right for PyTorch and wrong by three orders of
 magnitude for a small project (a cold plan of a 12 s job once projected 8.4 h).
+
+An oracle run is priced by that oracle's own runs only: other oracles of the same repository
+say nothing about this one (a 30 s training step was once projected at 2 s from the 2 s checks
+run there before). Until it has run it is priced by its kind (:func:`unrun_oracle`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import git
 
 from bisector.base import defaults
 from bisector.base.errors import UsageError
+from bisector.oracle.dashboard import benchmark_runs
 from bisector.project.profiles import COMPILED_BUILD_S, COMPILED_SUFFIXES, GENERIC, Profile
 from bisector.store.durations import Measured
 
@@ -48,6 +53,33 @@ def price(overrides: Mapping[str, float], measured: Mapping[str, tuple[Measured,
         else:
             costs[step], sources[step] = default, {"from": "default"}
     return costs, sources
+
+
+def unrun_oracle(argv: tuple[str, ...] | None, project: Mapping[str, float], kind: str
+                 ) -> tuple[float, dict[str, Any]]:
+    """The price of one run of an oracle that has no runs in this store, and where it came
+    from: a dashboard report's benchmark (``--from-report``) at its models' usual time
+    (:data:`~bisector.base.defaults.BENCHMARK_MODEL_RUN_S` a model, each round), any other
+    oracle at the default oracle run of this kind of project (``project``, named ``kind``),
+    else bisector's own default."""
+    bench = benchmark_runs(argv)
+    if bench is not None:
+        models, rounds = bench
+        each = defaults.BENCHMARK_MODEL_RUN_S
+        return models * rounds * each, {
+            "from": "default",
+            "for": f"PyTorch's benchmark of {models} model(s), {rounds} round(s) a run, "
+                   f"{human(each)} a model's run"}
+    if "oracle" in project:
+        return project["oracle"], {"from": "default", "for": kind}
+    return DEFAULT_COSTS["oracle"], {"from": "default"}
+
+
+def unrun_note(seconds: float, source: Mapping[str, Any]) -> str:
+    """What the plan says of an oracle it prices without a run of its own."""
+    what = f"the {describe_source(source)}" if source.get("for") else "bisector's default"
+    return (f"no runs of this oracle yet: priced at {human(seconds)} a run from {what}; other "
+            f"oracles' runs never price it (--cost oracle=SECONDS sets it)")
 
 
 # An assembled wheel (artifacts/assemble.py): read from the tree and zipped, no backend run.

@@ -11,7 +11,8 @@ out every culprit position they contradict). Steps are priced with what they too
 repository when that was measured, the default of its kind of project otherwise, and
 ``--cost`` over both (:mod:`bisector.app.costs`); the report says which, because a default
 build of an hour is right for PyTorch and wrong by three orders of magnitude for a small
-project.
+project. An oracle run is priced by that oracle's own runs, never another's: an oracle that has
+not run yet is priced by its kind, and a note says so.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from bisector.app.costs import (
     price,
     project_costs,
     trees_assemble,
+    unrun_note,
+    unrun_oracle,
 )
 from bisector.app.overlap import with_prefetch
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
@@ -315,11 +318,13 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
         out.append(f"performance oracle, paired: {PERF_MEAN_RUNS} runs a commit on average "
                    f"({paired.TYPICAL_PAIRS} of its own, as many of the good endpoint's "
                    f"beside them); at most twice max-runs pairs a commit")
-    if sampling.confirm_runs:
+    if sampling.confirm_runs and sampling.kind is Kind.PERFORMANCE:
+        out.append(f"confirmation included: the culprit paired about {paired.TYPICAL_PAIRS} "
+                   f"times beside its parent, then its revert beside the same parent runs "
+                   f"(--no-confirm leaves it out)")
+    elif sampling.confirm_runs:  # pairs are a performance oracle's alone: not named here
         out.append(f"confirmation included: culprit, parent and revert run "
-                   f"{sampling.confirm_runs} time(s) each, a performance oracle's paired "
-                   f"about {paired.TYPICAL_PAIRS} times beside its parent (--no-confirm "
-                   f"leaves it out)")
+                   f"{sampling.confirm_runs} time(s) each (--no-confirm leaves it out)")
     return out
 
 
@@ -346,10 +351,9 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
     measured: dict[str, tuple[durations.Measured, str]] = {}
     if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
         measured["build"] = (build, f"{cfg.profile} source builds of this repository")
+    # Only this oracle's own runs: another oracle's say nothing of this one (unrun_oracle).
     if (oracle := durations.oracle_seconds(store, p.oracle.sha256)) is not None:
         measured["oracle"] = (oracle, "runs of this oracle")
-    elif (oracle := durations.repo_oracle_seconds(store, cfg.repo)) is not None:
-        measured["oracle"] = (oracle, "oracle runs on this repository")
     for step, m in durations.obtaining_seconds(store, cfg.repo).items():
         measured[step] = (m, f"{step} probes of this repository (all but the oracle run)")
     profile = get_profile(cfg.profile)
@@ -358,6 +362,10 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         trees_assemble(parts.repos(), [cands[0], cands[-1]])
     project, kind = project_costs(profile, compiled, assembles)
     table, sources = price(costs, measured, project, kind)
+    notes = list(p.span.notes)
+    if sources["oracle"]["from"] == "default":
+        table["oracle"], sources["oracle"] = unrun_oracle(p.oracle.argv, project, kind)
+        notes.append(unrun_note(table["oracle"], sources["oracle"]))
     prebuilt = [{"position": pb.position, "commit": pb.wheel.commit, "kind": pb.wheel.kind,
                  "filename": pb.wheel.filename, "source": pb.wheel.source,
                  "sha256_from": pb.wheel.sha256_from} for pb in cfg.prebuilts]
@@ -372,7 +380,7 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         parts.provider, len(cands), table,
         missing=[pb.filename for pb in found.missing] if found else [],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
-        prebuilt=prebuilt, notes=list(p.span.notes), known=known, cost_sources=sources,
+        prebuilt=prebuilt, notes=notes, known=known, cost_sources=sources,
         sampling=sampling_for(p.oracle.meta, cfg.request.confirm))
     # Both figures: plain bisection's projection and the prior's (a range before the bad
     # endpoint has run: its failure is the evidence).

@@ -165,3 +165,11 @@ WATCH_STEP_MOVE_BUILDS = 6
 PREFETCH_PER_SLOT = int(os.environ.get("BISECTOR_PREFETCH_PER_SLOT", "2"))
 PREFETCH_FREE_BYTES = 8 * 2**30
 SPECULATIVE_BUILD_PRICE = 0.25
+
+# `bisect plan`'s price of one model's run of PyTorch's benchmark script (the oracle of a
+# dashboard report, --from-report), before that oracle has run in this store: loading the
+# model, compiling it with inductor (cold, most of the time) and timing its iterations. A round
+# figure, not a measurement here: a run of the oracle benchmarks every model of its range once
+# a round, so it is priced at models x rounds x this (oracle/dashboard.py: benchmark_runs), and
+# once it has run in the store its own runs price it instead.
+BENCHMARK_MODEL_RUN_S = 120.0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bisector.oracle.command import READER_MARK, command_oracle
+from bisector.oracle.command import READER_MARK, command_oracle, reads_benchmark
 from bisector.oracle.script import Oracle
 from bisector.project.dashboard import DTYPES, METRICS, MODES, SUITES, Range
 
@@ -87,6 +87,18 @@ def through_file(argv: list[str], folder: Path) -> list[str]:
     models = folder.resolve() / "models.txt"  # the reader runs in the probed tree
     models.write_text("".join(f"{m}\n" for m in argv[MODELS_AT].split(",")))
     return [*argv[:MODELS_AT], f"@{models}", *argv[MODELS_AT + 1:]]
+
+
+def benchmark_runs(argv: tuple[str, ...] | None) -> tuple[int, int] | None:
+    """(models, rounds) that one run of a dashboard oracle benchmarks: every model of its range
+    once a round, :data:`RUNS` rounds (one for a pass rate: it stops after its first); None
+    for any other oracle. What ``bisect plan`` prices an oracle with before it has run."""
+    if argv is None or not reads_benchmark(argv) or len(argv) <= MODELS_AT:
+        return None
+    way, rounds, models = argv[4], argv[5], argv[MODELS_AT]
+    if not rounds.isdigit() or models.startswith("@"):
+        return None
+    return len([m for m in models.split(",") if m]), 1 if way == "pass" else int(rounds)
 
 
 def threshold(r: Range) -> str | None:

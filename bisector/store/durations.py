@@ -71,16 +71,6 @@ def oracle_seconds(store: Store, oracle_sha256: str) -> Measured | None:
         return _mean(float(d) for d in s.scalars(q))
 
 
-def repo_oracle_seconds(store: Store, repo_path: str) -> Measured | None:
-    """Mean oracle run of any oracle in this repository's bisections (the runs they paid for)."""
-    q = (_oracle_runs()
-         .join(m.Probe, m.Probe.run_id == m.RunRow.id)
-         .join(m.Bisection, m.Bisection.id == m.Probe.bisection_id)
-         .where(m.Bisection.repo_path == repo_path, m.Probe.reused.is_(False)))
-    with store.session() as s:
-        return _mean(float(d) for d in s.scalars(q))
-
-
 def probe_seconds(store: Store, repo_path: str, oracle_sha256: str | None = None
                   ) -> Measured | None:
     """Mean paid-for probe of this repository: its wall time as the probe measured it, or, for

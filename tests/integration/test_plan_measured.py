@@ -63,14 +63,14 @@ def test_plan_after_a_bisection_reuses_its_verdicts_and_measured_costs(home: Pat
     assert forced["costs"]["build"] == 600
     assert forced["cost_sources"]["build"] == {"from": "--cost"}
 
-    # Another oracle (other bytes) reuses no verdict, but its builds are cached now, and its
-    # oracle runs are priced with what oracles took on this repository.
+    # Another oracle (other bytes) reuses no verdict, but its builds are cached now; its
+    # oracle runs are priced by its kind, never by another oracle's runs here.
     other = tmp_path / "norm_copy.py"
     shutil.copy(ROOT / "oracles" / "torchlet_norm.py", other)
     other.write_text(other.read_text() + "\n# the same check, other bytes\n")
     fresh = plan(db, h.path, good, bad, str(other))
     assert fresh["stored_verdicts"] == 0 and fresh["probes_max"] > 0
-    assert fresh["cost_sources"]["oracle"]["over"] == "oracle runs on this repository"
+    assert fresh["cost_sources"]["oracle"] == {"from": "default", "for": "torchlet projects"}
 
     text = run_cli("--db", str(db), "plan", "--repo", str(h.path), "--good", good, "--bad",
                    bad, "--oracle", "torchlet_norm").stdout

@@ -91,8 +91,6 @@ def test_oracle_seconds_count_runs_where_the_oracle_ran(store: Store) -> None:
                            run_id=run_id, verdict="good", round_=1)
     assert durations.oracle_seconds(store, ORACLE.sha256) == durations.Measured(3.0, 2)
     assert durations.oracle_seconds(store, "0" * 64) is None
-    assert durations.repo_oracle_seconds(store, "/repo") == durations.Measured(3.0, 2)
-    assert durations.repo_oracle_seconds(store, "/elsewhere") is None
 
 
 def test_time_left_comes_from_probes_measured_on_this_repository(store: Store) -> None:
