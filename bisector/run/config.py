@@ -103,6 +103,9 @@ class Request:
     skip: tuple[str, ...] = ()  # REF or A..B: untestable up front, never probed (as git's)
     term_old: str | None = None  # the words for good and bad in every output (as git's)
     term_new: str | None = None
+    # What showed the bad endpoint bad before this search (the watch's series of nightlies:
+    # a step of the performance oracle there); "": nothing, the search checks it first.
+    bad_shown: str = ""
 
     @property
     def gpu_list(self) -> tuple[str, ...]:

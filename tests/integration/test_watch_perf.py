@@ -137,6 +137,16 @@ def test_the_bisection_names_the_commit_and_its_report_shows_the_series(
     assert "1 finished" in r.stdout, r.stderr
     shown = json.loads(run_cli("show", "last", "--json", env=watched.env, check=True).stdout)
     assert shown["culprit"]["sha"] == watched.hist.main[SLOW_AT]
+    # The series showed the bad build bad: the search spends no pair on it (the nightlies'
+    # runs are evidence), and says so; the confirmation still measures the culprit afresh.
+    assert shown["result"]["perf"]["bad_shown"].startswith("the watch's series: +")
+    store = open_store(str(Path(watched.env["BISECTOR_HOME"]) / "data" / "bisector.db"),
+                       create=False)
+    with store.session() as s:
+        searched = {sha for sha, facts in s.execute(
+            select(m.RunRow.commit_sha, m.RunRow.facts)) if not facts.get("confirmation")}
+    assert watched.hist.main[40] not in searched and watched.hist.main[35] in searched
+    assert shown["result"]["confirmation"]["status"] == "confirmed"
     html = run_cli("show", "last", "--format", "html", env=watched.env, check=True).stdout
     assert 'id="series"' in html and 'class="series"' in html
     assert 'class="step slowdown"' in html

@@ -56,7 +56,18 @@ def request(flip: ws.FlipRecord, suite: Suite, spec: str, place: sources.Place) 
         find_fix=flip.kind in ("fix", ws.SPEEDUP), python=place.python,
         profile=place.profile.name, variant=place.variant,
         nightly_index=place.index if place.kind == "nightly" else None,
-        release_index=place.index if place.kind == "release" else None, **suite.start)
+        release_index=place.index if place.kind == "release" else None,
+        bad_shown=shown(flip), **suite.start)
+
+
+def shown(flip: ws.FlipRecord) -> str:
+    """The series' step that showed the bad build bad, as the search is told it: a
+    performance search then takes the bad endpoint as shown and spends no pair on it (the
+    nightlies' runs are evidence; the confirmation still measures the culprit afresh)."""
+    change, p = flip.facts.get("change"), flip.facts.get("p_value")
+    if flip.kind != ws.SLOWDOWN or change is None or p is None:
+        return ""
+    return f"the watch's series: {100 * float(change):+.1f} % between the builds (p {float(p):.2g})"
 
 
 def run_unfinished(p: Pass) -> None:

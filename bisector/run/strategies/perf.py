@@ -200,12 +200,15 @@ class Searched:
 
 
 def search(by_pos: dict[int, list[Run]], n: int, width: int, cap: int, base: paired.Rule,
-           find_fix: bool, prior_of: Callable[[bool], Prior | None]) -> Searched:
+           find_fix: bool, prior_of: Callable[[bool], Prior | None],
+           shown: bool = False) -> Searched:
     """The search's next step from every run so far (``base``: the threshold; the direction
     comes from the reference's runs). Until the bad endpoint is shown bad (a t-test of its
     pairs against the threshold, :func:`assess`), the endpoints are run; from then on one
     posterior over the change point chooses each next commit and says when to stop
-    (:func:`placed`). ``prior_of(ready)``: the prior over culprits, once ready."""
+    (:func:`placed`). ``prior_of(ready)``: the prior over culprits, once ready. ``shown``:
+    the bad endpoint was shown bad before (the watch's series): it is not run, unless a run
+    of it says otherwise."""
     like, refs = references(by_pos.get(0, []))
     if like is None:
         if sum(1 for r in by_pos.get(0, []) if r.own) >= 2 * UNTESTABLE_SKIPS:
@@ -225,6 +228,8 @@ def search(by_pos: dict[int, list[Run]], n: int, width: int, cap: int, base: pai
             known[p] = a.verdict
         else:
             wanted.append(p)
+    if shown and n - 1 not in known and n - 1 not in wanted:
+        known[n - 1] = Verdict.BAD
     ready = known.get(n - 1) is Verdict.BAD
     done = functools.partial(Searched, like=like, refs=tuple(refs), rule=rule, spread=spread,
                              assessed=assessed)
@@ -309,21 +314,24 @@ class Performance:
         last = max(own)[1] if own else None
         got = search(by_pos, v.n, v.width, sampling.perf_max_runs(meta.max_runs),
                      paired.Rule(perf.Direction.LOWER, meta.threshold), v.rules.find_fix,
-                     lambda ready: prior_for(v, ready))
+                     lambda ready: prior_for(v, ready), shown=bad_shown(v))
         if not isinstance(got.step, Next):
             summary: dict[str, object] | None = None
             if got.like is not None and got.spread is not None:
                 like, spread = got.like, got.spread
                 timed = [r.timed for r in got.refs]
                 table = [_row(v, p, a, like, got.after) for p, a in sorted(got.assessed.items())]
-                summary = {"perf": {
+                numbers: dict[str, object] = {
                     "threshold": meta.threshold, "unit": like.unit,
                     "direction": like.direction.value, "baseline_runs": len(got.refs),
                     "sought": "better" if v.rules.find_fix else "worse",
                     "baseline_median": perf.median([t.median for t in timed]),
                     "compared": "paired", "reference": paired.drift(timed),
                     "scale": {"sd": round(spread.used, 5), "dof": spread.dof},
-                    "commits": table}}
+                    "commits": table}
+                if bad_shown(v):  # the bad endpoint not run: what showed it bad instead
+                    numbers["bad_shown"] = v.record.settings["request"]["bad_shown"]
+                summary = {"perf": numbers}
             return Decision(answer_for(v, got.step, summary, got.rule), adopted, informed)
         wanted = list(got.step.positions)
         self.round += 1
@@ -353,6 +361,13 @@ def placed_step(post: perf_posterior.Posterior, skipped: set[int]) -> Step:
         if not isinstance(step, Next):
             return step
         known.update(dict.fromkeys(step.positions, Verdict.SKIP))
+
+
+def bad_shown(view: View) -> bool:
+    """Whether something before this search showed its bad endpoint bad (the watch's series:
+    ``Request.bad_shown``, stored with the bisection)."""
+    request = view.record.settings.get("request") or {}
+    return bool(request.get("bad_shown")) and view.offset == 0
 
 
 def known_window(by_pos: dict[int, list[Run]], view: View) -> int:
