@@ -58,6 +58,7 @@ class Setting:
     hunts: int
     load: int = 0  # another job's load on for this many runs, off for as many (0: none)
     correlated: bool = False  # run-to-run noise large, within-run noise tiny
+    shown: bool = False  # the bad endpoint shown bad before (a watch's series): never run
 
 
 class Machine:
@@ -130,7 +131,7 @@ class Hunt:
     def __init__(self, s: Setting, culprit: int, rng: random.Random, new: bool) -> None:
         from bisector.core import paired, perf
 
-        self.m, self.new = Machine(s, culprit, rng), new
+        self.m, self.new, self.shown = Machine(s, culprit, rng), new, s.shown
         self.rule = paired.Rule(perf.Direction.LOWER, s.threshold)
         self.cap = paired.DEFAULT_MAX_PAIRS
 
@@ -145,7 +146,8 @@ class Hunt:
         rounds = 0
         while True:
             if self.new:  # the shipped search, as Performance.decide calls it
-                got = strategy.search(runs, N, 1, self.cap, self.rule, False, lambda _: None)
+                got = strategy.search(runs, N, 1, self.cap, self.rule, False, lambda _: None,
+                                      shown=self.shown)
                 step, spread = got.step, got.spread
             else:
                 step, spread = self._old_step(runs)
@@ -243,7 +245,7 @@ def deterministic() -> float:
 
 def _setting(s: Setting) -> dict[str, tuple[float, float, float, float]]:
     seed = round(s.slowdown * 1000 + s.threshold * 100 + s.drift * 10) + s.bimodal + s.load \
-        + 7 * s.correlated
+        + 7 * s.correlated + 13 * s.shown
     culprits = random.Random(seed).choices(range(1, N), k=s.hunts)
     out = {}
     before = int(os.environ.get("BENCH_PERF_BEFORE_HUNTS", "1000"))
@@ -257,13 +259,13 @@ def _setting(s: Setting) -> dict[str, tuple[float, float, float, float]]:
     return out
 
 
-SETTINGS = (  # slowdown, threshold, drift, bimodal, load, correlated
+SETTINGS = (  # slowdown, threshold, drift, bimodal, load, correlated[, shown]
     (0.50, 0.20, 0.0, False, 0, False), (0.50, 0.20, 1.0, False, 0, False),
     (0.50, 0.20, 1.0, True, 0, False), (0.30, 0.10, 1.0, True, 0, False),
     (0.20, 0.10, 0.5, True, 0, False), (0.10, 0.05, 0.0, False, 0, False),
     (0.10, 0.05, 1.0, True, 0, False), (0.50, 0.05, 1.0, True, 0, False),
     (0.50, 0.20, 0.0, False, 11, False), (0.20, 0.10, 1.0, True, 11, False),
-    (0.50, 0.20, 0.0, False, 0, True))
+    (0.50, 0.20, 0.0, False, 0, True), (0.50, 0.20, 0.0, False, 0, False, True))
 
 
 def bench_perf_drift(line: Callable[[str, str], None]) -> None:
@@ -271,8 +273,8 @@ def bench_perf_drift(line: Callable[[str, str], None]) -> None:
 
     hunts = int(os.environ.get("BENCH_PERF_HUNTS", "5000"))
     before = min(hunts, int(os.environ.get("BENCH_PERF_BEFORE_HUNTS", "1000")))
-    settings = [Setting(sd, th, dr, bi, hunts, load, co)
-                for sd, th, dr, bi, load, co in SETTINGS]
+    settings = [Setting(sd, th, dr, bi, hunts, load, co, *rest)
+                for sd, th, dr, bi, load, co, *rest in SETTINGS]
     print(f"13. performance on a drifting machine: {hunts} hunts a row after, the first {before} "
           f"of them before (its mean is steady by then: the replaced rule costs 3x the time), "
           f"{N} commits, "
@@ -281,14 +283,15 @@ def bench_perf_drift(line: Callable[[str, str], None]) -> None:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=min(len(settings), os.cpu_count() or 1)) as pool:
         rows = list(pool.map(_setting, settings))
-    print(f"  {'slow':>5} {'thr':>4} {'drift':>5} {'modes':>5} {'load':>4} {'corr':>4} | "
+    print(f"  {'slow':>5} {'thr':>4} {'drift':>5} {'modes':>5} {'load':>4} {'more':>5} | "
           f"{'after (shipped)':>30} | {'before (Wilcoxon, 7 pairs)':>30} | after/before")
     for s, row in zip(settings, rows, strict=True):
         cells = [f"{r:6.1%} {w:5.1%} {u:5.1%} {runs:6.1f}" for r, w, u, runs in
                  (row["after"], row["before"])]
         print(f"  {s.slowdown:>5.0%} {s.threshold:>4.0%} {1 + s.drift:>4.1f}x "
               f"{'2' if s.bimodal else '1':>5} {s.load or '-':>4} "
-              f"{'yes' if s.correlated else '-':>4} | " + " | ".join(cells) +
+              f"{'corr' if s.correlated else 'shown' if s.shown else '-':>5} | "
+              + " | ".join(cells) +
               f" | {row['after'][3] / row['before'][3]:.2f}")
     right = min(row["after"][0] for row in rows)
     wrong = sum(row["after"][1] for row in rows)
