@@ -109,26 +109,56 @@ def _shown(value: Any, cap: int) -> str:
     return line(str(value)[:cap])
 
 
+def _quoted(value: Any) -> str:
+    """A value of the report as an error names it: quoted, cut, one line."""
+    return line(repr(value if isinstance(value, str | int | float | bool) else
+                     str(value))[:60])
+
+
 def _word(value: Any, what: str) -> str:
     if isinstance(value, str) and WORD.fullmatch(value):
         return value
-    raise ValueError(f"{what} {line(repr(str(value)[:60]))} is not a plain name")
+    if value is None:
+        raise ValueError(f"group_info has no {what}")
+    raise ValueError(f"group_info.{what} {_quoted(value)} is not a plain name")
 
 
-def _points(raw: Any) -> list[dict[str, Any]]:
-    return [p for p in raw if isinstance(p, dict)] if isinstance(raw, list) else []
-
-
-def _commit(p: dict[str, Any]) -> str | None:
+def _point(p: Any, where: str) -> dict[str, Any]:
+    """A point of a window, checked: an object whose commit is a sha and whose flag, if any,
+    is true or false. The error names the point, its field and the value at fault (a point
+    skipped silently once turned a placeholder commit into "no flagged point ends its target
+    window")."""
+    if not isinstance(p, dict):
+        raise ValueError(f"{where} is {_quoted(p)}, not an object with a commit")
     c = p.get("commit")
-    return c if isinstance(c, str) and SHA.fullmatch(c) else None
+    if c is None:
+        raise ValueError(f"{where} has no commit")
+    if not (isinstance(c, str) and SHA.fullmatch(c)):
+        raise ValueError(f"{where}: commit {_quoted(c)} is not a sha (7 to 40 hexadecimal "
+                         f"digits)")
+    if p.get("flag") not in (None, True, False):
+        raise ValueError(f"{where}: flag {_quoted(p['flag'])} is not true or false")
+    return p
+
+
+def _points(result: dict[str, Any], field: str) -> list[dict[str, Any]]:
+    """The points of the result's ``field`` (absent: none), each checked (:func:`_point`)."""
+    raw = result.get(field)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ValueError(f"{field} is {_quoted(raw)}, not a list of points")
+    return [_point(p, f"point {i} of {field}") for i, p in enumerate(raw, 1)]
 
 
 def _threshold(policy: dict[str, Any]) -> float:
     """The policy's ratio as the fraction a commit may be worse (0.95 or 1.15: 5 % or 15 %)."""
     ratio = policy.get("threshold")
-    if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
+    if ratio is None:
         raise ValueError("its policy has no threshold")
+    if isinstance(ratio, bool) or not isinstance(ratio, int | float) or \
+            not math.isfinite(ratio) or ratio <= 0:
+        raise ValueError(f"its policy's threshold {_quoted(ratio)} is not a positive ratio")
     change = abs(1.0 - float(ratio))
     if not 0 < change < 1:
         raise ValueError(f"its policy threshold {ratio} allows no change")
@@ -137,21 +167,26 @@ def _threshold(policy: dict[str, Any]) -> float:
 
 def _range(result: dict[str, Any]) -> tuple[str, str]:
     """(good, bad): around the trailing run of flagged points of the target window."""
-    points = [p for p in _points(result.get("points")) if _commit(p)]
-    base = [p for p in _points(result.get("all_baseline_points"))
-            or _points([result.get("baseline_point")]) if _commit(p)]
+    points = _points(result, "points")
+    base = _points(result, "all_baseline_points")
+    if not base and result.get("baseline_point") is not None:
+        base = [_point(result["baseline_point"], "baseline_point")]
     run = 0
     for p in reversed(points):
         if not p.get("flag"):
             break
         run += 1
+    if not points:
+        raise ValueError("its target window has no points (points)")
     if not run:
-        raise ValueError("no flagged point ends its target window")
+        raise ValueError(f"no flagged point ends its target window (point {len(points)} of "
+                         f"points, {points[-1]['commit'][:12]}, is not flagged)")
     first_bad = points[len(points) - run]
     before = points[:len(points) - run] or base[-1:]
     if not before:
-        raise ValueError("no commit before its flagged points")
-    return str(_commit(before[-1])), str(_commit(first_bad))
+        raise ValueError("no point before its flagged points (every point of points is "
+                         "flagged, and all_baseline_points and baseline_point are absent)")
+    return str(before[-1]["commit"]), str(first_bad["commit"])
 
 
 def _series(result: dict[str, Any], policy: dict[str, Any]) -> Series:
@@ -161,16 +196,18 @@ def _series(result: dict[str, Any], policy: dict[str, Any]) -> Series:
         raise ValueError("no group_info")
     metric = _word(gi.get("metric"), "metric")
     if metric.lower() not in METRICS:
-        raise ValueError(f"metric {metric} has no benchmark column bisector knows")
+        raise ValueError(f"group_info.metric {metric!r} has no benchmark column bisector "
+                         f"knows ({', '.join(METRICS)})")
     suite = _word(gi.get("suite"), "suite")
     if suite not in SUITES:
-        raise ValueError(f"suite {suite} is none of {', '.join(sorted(SUITES))}")
+        raise ValueError(f"group_info.suite {suite!r} is none of {', '.join(sorted(SUITES))}")
     if not gi.get("model"):
         raise ValueError("a suite-wide series (no model): bisect one of its models")
     dtype = _word(gi.get("dtype") or "amp", "dtype")
     mode = _word(gi.get("mode") or "inference", "mode")
     if dtype not in DTYPES or mode not in MODES:
-        raise ValueError(f"dtype {dtype} or mode {mode} is no flag of the benchmark scripts")
+        raise ValueError(f"group_info.dtype {dtype!r} or mode {mode!r} is no flag of the "
+                         f"benchmark scripts")
     compiler = gi.get("compiler")
     if compiler not in (None, "", "inductor"):
         raise ValueError(f"compiler {_shown(compiler, 40)} is not inductor, the backend the "

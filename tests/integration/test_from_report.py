@@ -16,7 +16,7 @@ import pytest
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.project.dashboard import parse
 from tests.issue_rules import check
-from tests.support import cli, invoke, one_line_error, run_cli
+from tests.support import ROOT, cli, invoke, one_line_error, run_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SLOW_AT = 18
@@ -103,6 +103,45 @@ def test_the_issue_markdown_and_bad_reports_are_one_line_errors(home: Path,
     one_line_error(both, "--from-report takes the range and the oracle from the report: "
                          "drop --good")
     assert not (home / "data").exists() or not list((home / "data").glob("*.db"))
+
+
+def test_a_bad_point_is_named_with_its_field_and_value(home: Path, tmp_path: Path) -> None:
+    """The fixture as it is (its @Cn@ placeholders not filled in): the error names the point,
+    the field and the value, not "no flagged point ends its target window"."""
+    raw = tmp_path / "template.json"
+    raw.write_text((FIXTURES / "hud_regression_report.json").read_text())
+    r = invoke("plan", "--repo", str(tmp_path), "--from-report", str(raw))
+    one_line_error(r, "torchbench/BERT_pytorch/speedup: point 1 of points: commit '@C10@' is "
+                      "not a sha (7 to 40 hexadecimal digits)")
+    assert "no flagged point" not in r.stderr
+    main = [f"{i:040x}" for i in range(1, 40)]
+    doc = json.loads(_report(main))
+    bert, resnet = doc["report"]["results"][:2]
+    bert["points"][2]["flag"] = "yes"
+    resnet["all_baseline_points"][0]["commit"] = None
+    resnet["policy"]["threshold"] = "0.95"
+    skipped = parse(json.dumps(doc)).skipped
+    assert skipped[0] == ("torchbench/BERT_pytorch/speedup: point 3 of points: flag 'yes' is "
+                          "not true or false")
+    assert skipped[1] == "torchbench/resnet50/speedup: point 1 of all_baseline_points has no " \
+                         "commit"
+    resnet["all_baseline_points"][0]["commit"] = main[8]
+    assert parse(json.dumps(doc)).skipped[1] == ("torchbench/resnet50/speedup: its policy's "
+                                                 "threshold '0.95' is not a positive ratio")
+
+
+def test_the_sample_report_plans_against_the_demo_history(home: Path, tmp_path: Path) -> None:
+    """docs/demo-report.json names commits of ``bisect demo``'s history (the same generator,
+    the same commits): ``bisect plan --from-report`` on that history works, as the docs say."""
+    hist = generate(tmp_path / "torchlet")  # bisect demo's history (app/demo/setup.py)
+    r = invoke("plan", "--repo", str(hist.path), "--profile", "torchlet", "--offline",
+               "--from-report", str(ROOT / "docs" / "demo-report.json"))
+    assert r.exit_code == 0, r.stderr
+    assert (f"range 1 of 1: torchbench speedup (inference, bfloat16, cuda) of BERT_pytorch, "
+            f"resnet50: {hist.main[144][:12]}..{hist.main[160][:12]}, threshold 5%") in r.stderr
+    assert "not bisected" not in r.stderr
+    assert r.stdout.startswith(f"{160 - 144 + 1} candidate commits"), r.stdout
+    assert "oracle      12 min  default for PyTorch's benchmark of 2 model(s)" in r.stdout
 
 
 @pytest.mark.e2e
