@@ -6,15 +6,16 @@ baseline measured at the start. The good endpoint (the reference) runs beside th
 all along: with one slot the runs alternate, candidate then reference, so each candidate run
 has a reference run just before and just after it; with several slots the reference runs in
 each round beside the candidates. Each candidate run is paired with its nearest reference runs
-in time and the paired differences decide (:mod:`bisector.core.paired`: a t-test against the
-oracle's threshold with the bisection's own scale, learnt from the reference against itself and
-every commit's repeated pairs). A commit gets one run a round and is compared after each, up
-to the oracle's ``max-runs`` (pairs per commit): a clear change is told by one pair once the
-reference has run a few times; one still undecided at the cap is a skip ("cannot tell"),
-never a guess.
-Decided commits feed the ordinary search (:func:`bisector.core.search.next_step`), so a
-performance bisection has the same endpoint checks, skips and windows as any other. The
-reference's own drift over the bisection is measured and shown with the answer.
+in time on its own GPU, and the paired differences decide (:mod:`bisector.core.paired`: a
+t-test against the oracle's threshold with the bisection's own scale, learnt from the reference
+against itself and every commit's repeated pairs). The bad endpoint is judged so after every
+pair (a clear change in one pair once the reference has run a few times; undecided at the
+oracle's ``max-runs`` pairs: a skip, "cannot tell", never a guess). Once it is bad, one
+posterior over the change point (:mod:`bisector.core.perf_posterior`) chooses each next
+commit, where its runs tell most about which commit moved the metric, and says when the
+search is done; its answer goes through :func:`bisector.core.search.next_step`, so a
+performance bisection has the same windows and skips as any other. The reference's own drift
+over the bisection is measured and shown with the answer.
 
 Only this bisection's own runs are paired: runs another bisection made (another day of the
 machine) are listed, never compared. Every run is a stored sample, so resume pairs the same runs
