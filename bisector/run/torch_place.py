@@ -51,15 +51,17 @@ def resolve(repo: git.Repo, sha: str, *, profile: str | None = None,
 
 
 def pick_profile(repo: git.Repo, sha: str, name: str | None) -> Profile:
-    """The named profile, else the one whose marker files the commit has."""
+    """The named profile, else the one whose marker files the commit has (read in-process
+    from the commit's tree: a ``git cat-file`` each was 15-40 ms a path, eight paths)."""
     if name:
         return get_profile(name)
+    tree = repo.commit(sha).tree
 
     def exists(path: str) -> bool:
         try:
-            repo.git.cat_file("-e", f"{sha}:{path}")
+            tree.join(path)
             return True
-        except git.GitCommandError:
+        except KeyError:
             return False
 
     return detect_profile(exists)
