@@ -35,6 +35,15 @@ class Installable:
     overlay: Path | None = None
     extra: tuple[str, ...] = ()
     sha256: str | None = None  # of ``wheel`` as stored: checked before it is installed
+    # Nothing to install: the oracle runs in the probed commit's tree (profiles.in_tree_at).
+    tree: bool = False
+
+
+# What a probe installs when its commit has nothing to build: nothing. Every such probe shares
+# one environment (the oracle's dependencies alone): neither its key nor its words name a
+# commit, so it is made once and reused by every probe, of any repository.
+IN_TREE = Installable(artifact_key("tree", "", {}), "the commit's tree (nothing to build)",
+                      tree=True)
 
 
 def find_installed(python: str, packages: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

@@ -1,7 +1,8 @@
 """Getting an installable torch for a commit, cheapest way first.
 
-The chain (``sources.py``, ``building.py``), in order: the installed torch when the commit is
-its base; the commit's package made before, in this box's cache, then in the team's object
+The chain (``sources.py``, ``building.py``), in order: nothing, for a commit with nothing to
+build (no Python packaging: the oracle runs in its tree); the installed torch when the commit
+is its base; the commit's package made before, in this box's cache, then in the team's object
 store; its own prebuilt wheel in an index (release or nightly); the stored fact that it does
 not build; a Python-only overlay on the nearest base whose difference is overlay-safe; a
 source build. The ranking (``ranking.py``)
@@ -48,13 +49,14 @@ class Provider:
                                remote.bucket.url if remote else None)
         shared = Shared(artifacts, repo, self.ranking, events or QuietEvents(), remote=remote)
         installed, index = chain.Installed(shared), chain.Index(shared, client_for)
+        self.tree = chain.Tree(shared)
         self.local, self.bucket = chain.LocalCache(shared), chain.ObjectStore(shared)
         self.broken = chain.Broken(shared)
         self.overlay = chain.Overlay(shared, installed, index)
         self.build = building.Build(shared)
         # The chain, cheapest first: adding a way is one class and one line here.
-        self.chain: tuple[Source, ...] = (installed, self.local, self.bucket, index,
-                                          self.broken, self.overlay, self.build)
+        self.chain: tuple[Source, ...] = (self.tree, installed, self.local, self.bucket,
+                                          index, self.broken, self.overlay, self.build)
 
     # The ranking, as the search and the plan ask for it.
     def kind(self, pos: int) -> str:
@@ -75,10 +77,10 @@ class Provider:
         raise AssertionError("the build source always answers")  # pragma: no cover
 
     def obtain_commit(self, sha: str, near: int) -> Answer:
-        """A commit outside the candidates (the culprit's revert on the bad endpoint): from
-        the cache, as an overlay on the wheel that served ``near`` when only Python files
-        differ, else built from source."""
-        for made in (self.local, self.bucket, self.broken):
+        """A commit outside the candidates (the culprit's revert on the bad endpoint): its
+        tree when it has nothing to build, else from the cache, as an overlay on the wheel
+        that served ``near`` when only Python files differ, else built from source."""
+        for made in (self.tree, self.local, self.bucket, self.broken):
             got = made.obtain(-1, sha)  # -1: no candidate, so no prebuilt wheel of its own
             if got is not None:
                 return got

@@ -19,7 +19,7 @@ from bisector.artifacts.installable import InstalledBase
 from bisector.artifacts.obtained import Recipe, Sources, usable
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base.kinds import ArtifactStatus
-from bisector.project.profiles import Profile
+from bisector.project.profiles import Profile, in_tree_at
 from bisector.store import remote as remote_rows
 from bisector.store.artifacts import ArtifactStore
 
@@ -51,6 +51,7 @@ class Ranking:
         self._derived: dict[str, Profile] = {}
         self._derived_changes: dict[str, overlay.ChangeIndex] = {}
         self._exact: dict[tuple[int, int], bool] = {}
+        self._trees: dict[str, bool] = {}
         self._lock = threading.RLock()
 
     # -- what the run learns ----------------------------------------------------------------
@@ -95,6 +96,24 @@ class Ranking:
             if ok:  # a base not built (yet) is asked again once it is
                 self._derived[base_sha] = derived
         return derived
+
+    def in_tree(self, sha: str) -> bool:
+        """Whether ``sha`` has nothing to build: its probe runs the oracle in its tree (the
+        profile's rule, ``profiles.in_tree_at``: a commit with no Python packaging under the
+        generic profile, every commit under the tree profile). Read once per commit."""
+        if self.profile.probe_tree != "unpackaged":
+            return self.profile.probe_tree == "always"
+        with self._lock:
+            if sha in self._trees:
+                return self._trees[sha]
+        try:
+            names = {str(e.name) for e in self._repo().commit(sha).tree}
+        except (ValueError, git.BadName, git.BadObject):
+            return False  # the build's own error says what is wrong with the commit
+        found = in_tree_at(self.profile, names.__contains__)
+        with self._lock:
+            self._trees[sha] = found
+        return found
 
     # -- ranking ----------------------------------------------------------------------------
 
@@ -207,6 +226,8 @@ class Ranking:
         return ok
 
     def kind(self, pos: int) -> str:
+        if self.in_tree(self.candidates[pos]):
+            return "cached"  # nothing to make: the tree is exported in milliseconds
         known = self._known_artifacts().get(self.candidates[pos])
         if known is ArtifactStatus.OK:
             return "cached"

@@ -1,9 +1,11 @@
 """The chain of ways to a commit's torch, each one job, asked in this order by
-``provider.Provider``: the installed torch (``--installed-base``), the local cache, the team's
-object store, the commit's own wheel in an index (release or nightly), the fact that it does
-not build, a Python-only overlay on a nearby base, a source build (``building.py``). Each
-answers, or passes (None) to the next. ``given.py`` has the two ways ``bisect check`` is
-handed a torch (the system's, a wheel file); ``shared.py`` what they all use.
+``provider.Provider``: nothing at all, when the commit has nothing to build (its probe runs
+the oracle in its tree, as ``git bisect run`` does); the installed torch
+(``--installed-base``), the local cache, the team's object store, the commit's own wheel in an
+index (release or nightly), the fact that it does not build, a Python-only overlay on a nearby
+base, a source build (``building.py``). Each answers, or passes (None) to the next.
+``given.py`` has the two ways ``bisect check`` is handed a torch (the system's, a wheel file);
+``shared.py`` what they all use.
 
 A prebuilt that fails (gone from the index, wrong hash) is dropped from the ranking for the
 rest of the run and the next way is tried, so a broken download can cost time but never a
@@ -19,12 +21,25 @@ from bisector.artifacts import overlay
 from bisector.artifacts.build import wheel_digest
 from bisector.artifacts.cache import wheel_dir
 from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
-from bisector.artifacts.installable import Installable
+from bisector.artifacts.installable import IN_TREE, Installable
 from bisector.artifacts.obtained import Answer, Obtained, installable
 from bisector.artifacts.prebuilt import triton_of
 from bisector.artifacts.shared import Shared, prebuilt_key
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
 from bisector.store.records import NewArtifact
+
+
+class Tree:
+    """A commit with nothing to build (``profiles.in_tree_at``: no Python packaging, or the
+    tree profile): nothing is obtained, and its probe runs the oracle in the commit's exported
+    tree. Asked first, so a build failure stored for it before (uv: "does not appear to be a
+    Python project") is never its answer again."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+
+    def obtain(self, pos: int, sha: str) -> Answer | None:
+        return Obtained(IN_TREE, None) if self.s.ranking.in_tree(sha) else None
 
 
 class Installed:

@@ -174,7 +174,10 @@ RANGE_OPTIONS = [
                  "behaviour in every output (with --term-new), as git bisect --term-old."),
     click.option("--term-new", default=None, metavar="WORD", help="The word for the new "
                  "behaviour (the one sought), as git bisect --term-new."),
-    click.option("--profile", default=None, help="Project profile (default: detected)."),
+    click.option("--profile", default=None,
+                 help="Project profile: pytorch, torchlet, generic, or tree (build nothing: "
+                 "the oracle runs in each commit's tree) (default: detected from the bad "
+                 "commit; tree when it has no pyproject.toml, setup.py or setup.cfg)."),
     click.option("--python", "python", default=None,
                  help="Interpreter for builds and probe environments (default: the first "
                  "python3, then python, on PATH that imports the profile's package)."),

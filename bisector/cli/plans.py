@@ -38,8 +38,8 @@ def print_plan(rep: Any, json_out: bool) -> None:
     for name in rep.missing[:10]:
         out.print(f"    {escape(name)}")
     out.print(f"  overlay-eligible commits: {k.get('overlay', 0)}")
-    out.print(f"  already built (cached): {k.get('cached', 0)}; known not to build: "
-              f"{k.get('broken', 0)}")
+    out.print(f"  already built, or nothing to build (cached): {k.get('cached', 0)}; known "
+              f"not to build: {k.get('broken', 0)}")
     out.print(f"  commits that would need a source build: {k.get('build', 0)}")
     out.print(f"  stored verdicts in the range: {rep.stored_verdicts} (reused, never run again)")
     if rep.stored_verdicts and rep.probes_max == 0:

@@ -143,6 +143,9 @@ os.execv(sys.executable, [sys.executable, sys.argv[3]])
 DOCKER_REFUSAL = ("--executor docker runs Python oracle files only: a command oracle (-- CMD) "
                   "or a script with its own #! line needs --executor local")
 
+TREE_REFUSAL = ("nothing to build at this commit (no Python packaging), and --executor docker "
+                "runs no oracle in a commit's tree: use --executor local")
+
 
 def docker_runs(oracle: Oracle) -> bool:
     """Whether this executor can run the oracle: the container starts a Python file with the
@@ -312,6 +315,8 @@ class DockerExecutor:
         """
         if not docker_runs(oracle):  # refused at start; a hand-edited store gets a skip
             return infra_skip(DOCKER_REFUSAL)
+        if inst.tree:  # nothing installed: the commit's tree is all there is to run on
+            return infra_skip(TREE_REFUSAL)
         run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(run_dir, 0o777)  # the oracle runs as the image's non-root user
         out, err = run_dir / "stdout.txt", run_dir / "stderr.txt"

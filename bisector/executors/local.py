@@ -237,7 +237,7 @@ class LocalExecutor:
             py = str(venv / "bin" / "python")
             step(running(oracle, commit, gpu))
             result = run_in_place(py, oracle, commit, run_dir, facts, gpu, self.trees,
-                                  self.env, facts_dir=told)
+                                  self.env, facts_dir=told, in_tree=inst.tree)
             t1 = time.monotonic()
             if pending:
                 if told is None or not any(told.glob("facts-*.json")):
@@ -273,7 +273,7 @@ def in_use(inst: Installable, oracle: Oracle, commit: str, env: Path | None) -> 
     """What a probe uses in the cache: its environment, the wheel's folder or the overlay it
     installs, and the exported tree a command runs in (paths outside the cache are skipped)."""
     return [env, inst.wheel.parent if inst.wheel is not None else None, inst.overlay,
-            trees_dir() / commit if commit and oracle.in_tree else None]
+            trees_dir() / commit if commit and (oracle.in_tree or inst.tree) else None]
 
 
 READY = ".bisector-ready"  # the environment is complete; its mtime: when a probe last used it
@@ -348,5 +348,5 @@ class SystemExecutor:
         facts_s = time.monotonic() - t0
         with inuse.using(in_use(inst, oracle, commit, None), f"probe of {commit[:12]}"):
             return with_phases(run_in_place(self.python, oracle, commit, run_dir, facts, gpu,
-                                            self.trees, self.env),
+                                            self.trees, self.env, in_tree=inst.tree),
                                environment=0.0, facts=facts_s)

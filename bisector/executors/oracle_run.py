@@ -35,12 +35,13 @@ from bisector.oracle.script import Oracle
 def run_in_place(  # noqa: PLR0913
     python: str, oracle: Oracle, commit: str, run_dir: Path, facts: dict[str, Any],
     gpu: str | None, trees: Callable[[str], Path] | None,
-    env: Mapping[str, str] | None = None, facts_dir: Path | None = None,
+    env: Mapping[str, str] | None = None, facts_dir: Path | None = None, in_tree: bool = False,
 ) -> RunResult:
     """:func:`run_oracle` where it belongs: a command in a fresh copy of the commit's tree
     (one that cannot be exported is a skip retried later), an oracle file in a scratch
-    folder."""
-    if not oracle.in_tree:
+    folder, unless ``in_tree``: a commit with nothing installed (``Installable.tree``), whose
+    tree is all an oracle file can look at, so it runs there too, cwd at its root."""
+    if not (oracle.in_tree or in_tree):
         return run_oracle(python, oracle, commit, run_dir, facts, gpu, env=env,
                           facts_dir=facts_dir)
     try:

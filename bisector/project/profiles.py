@@ -1,7 +1,8 @@
 """Project profiles: everything project-specific about building and identifying a commit.
 
 PyTorch is one profile; the synthetic torch-like project of the demo and tests is another, and
-the generic profile builds any Python project that ``uv build`` can build. Keeping this as data
+the generic profile builds any Python project that ``uv build`` can build; the tree profile builds
+nothing (a C, Rust or shell repository: probes run in the commit's tree). Keeping this as data
 means the tests drive the same code paths that a PyTorch bisection does.
 """
 
@@ -80,6 +81,11 @@ class Profile:
     # A pure-Python tree whose wheel is known without a backend is assembled, not built
     # (artifacts/assemble.py says when): the first probe of a small project in milliseconds.
     assemble_pure: bool = False
+    # When a probe builds nothing and runs the oracle in the commit's exported tree, as ``git
+    # bisect run`` does (:func:`in_tree_at`): "never" (a package is what is probed), "unpackaged"
+    # (a commit with no Python packaging, :data:`PACKAGING`: a build there can only fail),
+    # "always" (the tree profile: nothing is ever built or installed).
+    probe_tree: str = "never"
     # Seconds ``bisect plan`` prices each step at before anything was measured on the
     # repository (steps not named: plan's PyTorch-sized defaults). A small project must never
     # be priced with PyTorch's hour-long build: a cold plan of a 12 s job once said 8.4 h.
@@ -184,13 +190,38 @@ PYTORCH = Profile(
 # with compiled sources (COMPILED_SUFFIXES) with COMPILED_BUILD_S instead.
 GENERIC = Profile(name="generic", distribution=None, import_name=None, git_checkout=True,
                   build_env={"UV_NO_BUILD_ISOLATION": "0"}, derive_overlays=True,
-                  assemble_pure=True,
+                  assemble_pure=True, probe_tree="unpackaged",
                   costs={"oracle": 10.0, "cached": 2.0, "prebuilt": 10.0, "overlay": 3.0,
                          "build": 30.0})
 COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".pyx", ".rs", ".f90", ".go")
 COMPILED_BUILD_S = 600.0
 
-PROFILES = {p.name: p for p in (TORCHLET, PYTORCH, GENERIC)}
+# A repository git bisect can do and uv cannot build (C, Rust, shell, a Python tree with no
+# packaging), or a project whose oracle needs no install (``--profile tree``): every probe runs
+# the oracle in the commit's exported tree, cwd at its root, the chosen Python's environment
+# (the oracle's dependencies only, made once) first on PATH. Detected when the bad commit has
+# none of PACKAGING. Priced as an oracle run and nothing to make.
+TREE = Profile(name="tree", distribution=None, import_name=None, probe_tree="always",
+               costs={"oracle": 10.0, "cached": 0.5, "prebuilt": 0.5, "overlay": 0.5,
+                      "build": 0.5})
+
+# The files whose absence at a commit's root means uv has nothing to build there.
+PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")
+
+PROFILES = {p.name: p for p in (TORCHLET, PYTORCH, GENERIC, TREE)}
+
+
+def packaged(exists: Callable[[str], bool]) -> bool:
+    """Whether a commit (its root's paths, asked through ``exists``) has Python packaging."""
+    return any(exists(p) for p in PACKAGING)
+
+
+def in_tree_at(profile: Profile, exists: Callable[[str], bool]) -> bool:
+    """Whether a probe of the commit whose root ``exists`` answers for builds nothing and runs
+    the oracle in the commit's tree (the profile's ``probe_tree`` rule)."""
+    if profile.probe_tree == "always":
+        return True
+    return profile.probe_tree == "unpackaged" and not packaged(exists)
 
 
 def path_matches(path: str, patterns: tuple[str, ...]) -> bool:
@@ -208,11 +239,14 @@ def get_profile(name: str) -> Profile:
 
 
 def detect_profile(exists: Callable[[str], bool]) -> Profile:
-    """Pick a profile from the paths the bad commit has; generic when nothing matches."""
+    """Pick a profile from the paths the bad commit has: PyTorch's or torchlet's by their
+    markers; the tree profile when it has no Python packaging (a C, Rust or shell project:
+    nothing uv could build, so probes run in the commit's tree as ``git bisect run`` does);
+    generic otherwise."""
     for prof in (PYTORCH, TORCHLET):
         if all(exists(p) for p in prof.marker_paths):
             return prof
-    return GENERIC
+    return GENERIC if packaged(exists) else TREE
 
 
 def report_names(profile: str, repo: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ from bisector.oracle.command import oracle_for
 from bisector.oracle.manual import manual_oracle
 from bisector.oracle.script import Oracle, bundled_oracles_dir
 from bisector.project import history, limits, mirrors
-from bisector.project.profiles import Profile, get_profile
+from bisector.project.profiles import PACKAGING, Profile, get_profile
 from bisector.run import from_log, torch_place
 from bisector.run.config import (
     BuildConfig,
@@ -144,6 +144,8 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa:
     path = req.from_log.resolve() if req.from_log is not None else None
     log = None if path is None else from_log.read(repo, path, req.good, req.bad, req.find_fix)
     good, bad = (log.good, log.bad) if log is not None else (req.good, req.bad)
+    if log is not None and log.log.paths and not req.path:  # its start line's "-- PATHS"
+        req = replace(req, path=log.log.paths)
     span = history.resolve_range(repo, good, bad, first_parent=not req.ancestry_path,
                                  find_fix=req.find_fix)
     oracle = manual_oracle() if req.manual else oracle_for(
@@ -171,6 +173,12 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa:
     where = torch_place.resolve(repo, span.bad_sha, profile=req.profile, python=req.python,
                                 variant=req.variant)
     profile, interpreter, python = where.profile, where.interpreter, where.python
+    if profile.probe_tree == "always" and req.executor.sealed:
+        chosen = "--profile tree" if req.profile else (
+            f"the bad commit {span.bad_sha[:12]} has no Python packaging ({', '.join(PACKAGING)})")
+        raise UsageError(f"{chosen}: probes build nothing and run the oracle in each "
+                         f"commit's tree, which --executor docker does not do: use "
+                         f"--executor local")
     check_requires_python(repo, span.bad_sha, python, given=req.python is not None)
     span = replace(span, notes=(*span.notes, interpreter.note))
     # The oracle environment: what a local run inherits (TORCH_LOGS, TORCHINDUCTOR_*, ...)
