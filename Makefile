@@ -20,7 +20,8 @@ install: $(STAMP) ## Make .venv with bisector and the dev tools
 
 demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no Docker)
 	BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo
-	@echo 'The nightly path, offline (wheels served from 127.0.0.1, a range of dates, overlays):'
+	@echo 'The nightly path, offline, in a store of its own (data/demo/nightlies.db, made anew): wheels'
+	@echo 'served from 127.0.0.1, a range of dates, every probe a nightly wheel or an overlay on one:'
 	@echo '  BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo --nightlies'
 
 # Four pytest workers on two cores: most integration tests wait on processes (workers, oracles,

@@ -308,7 +308,8 @@ def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
 @click.option("--jobs", type=JOBS, default=None, help="Probes at once (no GPU needed).")
 @click.option("--nightlies", is_flag=True, help="The nightly path, offline: the history's "
               "nightly wheels served from 127.0.0.1, the range given as two dates, probes on "
-              "nightlies and overlays on them.")
+              "nightlies and overlays on them, in a store of its own made anew (nightlies.db "
+              "beside the history) unless --db or $BISECTOR_DB names one.")
 @click.option("--json", "json_out", is_flag=True)
 @click.pass_obj
 def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
@@ -321,7 +322,11 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     from bisector.app.demo.setup import demo as ready
     from bisector.cli.running import carry_out
 
-    with ready(directory, jobs, nightlies, err.print) as d:
+    # --db or $BISECTOR_DB: the user's store, else the nightly demo's own (app/demo/setup.py).
+    own = c.db == default_db() and not os.environ.get("BISECTOR_DB")
+    with ready(directory, jobs, nightlies, err.print, own_store=own) as d:
+        if d.store is not None:
+            c = Ctx(db=d.store, debug=c.debug)
         data = carry_out(lambda events, begun: bisections.start(c.store, d.request, events,
                                                                 begun=begun), json_out,
                          _db_flag(c))
