@@ -32,6 +32,7 @@ import click
 
 from bisector.base.errors import UsageError
 from bisector.base.paths import read_toml, user_config_file
+from bisector.cli.helptext import command_rows, summary
 
 FILE_NAME = "bisector.toml"
 ALL = "defaults"
@@ -325,9 +326,17 @@ class ConfiguredCommand(click.Command):
 
 
 class ConfiguredGroup(click.Group):
-    """A group whose subcommands (and sub-groups) show configured defaults in ``--help``."""
+    """A group whose subcommands (and sub-groups) show configured defaults in ``--help``, and
+    whose command list gives each command a whole sentence (cli/helptext.py), not click's
+    first characters cut with ``...``."""
 
     command_class = ConfiguredCommand
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, summary(command)) for name, command in command_rows(self, ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 ConfiguredGroup.group_class = ConfiguredGroup
