@@ -41,6 +41,11 @@ def run(group: click.Group, args: list[str], prog_name: str | None,
         err.print("error: aborted")
         json_error(args, "aborted", "Abort", 130)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as e:
+        # `bisect` (or `bisect oracle`) alone: the help, as click prints it (usage, options,
+        # the commands), on stderr with click's exit code 2; no error to fold into a line.
+        e.show()
+        sys.exit(e.exit_code)
     except click.ClickException as e:
         set_quiet(False)  # -q silences progress, never an error
         # One line, as every other error: what was wrong and where help is (click's own

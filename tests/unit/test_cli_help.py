@@ -1,4 +1,5 @@
-"""What ``bisect`` says of itself: every command's summary is a whole sentence (not
+"""What ``bisect`` says of itself: ``bisect`` alone prints its usage and command list (not one
+``error:`` line holding the whole help), every command's summary is a whole sentence (not
 click's first characters cut with ``...``), and the docs site's command reference, generated
 from the commands when the site is built, shows real defaults (never click's
 ``Sentinel.UNSET``) and the same summaries."""
@@ -44,6 +45,20 @@ def _reference_page() -> str:
     text: str = hooks.on_page_markdown(
         (ROOT / "docs" / "reference.md").read_text(encoding="utf-8"), page=page)
     return text
+
+
+def test_bisect_alone_prints_the_usage_and_the_commands(tmp_path: Path) -> None:
+    r = invoke(env={"BISECTOR_HOME": str(tmp_path)})
+    assert r.exit_code == 2  # click's own code for a group called with nothing
+    lines = r.stderr.splitlines()
+    assert lines[0] == "Usage: bisect [OPTIONS] COMMAND [ARGS]...", r.stderr
+    assert not any(ln.startswith("error:") for ln in lines), r.stderr
+    assert "Commands:" in lines
+    listed = {ln.split()[0] for ln in lines[lines.index("Commands:") + 1:]
+              if ln.startswith("  ") and not ln.startswith("   ")}
+    assert {"start", "plan", "show", "resume", "oracle"} <= listed
+    r = invoke("oracle", env={"BISECTOR_HOME": str(tmp_path)})
+    assert r.exit_code == 2 and r.stderr.startswith("Usage: bisect oracle "), r.stderr
 
 
 def test_every_summary_is_a_whole_sentence(tmp_path: Path) -> None:
