@@ -8,6 +8,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
+from bisector.store import fulltext
 from bisector.store.models import Base
 
 config = context.config
@@ -16,8 +17,10 @@ target_metadata = Base.metadata
 
 def include_name(name, type_, parent_names) -> bool:  # type: ignore[no-untyped-def]
     """Procrastinate's tables (the workers' queue, applied by bisector/workers/queue.py) are
-    its own schema: autogenerate must never propose dropping them."""
-    return not (type_ == "table" and name and name.startswith("procrastinate_"))
+    its own schema, and the failure text's index (bisector/store/fulltext.py) is no model:
+    autogenerate must never propose dropping them."""
+    return (not (type_ == "table" and name and name.startswith("procrastinate_"))
+            and fulltext.include_name(name, type_, parent_names))
 
 
 def run(connection) -> None:  # type: ignore[no-untyped-def]

@@ -28,7 +28,7 @@ from bisector.core.search import Verdict
 from bisector.executors.base import prepare
 from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
-from bisector.run import at_culprit, confirm
+from bisector.run import at_culprit, confirm, culprit_facts
 from bisector.run.into_merge import Inside, go_inside
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
@@ -290,6 +290,8 @@ class Runner:
             raise LeaseLost(f"bisection {b.id} was taken over by another process before it "
                             f"finished here")
         self.lease.stop_beating()
+        if culprit is not None:  # its author, PR and paths, for `bisect list`'s filters
+            culprit_facts.keep(self.store, self.record.repo_path, culprit)
         if culprit is not None and answer.culprit is not None and state is State.DONE:
             self.at_culprit(answer.culprit, culprit)
         if answer.stop:

@@ -158,8 +158,16 @@ def finish(store: Store, bisection_id: int, *, me: str, state: State, result: di
         res = s.execute(update(m.Bisection)
                         .where(m.Bisection.id == bisection_id, m.Bisection.owner == me)
                         .values(owner=None, state=state.value, result=result,
-                                culprit_sha=culprit_sha, message=message, in_flight=None))
+                                culprit_sha=culprit_sha, message=message, in_flight=None,
+                                culprit_inside=_inside(result)))
         return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+
+
+def _inside(result: dict[str, Any] | None) -> str | None:
+    """The commit inside a merge culprit the search named, kept beside the culprit so that
+    `bisect list --culprit` finds it from an index (store/queries.py)."""
+    sha = ((result or {}).get("into_merge") or {}).get("sha")
+    return str(sha) if sha else None
 
 
 def add_to_result(store: Store, bisection_id: int, entries: dict[str, Any]) -> None:

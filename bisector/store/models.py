@@ -18,6 +18,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Connection,
     DateTime,
     Float,
     ForeignKey,
@@ -27,9 +28,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from bisector.store import fulltext
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -62,6 +66,14 @@ class OracleRow(Base):
 
 class Bisection(Base):
     __tablename__ = "bisection"
+    __table_args__ = (
+        # `bisect list`'s filters (store/queries.py): each one an index's range or equality.
+        Index("ix_bisection_created_at", "created_at"),
+        Index("ix_bisection_culprit_sha", "culprit_sha"),
+        Index("ix_bisection_culprit_inside", "culprit_inside"),
+        Index("ix_bisection_oracle_name", "oracle_name"),
+        Index("ix_bisection_oracle_sha256", "oracle_sha256"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(
@@ -85,6 +97,9 @@ class Bisection(Base):
     heartbeat_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     culprit_sha: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    # The commit inside a merge culprit the search named (result["into_merge"]["sha"]), beside
+    # it so `bisect list --culprit` finds either from an index.
+    culprit_inside: Mapped[str | None] = mapped_column(String(40), nullable=True)
     message: Mapped[str | None] = mapped_column(Text, nullable=True)
     # {"round": R, "positions": [...]}: the probes dispatched and not all recorded yet.
     in_flight: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
@@ -176,12 +191,24 @@ class RunRow(Base):
     facts: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
+def _run_text(_table: Any, conn: Connection, **_: Any) -> None:
+    """A store made in one step gets the failure text's index as migration 0013 makes it."""
+    fulltext.install(conn)
+
+
+event.listen(RunRow.__table__, "after_create", _run_text)
+
+
 class Probe(Base):
     """One step of one bisection: which commit, which run, the verdict (good/bad/skip) that run
     meant for this bisection, and whether it was paid for now or reused."""
 
     __tablename__ = "probe"
-    __table_args__ = (UniqueConstraint("bisection_id", "seq"),)
+    __table_args__ = (
+        UniqueConstraint("bisection_id", "seq"),
+        # From a run to the bisections that used it: `list --text`, `bisect commit`.
+        Index("ix_probe_run_id", "run_id"),
+    )
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     bisection_id: Mapped[int] = mapped_column(
         ForeignKey("bisection.id", ondelete="CASCADE"), index=True
@@ -195,6 +222,34 @@ class Probe(Base):
     # The search step this probe belonged to: K probes of one round ran at once.
     round: Mapped[int | None] = mapped_column(Integer, nullable=True)
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class GitCommit(Base):
+    """What git said of a bisection's culprit when it was named (subject, author, pull request),
+    so `bisect list --author/--culprit #PR` and `bisect commit` ask the store, not a clone that
+    may be gone."""
+
+    __tablename__ = "git_commit"
+    sha: Mapped[str] = mapped_column(String(40), primary_key=True)
+    subject: Mapped[str] = mapped_column(Text)
+    author: Mapped[str] = mapped_column(Text)
+    author_email: Mapped[str] = mapped_column(Text)
+    authored_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    pr: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class CommitPath(Base):
+    """A path a culprit changed, and every folder above it (``torch``, ``torch/_inductor``,
+    ``torch/_inductor/lowering.py``): `list --touching FOLDER` is then one equality on an
+    index, the same on every database and collation."""
+
+    __tablename__ = "commit_path"
+    __table_args__ = (Index("ix_commit_path_path", "path", "sha"),)
+    sha: Mapped[str] = mapped_column(ForeignKey("git_commit.sha", ondelete="CASCADE"),
+                                     primary_key=True)
+    path: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    folder: Mapped[bool] = mapped_column(Boolean, default=False)  # a folder above a file
 
 
 class PrebuiltRow(Base):

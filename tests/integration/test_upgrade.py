@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from bisector.app.demo.torchlet import generate
+from bisector.store.location import SCHEMA_HEAD
 from tests.support import run_cli
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -92,7 +93,7 @@ def test_old_store_upgrades_shows_and_resumes(backend: str, request: pytest.Fixt
     assert len(before) == 16 and len(probes_before) == 13
 
     done = _json(db, "show", "1")  # the first command migrates
-    assert _rows(db, "SELECT version_num FROM alembic_version") == [("0012",)]
+    assert _rows(db, "SELECT version_num FROM alembic_version") == [(SCHEMA_HEAD,)]
     assert _rows(db, "SELECT id, commit_sha, outcome FROM run ORDER BY id") == before
     assert _rows(db, "SELECT bisection_id, seq, commit_sha, run_id, verdict FROM probe "
                      "ORDER BY bisection_id, seq") == probes_before
