@@ -17,7 +17,7 @@ import click
 
 from bisector.app import bisections, views
 from bisector.app import reports as report
-from bisector.base.errors import InterruptedBisection
+from bisector.base.errors import EndpointError, InterruptedBisection
 from bisector.base.escape import safe_text
 from bisector.base.events import Events
 from bisector.cli.console import err, escape, interruptible
@@ -47,6 +47,13 @@ def carry_out(call: Call, json_out: bool, db_flag: str) -> dict[str, Any]:
         raise InterruptedBisection(
             f"interrupted; every finished probe is stored. To resume: "
             f"bisect{db_flag} resume {begun[0]}") from None
+    except EndpointError as e:
+        if not begun:
+            raise
+        # The stored message is what `show` prints, so it cannot point at `show` itself; the
+        # line here, printed once, can.
+        raise EndpointError(f"{e.message} (every probe and its output: bisect{db_flag} show "
+                            f"{begun[0]})") from None
     finally:
         events.close()
     print_data(ran.shown, json_out)

@@ -184,8 +184,10 @@ def stop_message(view: View, step: Stop) -> str:
         side, flag = (old, "--good") if step.problem is Problem.GOOD_UNTESTABLE else \
             (new, "--bad")
         why = _reason(view, step.position)
-        return (f"the {side} endpoint {sha} could not be tested{f': {why}' if why else ''} "
-                f"(see `bisect show {b.id}`): fix the cause or pick another {flag}")
+        # No "see bisect show ID": this message is stored and shown by that very command;
+        # the CLI that started the run points there (cli/running.py).
+        return (f"the {side} endpoint {sha} could not be tested{f': {why}' if why else ''}: "
+                f"fix the cause or pick another {flag}")
     return (f"commit {sha} is {new} but a newer commit is {old}: the oracle is flaky or "
             f"the behaviour comes and goes; make the oracle deterministic (run `bisect "
             f"check` on both commits a few times) or narrow the range")
