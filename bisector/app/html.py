@@ -200,8 +200,15 @@ def render_page(d: dict[str, Any], issue: str, series: str | None = None) -> str
 
 
 def render_list(rows: list[dict[str, Any]], query: dict[str, str],
-                choices: dict[str, list[str]]) -> str:
-    return _env.get_template("list.html").render(rows=rows, q=query, choices=choices)
+                choices: dict[str, list[str]], next_url: str | None = None) -> str:
+    """The list page: its filters a GET form, so the page's URL holds them (a link to paste)."""
+    return _env.get_template("list.html").render(rows=rows, q=query, choices=choices,
+                                                 next_url=next_url)
+
+
+def render_commit(d: dict[str, Any]) -> str:
+    """A commit's page (``bisect commit --json``'s data)."""
+    return _env.get_template("commit.html").render(d=d)
 
 
 def render_watch(data: dict[str, Any]) -> str:

@@ -21,8 +21,9 @@ from bisector.base import escape, redact
 from bisector.base.kinds import State
 from bisector.base.paths import data_dir
 from bisector.run.factory import stored_config
-from bisector.store import bisections, runs
+from bisector.store import bisections, queries, runs
 from bisector.store.db import Store
+from bisector.store.queries import Filters
 
 
 def show(store: Store, bisection_id: int) -> dict[str, Any]:
@@ -80,10 +81,15 @@ def progress(store: Store, bisection_id: int) -> dict[str, Any]:
             "probes": len(runs.probes(store, bisection_id))}
 
 
-def listing(store: Store, limit: int,
-            where: list_rows.ListFilter | None = None) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = escape.safe(list_rows.list_data(store, limit, where))
+def listing(store: Store, where: Filters | None = None) -> list[dict[str, Any]]:
+    """One page of ``bisect list`` (the filters answered by the store), as it may leave."""
+    rows: list[dict[str, Any]] = escape.safe(list_rows.list_data(store, where))
     return rows
+
+
+def oracle_names(store: Store) -> list[str]:
+    names: list[str] = escape.safe(queries.oracle_names(store))
+    return names
 
 
 def log(store: Store, bisection_id: int) -> str:

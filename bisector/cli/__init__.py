@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bisector.base import defaults, redact
-from bisector.base.errors import StoreError, UsageError
+from bisector.base import redact
+from bisector.base.errors import UsageError
 from bisector.base.escape import safe_text
-from bisector.cli import config_file, disk, failures, listing, tools, trust, watch, workers
+from bisector.cli import config_file, disk, failures, queries, tools, trust, watch, workers
 from bisector.cli.config_file import ConfiguredGroup
 from bisector.cli.console import err, escape, is_quiet, set_quiet
 from bisector.cli.context import Ctx
@@ -28,10 +28,9 @@ from bisector.cli.options import (
     FROM_REPORT,
     JOBS,
     LAST,
-    Whole,
     range_options,
 )
-from bisector.store.location import absent, default_db, sqlite_path
+from bisector.store.location import default_db
 
 # `bisect --help`, `bisect list` on an empty store and every TAB completion must start in a
 # few times `import click`'s time (make bench, section 12): what follows loads SQLAlchemy,
@@ -185,51 +184,6 @@ def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> N
               json_out, _db_flag(c))
 
 
-@cli.command(name="list")
-@click.option("--json", "json_out", is_flag=True)
-@click.option("--limit", default=50, show_default=True, type=Whole(1, defaults.MAX_LIMIT))
-@click.option("--wide", is_flag=True, help="Full values (culprit sha, repo, range) on a terminal "
-              "too; output that is not a terminal always has them.")
-@click.option("--all", "show_all", is_flag=True, help="Also the bisections that stopped at "
-              "their endpoints before the newest one (hidden from the table by default).")
-@click.pass_obj
-def list_cmd(c: Ctx, json_out: bool, limit: int, wide: bool, show_all: bool) -> None:
-    """List past and running bisections (on a terminal, one line each: long values end in
-    an ellipsis; --wide or a pipe shows them whole). Starts that stopped at their endpoints
-    (a wrong ref, an oracle that could not run) are hidden but for the newest: --all shows
-    them; --json always has every row."""
-    if absent(c.db):
-        # Nothing was ever stored there: say so without creating the file (or loading the
-        # store's code); a --db or $BISECTOR_DB that names no file is more likely a typo.
-        if c.db != default_db():
-            raise StoreError(f"no bisector database at {sqlite_path(c.db)}: run a bisection "
-                             f"first or fix --db")
-        rows: list[dict[str, Any]] = []
-    else:
-        from bisector.base import escape  # lazy: `bisect --help` and completion skip it
-        from bisector.cli import quick  # lazy: as above
-
-        found = quick.list_rows(c.db, limit)  # a SQLite store, read without the ORM
-        if found is None:
-            # Not the reports' code either (app/list_rows.py): list starts 15 % sooner.
-            from bisector.app import list_rows  # lazy: as above
-
-            found = list_rows.list_data(c.store(create=False, reads_only=True), limit)
-        rows = escape.safe(found)
-    if json_out:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    if not rows:
-        _note("no bisections in this store yet: start one with bisect start (bisect demo "
-              "shows one)")
-        return
-    shown, hidden = listing.without_failed_starts(rows, show_all)
-    listing.print_rows(shown, wide)
-    if hidden:
-        _note(f"{hidden} older bisection(s) that stopped at their endpoints are not shown: "
-              f"bisect list --all")
-
-
 @cli.command()
 @click.argument("bisection_id", type=BISECTION_REF, default="last", metavar="[ID|last]")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "issue", "html", "json"]),
@@ -343,6 +297,8 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
 
 for command in (tools.oracles, tools.check, tools.oracle, tools.images):
     cli.add_command(command)
+cli.add_command(queries.list_cmd)
+cli.add_command(queries.commit)
 cli.add_command(disk.du)
 cli.add_command(trust.trust)
 cli.add_command(disk.gc)

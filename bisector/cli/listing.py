@@ -1,11 +1,14 @@
-"""``bisect list``'s output: whole values in plain columns for a pipe or ``--wide``, else a
-table that keeps one line per bisection on any terminal width.
+"""``bisect list``'s and ``bisect commit``'s output: whole values in plain columns for a pipe
+or ``--wide``, else a table that keeps one line per bisection on any terminal width; json,
+jsonl and csv for programs; a commit's record as plain lines.
 
 Apart from the command so that ``bisect --help`` and completion load neither rich nor git;
 rich comes only for a terminal's table."""
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import sys
 from typing import Any
@@ -87,3 +90,65 @@ def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
     for v in values:
         t.add_row(*(Text(cut(x, cols[i])) for i, x in enumerate(v)))
     out.print(t)
+
+
+CSV_COLUMNS = ("id", "repo", "range", "oracle", "state", "culprit", "culprit_pr", "inside",
+               "created")
+
+
+def print_data(rows: list[dict[str, Any]], fmt: str) -> None:
+    """Rows for a program: one JSON array, a JSON object a line, or CSV with a header."""
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif fmt == "jsonl":
+        for r in rows:
+            click.echo(json.dumps(r))
+    else:
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(CSV_COLUMNS)
+        w.writerows([("" if r.get(k) is None else r[k]) for k in CSV_COLUMNS] for r in rows)
+
+
+def commit_text(d: dict[str, Any]) -> str:
+    """``bisect commit``'s record of one commit (app/commit_view.py's data) as plain lines."""
+    lines = [f"commit {d['sha']}" + (f"  {d['subject']}" if d["subject"] else "")]
+    if d["author"]:
+        pr = f", pull request #{d['pr']}" if d["pr"] else ""
+        lines.append(f"author {d['author']} <{d['author_email']}>, "
+                     f"{(d['authored_at'] or '')[:10]}{pr}")
+    named = ", ".join(f"#{n['bisection']} ({n['state']}, {n['oracle']})"
+                      for n in d["culprit_of"])
+    lines.append(f"culprit of: {named or 'no bisection'}")
+    if d["files"]:
+        more = f" and {len(d['files']) - 5} more" if len(d["files"]) > 5 else ""
+        lines.append(f"changed: {', '.join(d['files'][:5])}{more}")
+    lines.append(f"wheel: {_wheel(d)}")
+    lines.append(f"verdicts ({len(d['verdicts'])}):" if d["verdicts"] else
+                 "verdicts: none stored (no oracle ran at this commit)")
+    cells = [("when", "oracle", "environment", "bisection", "verdict", "outcome", "reason")]
+    cells += [(v["at"][:16].replace("T", " "), v["oracle"],
+               f"{v['environment'][:8]} {v['executor']}".strip(),
+               f"#{v['bisection']}" if v["bisection"] else "-", v["verdict"] or "-",
+               v["outcome"], printable(v["reason"])[:60] or "-") for v in d["verdicts"]]
+    if d["verdicts"]:
+        widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]) - 1)]
+        lines += ["  " + "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)),
+                                    row[-1]]).rstrip() for row in cells]
+    for x in d["disagreements"]:
+        ends = "; ".join(f"{o} in {', '.join(e[:8] for e in s['environments'])}"
+                         for o, s in x["outcomes"].items())
+        lines.append(f"disagreement: {x['oracle']} ended {ends}")
+    return "\n".join(lines)
+
+
+def _wheel(d: dict[str, Any]) -> str:
+    said = []
+    for b in d["builds"]:
+        if b["status"] == "ok":
+            where = ("here" if b["here"] else "") + (
+                f"{' and ' if b['here'] else ''}in {', '.join(b['buckets'])}"
+                if b["buckets"] else "")
+            said.append(f"{b['kind']} {'cached ' + where if where else 'made, since removed'}")
+        else:
+            said.append(f"{b['kind']} build {b['status']} {b['at'][:10]}")
+    return "; ".join(said) or "never built or fetched by the store's bisections"

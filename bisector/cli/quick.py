@@ -58,9 +58,9 @@ def log(db: str, bisection_id: int, json_out: bool) -> bool:
     return True
 
 
-def list_rows(db: str, limit: int) -> list[dict[str, Any]] | None:
-    """``list``'s rows as app/list_rows.list_data makes them, or None."""
-    rows = peek.listing(db, limit) if enabled() else None
+def list_rows(db: str, limit: int, offset: int = 0) -> list[dict[str, Any]] | None:
+    """``list``'s rows (a page, no filter) as app/list_rows.list_data makes them, or None."""
+    rows = peek.listing(db, limit, offset) if enabled() else None
     if rows is None:
         return None
     out = [_row(r) for r in rows]

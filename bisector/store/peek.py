@@ -145,10 +145,11 @@ def _rows(db: str, sql: str, *args: object) -> list[tuple[object, ...]] | None:
         con.close()
 
 
-def listing(db: str, limit: int) -> list[dict[str, object]] | None:
-    """The newest ``limit`` bisections' list columns, newest first (None: use the full path)."""
+def listing(db: str, limit: int, offset: int = 0) -> list[dict[str, object]] | None:
+    """A page of bisections' list columns, newest first, ``offset`` rows skipped (None: use
+    the full path). A page only: filters go the full path (store/queries.py)."""
     rows = _rows(db, f"SELECT {', '.join(LIST_COLUMNS)} FROM bisection ORDER BY id DESC "
-                     f"LIMIT ?", int(limit))
+                     f"LIMIT ? OFFSET ?", int(limit), int(offset))
     return None if rows is None else [dict(zip(LIST_COLUMNS, r, strict=True)) for r in rows]
 
 

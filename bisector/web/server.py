@@ -26,15 +26,15 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from bisector.app import commit_view, queries, views
 from bisector.app import html as html_report
-from bisector.app import views
-from bisector.app.list_rows import ListFilter
 from bisector.app.watch import table as watch_table
 from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError, UsageError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
 from bisector.store.db import Store, store_trouble
+from bisector.store.queries import Filters
 
 LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
 LIST_LIMIT = 200
@@ -64,10 +64,27 @@ class SecurityHeaders:
         await self.inner(scope, receive, send_with_headers)
 
 
-def _filter(request: Request) -> ListFilter:
+def _filter(request: Request, limit: int = LIST_LIMIT) -> Filters:
+    """The list's filters from the URL's query, read as `bisect list` reads its options (a bad
+    value: 400 and one line naming it)."""
     q = request.query_params
-    return ListFilter(oracle=q.get("oracle", ""), state=q.get("state", ""),
-                      repo=q.get("repo", ""), culprit=q.get("culprit", ""))
+    return queries.parse(q, _whole(q.get("limit"), "limit", limit),
+                         _whole(q.get("offset"), "offset", 0), dash="")
+
+
+def _whole(value: str | None, name: str, default: int) -> int:
+    try:
+        return default if value in (None, "") else int(str(value))
+    except ValueError:
+        raise UsageError(f"{name} {value!r}: not a whole number") from None
+
+
+def _next_page(request: Request, where: Filters, shown: int) -> str | None:
+    """The URL of the next page, or None when this one was not full."""
+    if shown < where.limit:
+        return None
+    return str(request.url.include_query_params(offset=where.offset + where.limit,
+                                                limit=where.limit))
 
 
 def _id(request: Request) -> int:
@@ -120,13 +137,11 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
 
     def index(request: Request) -> Response:
         where = _filter(request)
-        rows = views.listing(store, LIST_LIMIT, where)
-        everything = views.listing(store, LIST_LIMIT)
-        choices = {"oracle": sorted({r["oracle"] for r in everything}),
-                   "state": [s.value for s in State]}
-        query = {"oracle": where.oracle, "state": where.state, "repo": where.repo,
-                 "culprit": where.culprit}
-        return HTMLResponse(html_report.render_list(rows, query, choices))
+        rows = views.listing(store, where)
+        choices = {"oracle": views.oracle_names(store), "state": [s.value for s in State]}
+        query = {k: request.query_params.get(k, "") for k in queries.FIELDS}
+        return HTMLResponse(html_report.render_list(rows, query, choices,
+                                                    _next_page(request, where, len(rows))))
 
     def page(request: Request) -> Response:
         i = _id(request)
@@ -166,7 +181,20 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         return PlainTextResponse(f"({where}; the stored tail)\n{source}")
 
     def api_list(request: Request) -> Response:
-        return JSONResponse(views.listing(store, LIST_LIMIT, _filter(request)))
+        """`bisect list --json`'s rows for the same filters; a full page links the next one
+        (``Link: <...>; rel="next"``), so the body stays the CLI's."""
+        where = _filter(request)
+        rows = views.listing(store, where)
+        following = _next_page(request, where, len(rows))
+        return JSONResponse(rows, headers={"link": f'<{following}>; rel="next"'}
+                            if following else None)
+
+    def commit_page(request: Request) -> Response:
+        d = commit_view.commit_data(store, request.path_params["ref"])
+        return HTMLResponse(html_report.render_commit(d))
+
+    def api_commit(request: Request) -> Response:
+        return JSONResponse(commit_view.commit_data(store, request.path_params["ref"]))
 
     def api_show(request: Request) -> Response:
         return JSONResponse(_jsonable(views.show(store, _id(request))))
@@ -186,6 +214,9 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
     async def not_found(request: Request, exc: Exception) -> Response:
         return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=404)
 
+    async def bad_request(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=400)
+
     async def store_failed(request: Request, exc: Exception) -> Response:
         """A damaged store, or one on a full disk, is one line saying so (503: the server is
         fine, its store is not), never a bare 500; anything else is left to raise."""
@@ -203,12 +234,13 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         Route("/api/bisections/{bisection_id:int}/log", api_log),
         Route("/api/bisections/{bisection_id:int}/state", api_state),
         Route("/watch", watch_page), Route("/api/watch", api_watch),
+        Route("/commits/{ref}", commit_page), Route("/api/commits/{ref}", api_commit),
     ]
     middleware = [Middleware(SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     return Starlette(routes=routes, middleware=middleware,
-                     exception_handlers={NotFoundError: not_found,
+                     exception_handlers={NotFoundError: not_found, UsageError: bad_request,
                                          DatabaseError: store_failed,
                                          sqlite3.DatabaseError: store_failed})
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from bisector.app.html import timeline
-from bisector.app.list_rows import ListFilter, list_data
+from bisector.app.list_rows import list_data
 from bisector.store.db import open_store
+from bisector.store.queries import Filters
 from tests.support import BISECT, ROOT, invoke, run_cli
 from tests.support import git as run_git
 
@@ -118,7 +119,7 @@ def test_the_commit_inside_the_merge_is_named_beside_it(home: Path, tmp_path: Pa
     assert f"{c['merge']} > {c['s2']}" in wide
     # The web view's culprit filter finds it by the commit inside too.
     store = open_store(str(db), create=False, reads_only=True)
-    assert [x["id"] for x in list_data(store, where=ListFilter(culprit=c["s2"][:9]))] == [1]
+    assert [x["id"] for x in list_data(store, Filters(culprit=c["s2"][:9]))] == [1]
     log = invoke("--db", str(db), "log", "1").stdout
     assert f"git bisect bad {c['s2']}" not in log and f"# inside the merge: [{c['s2']}]" in log
     # The same range again reuses every verdict, inside the merge too.
