@@ -2,13 +2,14 @@
 (or ``git bisect run``, or ``bisect log``) made, so a bisection begun by hand, in git or in
 another bisector, goes on where it stopped.
 
-Only what ``git bisect replay`` reads is read: ``git bisect start [options] [bad [good...]]``
-and one line per mark (``good``/``bad``, ``old``/``new`` or the log's own terms, ``skip``);
-comment lines (``# good: [sha] subject``, ``# first bad commit: ...``) and blank lines are
-passed over. A mark is a *side*: the old term is the good (older) side, the new term the bad
-side, whatever the words; skips are commits that cannot be judged. Anything else is refused
-with the line it is on: a log is input typed or pasted by a person, and a guess would seed a
-search with verdicts nobody gave.
+Only what ``git bisect replay`` reads is read: ``git bisect start [options] [bad [good...]]
+[-- paths...]`` and one line per mark (``good``/``bad``, ``old``/``new`` or the log's own
+terms, ``skip``); comment lines (``# good: [sha] subject``, ``# first bad commit: ...``) and
+blank lines are passed over. A mark is a *side*: the old term is the good (older) side, the
+new term the bad side, whatever the words; skips are commits that cannot be judged; the paths
+limit the candidates as ``--path`` does (``bisect log`` writes a ``--path`` bisection's).
+Anything else is refused with the line it is on: a log is input typed or pasted by a person,
+and a guess would seed a search with verdicts nobody gave.
 
 :func:`parse` is pure (text in, :class:`BisectLog` out); :func:`endpoints` and :func:`place`
 ask the clone which commits the marks name and where they fall in the range.
@@ -27,7 +28,7 @@ import git
 from bisector.base.errors import RepoError, UsageError
 from bisector.base.escape import line as one_line
 from bisector.base.kinds import Verdict
-from bisector.project import history
+from bisector.project import history, limits
 
 MAX_BYTES = 4 * 2**20  # a log of a million marks is not a bisect log
 # Marks a log may hold: a bisection of a million commits marks about 20, a flaky one with many
@@ -57,6 +58,7 @@ class BisectLog:
     bad: str | None  # ``git bisect start BAD GOOD...``: the refs it started from, if any
     goods: tuple[str, ...]
     marks: tuple[Mark, ...]
+    paths: tuple[str, ...] = ()  # after ``--`` on the start line: as ``--path``
 
 
 def _shown(text: str) -> str:
@@ -83,10 +85,19 @@ def read(path: Path) -> BisectLog:
     return parse(text, str(path))
 
 
-def _start(words: list[str], where: str) -> tuple[tuple[str, str], list[str]]:
-    """The terms and refs of a ``git bisect start`` line."""
+def _start(words: list[str], where: str
+           ) -> tuple[tuple[str, str], list[str], tuple[str, ...]]:
+    """The terms, refs and paths of a ``git bisect start`` line."""
     old, new = "good", "bad"
     refs: list[str] = []
+    paths: tuple[str, ...] = ()
+    if "--" in words:
+        at = words.index("--")
+        words, paths = words[:at], tuple(words[at + 1:])
+        try:
+            limits.check_paths(paths)
+        except UsageError as e:
+            raise UsageError(f"{where}: {e}") from None
     for w in words:
         key, _, value = w.partition("=")
         if key in ("--term-old", "--term-good") and value:
@@ -95,10 +106,6 @@ def _start(words: list[str], where: str) -> tuple[tuple[str, str], list[str]]:
             new = value
         elif w in IGNORED_START:
             continue
-        elif w == "--":
-            raise UsageError(f"{where}: the log limits the search to paths (after --); "
-                             f"bisector searches every commit of the range: delete the "
-                             f"paths from that line")
         elif w.startswith("-"):
             raise UsageError(f"{where}: unknown git bisect start option {_shown(w)}: delete "
                              f"it from that line")
@@ -106,7 +113,7 @@ def _start(words: list[str], where: str) -> tuple[tuple[str, str], list[str]]:
             refs.append(w)
     if old == new:
         raise UsageError(f"{where}: the old and new terms are both {_shown(old)}: fix that line")
-    return (old, new), refs
+    return (old, new), refs, paths
 
 
 # Above ruff's limits on purpose: one branch per git bisect log line kind.
@@ -117,6 +124,7 @@ def parse(text: str, name: str = "the log") -> BisectLog:  # noqa: C901
     bad: str | None = None
     goods: list[str] = []
     marks: list[Mark] = []
+    paths: tuple[str, ...] = ()
     noted: list[tuple[str, str]] = []  # (word, sha) of the comments just above a line
     for n, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
@@ -142,7 +150,7 @@ def parse(text: str, name: str = "the log") -> BisectLog:  # noqa: C901
                 raise UsageError(f"{where}: a second git bisect start; give the log of one "
                                  f"bisection (from its start line on)")
             started = True
-            terms, refs = _start(args, where)
+            terms, refs, paths = _start(args, where)
             if refs:  # marks too, as git counts them: at the commits noted above, if noted
                 at = {side: [sha for word, sha in above if word == term]
                       for side, term in zip((Verdict.GOOD, Verdict.BAD), terms, strict=True)}
@@ -173,7 +181,7 @@ def parse(text: str, name: str = "the log") -> BisectLog:  # noqa: C901
     if not marks and bad is None:
         raise UsageError(f"{name} holds no git bisect start or marks: give the output of git "
                          f"bisect log (or bisect log)")
-    return BisectLog(name, terms, bad, tuple(goods), tuple(marks))
+    return BisectLog(name, terms, bad, tuple(goods), tuple(marks), paths)
 
 
 @dataclass(frozen=True)

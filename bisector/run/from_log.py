@@ -1,6 +1,9 @@
 """``bisect start --from-log FILE``: a ``git bisect log`` (git's, or ``bisect log``'s) seeds the
 bisection (and ``--skip``'s commits, as skip marks), then the search goes on with the oracle
-given (``--oracle``, a command) or by hand (``--manual``).
+given (``--oracle``, a command) or by hand (``--manual``). The paths of its start line
+(``git bisect start BAD GOOD -- PATHS``, as ``bisect log`` writes a ``--path`` bisection's)
+are its ``--path`` unless ``--path`` is given (prepare.py), as ``--good``/``--bad`` win over its
+endpoints.
 
 Every mark becomes a person's verdict, stored as a run of a *manual oracle* (a judgement
 nobody can run again) with a probe of the new bisection pointing at it, written in the

@@ -53,6 +53,15 @@ def test_bisectors_own_log_with_find_fix_terms() -> None:
     assert [m.rev for m in log.marks][2:] == [B, C]
 
 
+def test_paths_after_the_start_line_s_double_dash_are_read() -> None:
+    # As git writes a path-limited start, and bisect log a --path bisection's.
+    log = parse(f"# bad: [{E}] new\n# good: [{A}] old\ngit bisect start '--first-parent' "
+                f"'{E}' '{A}' '--' 'src/a b.py' 'lib/'\ngit bisect good {B}\n")
+    assert log.paths == ("src/a b.py", "lib/") and log.bad == E and log.goods == (A,)
+    assert [m.rev for m in log.marks] == [E, A, B]
+    assert parse(f"git bisect start\ngit bisect good {A}\n").paths == ()
+
+
 def test_old_new_words_and_start_options() -> None:
     log = parse(f"git bisect start --no-checkout --first-parent\ngit bisect old {A}\n"
                 f"git bisect new {E}\n")
@@ -67,7 +76,7 @@ def test_old_new_words_and_start_options() -> None:
     (f"git bisect start\ngit bisect reset {A}\n", "git bisect 'reset' is not a mark"),
     ("git bisect start\ngit bisect bad\n", "line 2: git bisect bad names no commit"),
     (f"git bisect skip {A}..{B}\n", "is not one commit"),
-    ("git bisect start 'v2' 'v1' '--' 'src/'\n", "limits the search to paths"),
+    ("git bisect start 'v2' 'v1' '--' '-x'\n", "line 1: --path '-x' is not a path"),
     ("git bisect start --bogus\n", "unknown git bisect start option '--bogus'"),
     ("git bisect start 'v2\n", "cannot be split into words"),
     ("git bisect start --term-old=x --term-new=x\n", "both 'x'"),
