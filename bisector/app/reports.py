@@ -60,11 +60,15 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "state": effective_state(b),
         "repo": b.repo_path,
         "good": {"ref": b.good_ref, "sha": b.good_sha,
-                 "portable": _portable_ref(repo, b.good_ref, b.good_sha)},
+                 "portable": _portable_ref(repo, b.good_ref, b.good_sha),
+                 # What the search started from: the merge-base when the good ref is not an
+                 # ancestor of the bad one (as git bisect tests it); the log's start line.
+                 "searched": views.candidate_at(store, bisection_id, 0) or b.good_sha},
         "bad": {"ref": b.bad_ref, "sha": b.bad_sha,
                 "portable": _portable_ref(repo, b.bad_ref, b.bad_sha)},
         "terms": {"old": old, "new": new},
         "walk": "first-parent" if cfg.first_parent else "ancestry-path",
+        "paths": list(cfg.request.path),  # --path: the log's start line ends "-- PATHS"
         "oracle": {"name": b.oracle_name, "sha256": b.oracle_sha256,
                    "source": oracle.content},
         "github": slug,

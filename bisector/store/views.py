@@ -49,6 +49,16 @@ def probe_views(store: Store, bisection_id: int) -> list[ProbeView]:
                 for p, v, a in rows]
 
 
+def candidate_at(store: Store, bisection_id: int, position: int) -> str | None:
+    """The commit at ``position`` of a bisection's frozen walk (one row, not the list): its 0
+    is the good endpoint searched from, the merge-base when the good ref is no ancestor of the
+    bad one, which ``bisect log`` must name for git to replay the same search."""
+    with store.session() as s:
+        sha: str | None = s.scalar(select(m.Candidate.sha).where(
+            m.Candidate.bisection_id == bisection_id, m.Candidate.position == position))
+        return sha
+
+
 def run_artifacts(store: Store, run_ids: list[int]) -> list[tuple[int, dict[str, Any],
                                                                    ArtifactRecord]]:
     """(run id, facts, artifact) of these runs that ran on an artifact: confirmation's runs (the

@@ -61,7 +61,12 @@ def test_release_tags_find_the_planted_regression(home: Path, hist: SyntheticHis
     assert d["reproduce"].endswith("--oracle torchlet_norm --no-prebuilt")  # by name
     log = invoke("--db", str(db), "log", str(d["id"])).stdout
     # The walk as git spells it: without it, git replays to other commits on a merged history.
-    assert log.splitlines()[0] == "git bisect start '--first-parent'"
+    # ... and the range searched: v0.1.0 is on a release branch, so from the merge-base, which
+    # git would otherwise stop to have tested.
+    start_line = next(ln for ln in log.splitlines() if not ln.startswith("#"))
+    assert d["good"]["searched"] != d["good"]["sha"]
+    assert start_line == (f"git bisect start '--first-parent' '{d['bad']['sha']}' "
+                          f"'{d['good']['searched']}'")
     assert f"git bisect skip {hist.main[45]}" in log
     assert f"# first bad commit: [{hist.culprit}]" in log
     # git itself, replaying our log in a clone, names the same first bad commit.

@@ -105,8 +105,11 @@ def test_bisect_log_round_trips(home: Path, world: SyntheticHistory, tmp_path: P
     d = json.loads(r.stdout)
     assert d["culprit"]["sha"] == first["culprit"]["sha"] == world.culprit
     assert d["oracle_runs"] == 0 and all(p["reused"] for p in d["probes"])
+    # As git has them: the endpoints on the start line (bad, then good), then the marks.
+    ends = [first["bad"]["sha"], first["good"]["sha"]]
     assert [(p["sha"], p["verdict"]) for p in d["probes"]] == [
-        (p["sha"], p["verdict"]) for p in first["probes"]]
+        (ends[0], "bad"), (ends[1], "good"),
+        *((p["sha"], p["verdict"]) for p in first["probes"] if p["sha"] not in ends)]
     # Its own log says the same again.
     again = invoke("--db", str(db), "log", str(d["id"])).stdout
     assert again == log

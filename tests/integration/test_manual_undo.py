@@ -169,8 +169,10 @@ def test_reproduce_lines_are_accepted_and_bisect_log_round_trips(home: Path,
     assert r.returncode == 0, r.stderr
     d = json.loads(r.stdout)
     assert not nobody.asked and d["culprit"]["sha"] == hist.culprit
+    ends = [first["bad"]["sha"], first["good"]["sha"]]  # git's start line: bad, then good
     assert [(p["sha"], p["verdict"]) for p in d["probes"]] == [
-        (p["sha"], p["verdict"]) for p in first["probes"]]
+        (ends[0], "bad"), (ends[1], "good"),
+        *((p["sha"], p["verdict"]) for p in first["probes"] if p["sha"] not in ends)]
     assert f"--from-log {log}" in d["reproduce"] and "--manual" in d["reproduce"]
     r = drive(shlex.split(d["reproduce"])[1:], nobody)
     assert r.returncode == 0 and not nobody.asked, r.stderr  # accepted, and as seeded
