@@ -19,7 +19,7 @@ The weighting (documented, and the only one):
   function of the frames, :data:`RAISED` more when one is in the function an exception was
   raised in (a traceback's last frame: in two real click bugs the culprit changed that frame,
   while the commits that changed only its callers were big reformattings and merges; see
-  docs/prior.md, "On real public bugs"), :data:`DIRECTORY` for an evidence file whose
+  docs/benchmarks.md, "On real public bugs"), :data:`DIRECTORY` for an evidence file whose
   directory it changed something else in, and :data:`TAG` once when its subject's tag
   (``[inductor]``) names a directory of the evidence;
 * the match mass of a candidate is its score over all scores, and its prior weight
