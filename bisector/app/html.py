@@ -23,7 +23,7 @@ from bisector.app.evidence import evidence
 from bisector.app.phases import ahead_text, hidden_total, phase_rows
 from bisector.app.phases import timeline as phase_timeline
 from bisector.app.reports import culprit_facts
-from bisector.app.result_text import range_commits
+from bisector.app.result_text import probe_counts, range_commits, skipped_up_front
 from bisector.app.watch.picture import geometry
 from bisector.base import defaults
 from bisector.base.kinds import State
@@ -46,6 +46,7 @@ def http_url(value: object) -> bool:
 
 
 _env.tests["http_url"] = http_url
+_env.tests["skipped_up_front"] = skipped_up_front  # a --skip mark, no reused verdict
 _env.filters["http_url"] = http_url
 
 # The timeline's geometry, in SVG user units.
@@ -102,7 +103,8 @@ def timeline(d: dict[str, Any]) -> dict[str, Any]:
         cost = _cost(p)
         r = R_MIN if top <= 0 else R_MIN + (R_MAX - R_MIN) * math.sqrt(cost / top)
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
-        how = "reused verdict" if p["reused"] else f"{cost:.1f} s"
+        how = ("skipped up front" if skipped_up_front(p) else "reused verdict" if p["reused"]
+               else f"{cost:.1f} s")
         # A probe inside a merge (past the walk) is drawn on the merge's line.
         at = d.get("merge_at") if p.get("inside") else p["position"]
         markers.append(Marker(
@@ -166,7 +168,7 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
         r["ahead_text"] = ahead_text(r)
     return {"d": d, "t": timeline(d), "issue": issue, "facts": culprit_facts(d),
             "prior_line": prior_note(d["prior"]) if d.get("prior") else "",
-            "range_commits": range_commits(d),
+            "range_commits": range_commits(d), "probe_counts": probe_counts(d),
             "repo_name": d["github"] or Path(d["repo"]).name, "finished": finished,
             "poll_ms": int(defaults.PAGE_POLL_S * 1000), "phases": rows,
             "phase_names": PHASES, "ev": evidence(d), "overlap": phase_timeline(rows),

@@ -31,6 +31,7 @@ from bisector.app.result_text import (
     confirmation_summary,
     noisy_summary,
     perf_table,
+    probe_counts,
     range_commits,
     suspect_probabilities,
     suspects_heading,
@@ -377,8 +378,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
     rng = f"{d['good']['ref']}...{d['bad']['ref']}"
     rng = f"[{md(rng)}]({d['compare_url']})" if d["compare_url"] else code(rng)
     lines += [f"Bisected {rng} ({range_commits(d)} commits, {d['walk']}) with "
-              f"{d['oracle_runs']} oracle runs and {len(d['probes'])} probes "
-              f"({sum(1 for p in d['probes'] if p['reused'])} verdicts reused).", ""]
+              f"{len(d['probes'])} probes ({probe_counts(d)}).", ""]
     # Which prior the search used (--prior) is how bisector searched, not the bug: the HTML
     # report and the JSON say it, the pasted issue does not.
     if d.get("failed_differently"):  # skipped: another failure than the one hunted

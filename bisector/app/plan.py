@@ -139,9 +139,15 @@ class PlanReport:
     # flaky search, or --prefetch 0.
     seconds_prefetch_mean: float | None = None
 
+    @property
+    def range_commits(self) -> int:
+        """As ``show`` counts the range (``git rev-list --count``): less the good endpoint."""
+        return max(0, self.candidates - 1)
+
     def as_dict(self) -> dict[str, Any]:
         d = self.__dict__.copy()
         d["kinds"] = dict(self.kinds)
+        d["range_commits"] = self.range_commits  # show --json's key, the same number
         return d
 
 

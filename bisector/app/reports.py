@@ -19,7 +19,9 @@ from bisector.app.result_text import (
     confirmation_summary,
     noisy_summary,
     perf_table,
+    probe_counts,
     range_commits,
+    skipped_up_front,
     suspect_probabilities,
     suspects_heading,
 )
@@ -253,8 +255,7 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
         f"- Oracle: {code(d['oracle']['name'])} (sha256 {d['oracle']['sha256'][:12]}), "
         f"the bug = {_bug_words(d)}"
         f"{'; looking for the commit that fixed it' if d['find_fix'] else ''}",
-        f"- Probes: {len(d['probes'])} ({d['oracle_runs']} oracle runs, "
-        f"{sum(1 for p in d['probes'] if p['reused'])} reused verdicts)"
+        f"- Probes: {len(d['probes'])} ({probe_counts(d)})"
         + (f" in {d['rounds']} rounds of up to {d['jobs']} at once" if d["jobs"] > 1 else ""),
     ]
     if d.get("prior"):
@@ -279,7 +280,8 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
               "|---|---|---|---|---|---|---|"]
     for p in d["probes"]:
         verdict = {"good": old, "bad": new}.get(p["verdict"], p["verdict"])
-        t = "reused" if p["reused"] else f"{p['duration_s']:.2f}s"
+        t = "--skip" if skipped_up_front(p) else "reused" if p["reused"] else \
+            f"{p['duration_s']:.2f}s"
         subject = md((p.get("subject") or "")[:60])
         reason = md(p["reason"][:80])
         how = p.get("artifact") or ""

@@ -138,3 +138,19 @@ def range_commits(d: dict[str, Any]) -> int:
     """The range's commits as ``git rev-list --count`` counts them: the candidates less the
     good endpoint (a view recorded before the field existed has only ``candidates``)."""
     return int(d.get("range_commits", max(0, int(d["candidates"]) - 1)))
+
+
+def skipped_up_front(p: dict[str, Any]) -> bool:
+    """A ``--skip`` mark: stored as a probe with a person's skip (``run/from_log.skipping``),
+    yet no verdict of any run, so never counted as a reused one."""
+    return bool(p["reused"]) and "skip" in (p.get("facts") or {})
+
+
+def probe_counts(d: dict[str, Any]) -> str:
+    """"3 oracle runs, 4 reused verdicts, 4 skipped up front (--skip)": how the probes of
+    ``show``, the issue and the HTML report divide, in one wording. A ``--skip`` mark was
+    counted as a reused verdict, so "4 reused" read 8 with nothing reused but the endpoints."""
+    skipped = sum(1 for p in d["probes"] if skipped_up_front(p))
+    reused = sum(1 for p in d["probes"] if p["reused"]) - skipped
+    return (f"{d['oracle_runs']} oracle runs, {reused} reused verdicts"
+            + (f", {skipped} skipped up front (--skip)" if skipped else ""))

@@ -22,7 +22,10 @@ def print_plan(rep: Any, json_out: bool) -> None:
     for note in rep.notes:
         err.print(f"[yellow]note:[/] {escape(note)}")
     k = rep.kinds
-    out.print(f"[bold]{rep.candidates}[/] candidate commits")
+    # As show counts the range (git rev-list --count GOOD..BAD): the good endpoint is no
+    # candidate for the first bad commit, though the search runs it. 30 here read against
+    # show's 29 for the same range.
+    out.print(f"[bold]{rep.range_commits}[/] candidate commits, and the good endpoint")
     src = rep.prebuilt_sources
     out.print(f"  prebuilt wheels inside the range: {len(rep.prebuilt)} "
               f"({src.get('listed', 0)} from the index listing, "

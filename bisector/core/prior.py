@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bisector.base import defaults
@@ -305,13 +305,16 @@ def build(evidence: Evidence, changes: Sequence[Change],
                               matched=sum(1 for s in scores if s > 0), weight=weight)
 
 
-def probes_to(n: int, culprit: int, prior: Prior | None = None, width: int = 1) -> int:
-    """Probes a deterministic search makes to find ``culprit`` (endpoints included)."""
-    known: dict[int, Verdict] = {}
+def probes_to(n: int, culprit: int, prior: Prior | None = None, width: int = 1,
+              start: Mapping[int, Verdict] | None = None) -> int:
+    """Probes a deterministic search makes to find ``culprit`` (endpoints included); with
+    ``start`` (the stored verdicts and ``--skip`` marks a run began from), only the probes it
+    adds to them: what a plain bisection would have paid with the same store."""
+    known: dict[int, Verdict] = dict(start or {})
     while isinstance(step := next_step(n, known, width, prior=prior), Next):
         for p in step.positions:
             known[p] = Verdict.BAD if p >= culprit else Verdict.GOOD
-    return len(known)
+    return len(known) - len(start or {})
 
 
 def expected_probes(n: int, prior: Prior, width: int = 1,

@@ -50,8 +50,12 @@ def limit_to_paths(repo: git.Repo, span: Range, paths: Sequence[str],
     touching = set(out.split())
     inner = span.candidates[1:-1]
     kept = tuple(c for c in inner if c in touching)
+    # The count the range's other lines give (show's "N commits", plan's "N candidate
+    # commits"): the kept commits and the bad endpoint, which is a candidate whatever it
+    # touches. Saying only "4 of the 22" beside "5 commits" read as two answers.
     note = (f"--path {', '.join(paths)}: {len(kept)} of the {len(inner)} commits between "
-            f"the endpoints touch it; only they are candidates (as git bisect start -- PATHS)")
+            f"the endpoints touch it; they and the bad endpoint, {len(kept) + 1} commits, are "
+            f"the candidates (as git bisect start -- PATHS)")
     return replace(span, candidates=(span.candidates[0], *kept, span.candidates[-1]),
                    notes=(*span.notes, note))
 

@@ -12,7 +12,7 @@ never a prior. The same stored runs and history give the same prior, so resume n
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +41,14 @@ class PriorInfo:
     why: str
 
     def summary(self, n: int, width: int = 1, probes: int | None = None,
-                culprit: int | None = None) -> dict[str, object]:
+                culprit: int | None = None,
+                start: Mapping[int, Verdict] | None = None) -> dict[str, object]:
         """For ``show``, ``plan`` and the reports: which prior, the evidence, and the probes
         a deterministic search is expected to make with it and without it (if it is right),
-        and, once the culprit is known, how many plain bisection would have made for it."""
+        and, once the culprit is known, how many runs plain bisection would have paid for it
+        from the same ``start`` (the stored verdicts and ``--skip`` marks the run began
+        with): against plain bisection from nothing, a run that reused every verdict "saved
+        6 probes" with no run made, and the prior had saved none of them."""
         out: dict[str, object] = {"mode": self.mode.value, "used": self.prior is not None,
                                   "why": self.why, "evidence": self.evidence.summary()}
         if self.prior is not None:
@@ -55,7 +59,9 @@ class PriorInfo:
         if probes is not None:
             out["probes"] = probes
         if culprit is not None:
-            out["plain_probes"] = probes_to(n, culprit, None, width)
+            out["plain_probes"] = probes_to(n, culprit, None, width, start)
+            if start:
+                out["reused"] = len(start)
         return out
 
 
@@ -177,8 +183,10 @@ def note(summary: dict[str, object]) -> str:
     mode, why = summary.get("mode"), summary.get("why")
     expected = summary.get("expected_probes")
     got = saved(summary)
-    done = (f"; this bisection: {summary['probes']} probes, plain bisection "
-            f"{summary['plain_probes']} for this culprit, "
+    reused = summary.get("reused")
+    done = (f"; this bisection: {summary['probes']} oracle runs, plain bisection "
+            f"{summary['plain_probes']} for this culprit"
+            f"{f' from the {reused} verdicts it began with' if reused else ''}, "
             f"{_saved_words(got)}" if got is not None else "")
     if not summary.get("used") or not isinstance(expected, dict):
         head = (f"Prior: {mode}, plain bisection ({why})" if summary.get("used") is False
@@ -190,7 +198,7 @@ def note(summary: dict[str, object]) -> str:
 
 
 def _saved_words(n: int) -> str:
-    return (f"saved {n} probe{'s' if n != 1 else ''}" if n > 0 else
+    return (f"saved {n} run{'s' if n != 1 else ''}" if n > 0 else
             "saved none" if n == 0 else f"{-n} more")
 
 

@@ -279,7 +279,11 @@ class Runner:
         info = prior.info if prior is not None else None
         if info is not None:  # which prior the search used, and what it saved
             paid = run_store.paid_runs(self.store, b.id, below=b.n_candidates)  # the walk's
-            result["prior"] = info.summary(self.walk_view.n, self.width, paid, answer.culprit)
+            # Plain bisection is priced from the verdicts this one reused, as it would have
+            began = {p.position: Verdict(p.verdict) for p in run_store.probes(self.store, b.id)
+                     if p.reused and p.position < b.n_candidates}
+            result["prior"] = info.summary(self.walk_view.n, self.width, paid, answer.culprit,
+                                           began)
         if answer.culprit is not None and self.judging.confirm:
             result["confirmation"] = checked = confirm.confirm(
                 self.confirming(), answer.culprit, answer.judge, answer.posterior)

@@ -140,7 +140,8 @@ def test_the_sample_report_plans_against_the_demo_history(home: Path, tmp_path: 
     assert (f"range 1 of 1: torchbench speedup (inference, bfloat16, cuda) of BERT_pytorch, "
             f"resnet50: {hist.main[144][:12]}..{hist.main[160][:12]}, threshold 5%") in r.stderr
     assert "not bisected" not in r.stderr
-    assert r.stdout.startswith(f"{160 - 144 + 1} candidate commits"), r.stdout
+    # The range as show counts it (git rev-list --count): the good endpoint is no candidate.
+    assert r.stdout.startswith(f"{160 - 144} candidate commits, and the good endpoint"), r.stdout
     assert "oracle      12 min  default for PyTorch's benchmark of 2 model(s)" in r.stdout
 
 

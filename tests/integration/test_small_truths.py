@@ -5,6 +5,7 @@ made here (``generate_small``: pure Python, no build) and the real CLI."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -58,3 +59,53 @@ def test_a_failed_start_points_at_show_once_and_show_not_at_itself(
     assert "could not be tested" in shown and "bisect show 1" not in shown, shown
     issue = _show(db, "1", "--format", "issue")
     assert "bisect show 1" not in issue
+
+
+# -- (a) counts: one number for the range, and reuse that is reuse ---------------------------
+
+def _one(pattern: str, text: str) -> int:
+    found = re.findall(pattern, text)
+    assert len(set(found)) == 1, (pattern, found, text)
+    return int(found[0])
+
+
+def test_path_plan_and_show_count_the_range_alike(home: Path, small: SmallHistory) -> None:
+    db, m = home / "a.db", small.main
+    path = f"src/{NAME}/mod0.py"  # touched by commits 0, 5, 10, 15, 20
+    d = _range(db, small, "--path", path)
+    shown = _show(db, str(d["id"]))
+    # show's range line, the --path note and plan: one count of candidates.
+    in_range = _one(r"\), (\d+) commits \(first-parent\)", shown)
+    in_note = _one(r"they and the bad endpoint, (\d+) commits, are the candidates", shown)
+    assert "4 of the 22 commits between the endpoints touch it" in shown
+    plan = run_cli("--db", str(db), "plan", "--repo", str(small.path), "--good", m[0],
+                   "--bad", m[-1], "--path", path, "--", "python", "-c", F_IS_ONE)
+    assert plan.returncode == 0, plan.stderr
+    in_plan = _one(r"^(\d+) candidate commits", plan.stdout)
+    assert in_range == in_note == in_plan == 5, (in_range, in_note, in_plan)
+    # Without --path: plan's count is git's (rev-list --count GOOD..BAD), as show's is.
+    whole = run_cli("plan", "--repo", str(small.path), "--good", m[0], "--bad", m[-1],
+                    "--json", "--", "python", "-c", F_IS_ONE)
+    count = subprocess.run(["git", "-C", str(small.path), "rev-list", "--count",
+                            "--first-parent", f"{m[0]}..{m[-1]}"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    assert json.loads(whole.stdout)["range_commits"] == int(count) == len(m) - 1
+
+
+def test_skip_marks_are_no_reused_verdicts_and_reuse_saves_no_probe(
+        home: Path, small: SmallHistory) -> None:
+    db, m = home / "s.db", small.main
+    first = _range(db, small, "--skip", m[3])
+    assert first["oracle_runs"] > 0  # type: ignore[operator]
+    words = f"{first['oracle_runs']} oracle runs, 0 reused verdicts, 1 skipped up front (--skip)"
+    assert f"- Probes: {len(first['probes'])} ({words})" in _show(db, "1")  # type: ignore[arg-type]
+    assert f"probes ({words})." in _show(db, "1", "--format", "issue")
+    assert words in _show(db, "1", "--format", "html")
+    # The same range again: every verdict stored, no run made. The search is plain bisection
+    # (the output names no file), so against plain bisection from the same verdicts it saved
+    # nothing; "saved 6 probes" with 0 runs was reuse counted as the prior's.
+    again = _range(db, small)
+    assert again["oracle_runs"] == 0
+    prior = _show(db, str(again["id"]))
+    assert "this bisection: 0 oracle runs, plain bisection 0 for this culprit" in prior
+    assert "saved none" in prior and not re.search(r"saved \d", prior), prior

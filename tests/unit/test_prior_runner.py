@@ -59,12 +59,22 @@ def test_deterministic_oracle_fewer_probes_same_culprit(store: Store, width: int
     cands = shas(3000)
     plain_ex, prior_ex = FakeExecutor(cands, 2021), FakeExecutor(cands, 2021)
     plain = runner(store, cands, plain_ex, width=width).run().record
-    ours = runner(store, cands, prior_ex, prior=Fixed({2021, 77}), width=width).run().record
+    # Its own key (other oracle bytes): with the plain run's, it reused all 14 verdicts and
+    # made no run, so "fewer" held with 0 and it read "saved 14 probes" (issue 50 item 8).
+    ours = runner(store, cands, prior_ex, _other(ORACLE), prior=Fixed({2021, 77}),
+                  width=width).run().record
     assert plain.culprit_sha == ours.culprit_sha == cands[2021]
-    assert len(prior_ex.calls) < len(plain_ex.calls), (len(prior_ex.calls), len(plain_ex.calls))
+    assert 0 < len(prior_ex.calls) < len(plain_ex.calls), (len(prior_ex.calls),
+                                                           len(plain_ex.calls))
     p = ours.result["prior"]
     assert p["used"] is True and p["matched"] == 2 and p["probes"] == len(prior_ex.calls)
     assert p["plain_probes"] == len(plain_ex.calls) or width > 1
+    # Under the plain run's key every verdict is reused: plain bisection from them pays
+    # nothing either, so nothing is saved.
+    again_ex = FakeExecutor(cands, 2021)
+    again = runner(store, cands, again_ex, prior=Fixed({2021, 77}), width=width).run().record
+    q = again.result["prior"]
+    assert not again_ex.calls and q["probes"] == q["plain_probes"] == 0 and q["reused"] > 0
 
 
 def test_flaky_oracle_fewer_runs_same_culprit(store: Store) -> None:
