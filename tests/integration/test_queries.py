@@ -22,10 +22,11 @@ import sqlalchemy as sa
 
 from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
-from bisector.store import bisections, queries
+from bisector.core.verdict import Outcome
+from bisector.store import bisections, queries, runs
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import open_store
-from bisector.store.records import NewArtifact
+from bisector.store.records import NewArtifact, NewRun
 from tests.support import copy_world, git, invoke, one_line_error, run_cli, serving
 
 MARK = "NORM CHECK FAILED"
@@ -105,6 +106,12 @@ def made(request: pytest.FixtureRequest, world: SyntheticHistory, shared_cache: 
         bisections.finish(store, old, me="old@host:1:1", state=State.DONE, result={},
                           culprit_sha=main[3], message=None)
         ids["old"] = old
+        # The norm oracle passed at the culprit on another machine (an environment where the
+        # regression does not show): the store's runs there disagree.
+        norm = bisections.get(store, ids["norm"]).oracle_sha256
+        runs.save_run(store, runs.Key(norm, "1" * 64), NewRun(
+            commit_sha=hist.culprit, outcome=Outcome.PASS, reason="exit 0", reusable=True,
+            started_at=datetime.now(UTC), exit_code=0, output_tail="norm is fine elsewhere"))
         # The commit before the culprit once failed to build (a fact the store keeps).
         ArtifactStore(store).save(NewArtifact(
             key="f" * 64, commit_sha=main[2], kind=ArtifactKind.SOURCE,
@@ -213,10 +220,16 @@ def test_commit_says_everything_the_store_knows(made: Made) -> None:
     assert ("torchlet_norm", made.ids["norm"], "bad", "fail") in by_oracle
     assert any(o != "torchlet_norm" and b == made.ids["command"] and v == "bad"
                for o, b, v, _ in by_oracle)
-    assert d["wheel_cached"] and not d["build_failed"] and d["disagreements"] == []
+    assert d["wheel_cached"] and not d["build_failed"]
+    # The norm oracle failed here in the bisections' environment and passed in another one.
+    [split] = d["disagreements"]
+    assert split["oracle"] == "torchlet_norm" and set(split["outcomes"]) == {"fail", "pass"}
+    assert split["outcomes"]["pass"]["environments"] == ["1" * 64]
+    assert ("torchlet_norm", None, None, "pass") in by_oracle  # no bisection used that run
     text = made.run("commit", culprit[:10]).stdout
     assert f"commit {culprit}" in text and f"#{made.ids['norm']}" in text
     assert "verdicts (" in text and "torchlet_norm" in text
+    assert "disagreement: torchlet_norm ended fail in" in text and "pass in 11111111" in text
     broke = json.loads(made.run("commit", made.hist.main[2], "--json").stdout)
     assert broke["build_failed"] and broke["culprit_of"] == []
     old = json.loads(made.run("commit", made.old_culprit[:9], "--json").stdout)
