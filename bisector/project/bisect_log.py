@@ -59,6 +59,9 @@ class BisectLog:
     goods: tuple[str, ...]
     marks: tuple[Mark, ...]
     paths: tuple[str, ...] = ()  # after ``--`` on the start line: as ``--path``
+    # The start line's refs as typed (bad first: ``main``, ``v2.9.0``), where ``bad`` and
+    # ``goods`` hold the commits noted above it: the names the bisection is shown by.
+    typed: tuple[str, ...] = ()
 
 
 def _shown(text: str) -> str:
@@ -125,6 +128,7 @@ def parse(text: str, name: str = "the log") -> BisectLog:  # noqa: C901
     goods: list[str] = []
     marks: list[Mark] = []
     paths: tuple[str, ...] = ()
+    typed: tuple[str, ...] = ()
     noted: list[tuple[str, str]] = []  # (word, sha) of the comments just above a line
     for n, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
@@ -151,6 +155,7 @@ def parse(text: str, name: str = "the log") -> BisectLog:  # noqa: C901
                                  f"bisection (from its start line on)")
             started = True
             terms, refs, paths = _start(args, where)
+            typed = tuple(refs)
             if refs:  # marks too, as git counts them: at the commits noted above, if noted
                 at = {side: [sha for word, sha in above if word == term]
                       for side, term in zip((Verdict.GOOD, Verdict.BAD), terms, strict=True)}
@@ -181,7 +186,7 @@ def parse(text: str, name: str = "the log") -> BisectLog:  # noqa: C901
     if not marks and bad is None:
         raise UsageError(f"{name} holds no git bisect start or marks: give the output of git "
                          f"bisect log (or bisect log)")
-    return BisectLog(name, terms, bad, tuple(goods), tuple(marks), paths)
+    return BisectLog(name, terms, bad, tuple(goods), tuple(marks), paths, typed)
 
 
 @dataclass(frozen=True)

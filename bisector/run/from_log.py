@@ -51,6 +51,10 @@ class Log:
     marks: list[bisect_log.Resolved]
     good: str
     bad: str
+    # What the range is shown by: the start line's refs as typed (``main``, ``v2.9.0``),
+    # while ``good``/``bad`` are the commits they were when the log began; two 40-character
+    # shas told the user nothing of the refs their log started from.
+    names: tuple[str, str] = ("", "")
 
 
 def read(repo: git.Repo, path: Path, good: str, bad: str, find_fix: bool) -> Log:
@@ -62,7 +66,8 @@ def read(repo: git.Repo, path: Path, good: str, bad: str, find_fix: bool) -> Log
                          f"and fixed): add --find-fix")
     marks = bisect_log.resolve(repo, log)
     g, b = bisect_log.endpoints(repo, log, marks, good or None, bad or None)
-    return Log(log, marks, g, b)
+    typed = dict(zip((log.bad, *log.goods), log.typed, strict=False))
+    return Log(log, marks, g, b, (good or typed.get(g, g), bad or typed.get(b, b)))
 
 
 def refuse_sampled(oracle: Oracle, option: str = "--from-log") -> None:

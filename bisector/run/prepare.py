@@ -148,6 +148,8 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa:
         req = replace(req, path=log.log.paths)
     span = history.resolve_range(repo, good, bad, first_parent=not req.ancestry_path,
                                  find_fix=req.find_fix)
+    if log is not None:  # shown by the log's refs as typed; searched from its commits
+        span = replace(span, good_ref=log.names[0], bad_ref=log.names[1])
     oracle = manual_oracle() if req.manual else oracle_for(
         req.oracle, req.command, timeout=req.timeout, dependencies=req.dependency,
         oracles_dir=oracles_dir, threshold=req.threshold)

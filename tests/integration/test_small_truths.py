@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -109,3 +110,45 @@ def test_skip_marks_are_no_reused_verdicts_and_reuse_saves_no_probe(
     prior = _show(db, str(again["id"]))
     assert "this bisection: 0 oracle runs, plain bisection 0 for this culprit" in prior
     assert "saved none" in prior and not re.search(r"saved \d", prior), prior
+
+
+# -- (b) --from-log: the range is shown by the refs the log started from ----------------------
+
+def test_from_log_shows_the_log_s_refs_and_searches_its_commits(
+        home: Path, small: SmallHistory, tmp_path: Path) -> None:
+    repo, m = tmp_path / "proj", small.main
+    shutil.copytree(small.path, repo, symlinks=True)
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(repo), "-c", "user.name=V", "-c",
+                               "user.email=v@example.com", *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    branch = git("branch", "--show-current").strip()
+    git("tag", "truths-good", m[0])
+    git("bisect", "start", "--no-checkout", branch, "truths-good")
+    git("bisect", "good", m[5])
+    log = git("bisect", "log")
+    git("bisect", "reset")
+    assert f"git bisect start '--no-checkout' '{branch}' 'truths-good'" in log
+    (tmp_path / "git.log").write_text(log)
+    # The branch moves on after the log was written: the search stays where the log began.
+    (repo / "later.txt").write_text("later\n")
+    git("add", "later.txt")
+    git("commit", "-qm", "later")
+    db = home / "b.db"
+    r = run_cli("--db", str(db), "start", "--repo", str(repo), "--from-log",
+                str(tmp_path / "git.log"), "--no-confirm", "--json", "--", "python", "-c",
+                F_IS_ONE)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert (d["good"]["ref"], d["bad"]["ref"]) == ("truths-good", branch)
+    assert (d["good"]["sha"], d["bad"]["sha"]) == (m[0], m[-1])
+    assert d["culprit"]["sha"] == small.culprit
+    shown = _show(db, str(d["id"]))
+    assert (f"- Range: `truths-good` (`{m[0][:12]}`) .. `{branch}` (`{m[-1][:12]}`)"
+            in shown), shown
+    listed = invoke("--db", str(db), "list")
+    assert f"truths-good..{branch}" in listed.stdout, listed.stdout
+    # The reproduce line keeps the commits: the branch has moved since.
+    assert f"--good {m[0]} --bad {m[-1]}" in d["reproduce"]
