@@ -39,10 +39,13 @@
 16. Read commands on a store of BENCH_READ_BISECTIONS (1,000) bisections: ``list``, ``show``,
    ``log`` vs ``python -c "import click"``, idle and loaded; a probe's own overhead
    (bench/read_commands.py).
+17. A repository with no Python packaging (a 40-commit C project): a first bisection with the
+   command oracle ``sh check.sh`` (compile, run) vs ``git bisect run`` with the same oracle
+   (bench/tree_project.py; BENCH_TREE_RUNS, BENCH_TREE_FUNCS).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
 rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli,
-perf-drift, flaky-regression, prefetch, reads.
+perf-drift, flaky-regression, prefetch, reads, tree.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
@@ -81,6 +84,7 @@ from bench.prefetch import bench_prefetch
 from bench.prior import bench_prior
 from bench.read_commands import bench_reads
 from bench.small_project import bench_small_project
+from bench.tree_project import bench_tree_project
 from bisector.app.demo.torchlet import generate_linear
 from bisector.artifacts.build_logs import describe_stats
 from bisector.artifacts.installable import Installable
@@ -459,6 +463,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "flaky-regression": lambda tmp: bench_flaky_regression(line),
     "prefetch": lambda tmp: bench_prefetch(tmp, line),
     "reads": lambda _tmp: bench_reads(line),
+    "tree": lambda tmp: bench_tree_project(tmp, line),
 }
 
 
