@@ -120,8 +120,9 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
             raise BuildError(f"no package of {sha[:12]}: {got.reason}"
                              + (f" (log: {log})" if log else ""))
         inst = got.installable
-        where = f"source build of {sha[:12]}" + (
-            " (from the team's object store)" if got.origin == "bucket" else "")
+        where = f"the tree of {sha[:12]} (nothing to build)" if inst.tree else (
+            f"source build of {sha[:12]}"
+            + (" (from the team's object store)" if got.origin == "bucket" else ""))
     res = ready_pipeline(inst, executor, oracle, rules, events).probe(0, sha, gpu=req.gpu)
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known

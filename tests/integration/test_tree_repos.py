@@ -73,6 +73,13 @@ def test_a_shell_repository_bisects_in_its_trees_and_reuses_its_verdicts(
     inner = _start(tmp_path / "sh", shas[2], shas[12], "--no-confirm", "--", "sh", "check.sh")
     assert inner["culprit"]["sha"] == shas[9]
     assert any(p["reused"] for p in inner["probes"]), inner["probes"]
+    # bisect check --commit runs the oracle in that commit's tree as a probe does.
+    for sha, said, code in ((shas[8], "good (exit 0", 0), (shas[9], "bad (exit 1", 1)):
+        r = run_cli("check", "--repo", str(tmp_path / "sh"), "--commit", sha, "--", "sh",
+                    "check.sh")
+        assert r.returncode == code, r.stderr
+        assert said in r.stdout and f"the tree of {sha[:12]} (nothing to build)" in r.stdout, \
+            r.stdout
 
 
 def test_a_c_repository_whose_oracle_compiles_and_runs_is_confirmed_by_its_revert(
