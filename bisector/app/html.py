@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from bisector.app import compiler_pass, paste
 from bisector.app.evidence import evidence
+from bisector.app.issue import scrubber
 from bisector.app.phases import ahead_text, hidden_total, phase_rows
 from bisector.app.phases import timeline as phase_timeline
 from bisector.app.reports import culprit_facts
@@ -188,10 +189,34 @@ def _compiler_pass(d: dict[str, Any]) -> dict[str, Any]:
 
 def render_report(d: dict[str, Any], issue: str, series: str | None = None) -> str:
     """The self-contained file: no links back to a server, the outputs inline; ``series``:
-    the SVG of the watch's series this bisection was started from (``render_series``)."""
+    the SVG of the watch's series this bisection was started from (``render_series``).
+    It is the file a user mails, so this machine's paths are rewritten in it as in the issue
+    text (:func:`mailable`); the served page, on the team's own server, keeps them."""
     return _env.get_template("report.html").render(
-        **_context(d, issue), served=False,
+        **_context(mailable(d), issue), served=False,
         series=Markup(series) if series is not None else None)
+
+
+def mailable(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with every string's paths of this machine rewritten by the issue's scrubber
+    (the clone ``<repo>``, bisector's folders, the home folder ``~``, site-packages
+    prefixes): the probes' outputs printed them, and the issue text rewrote them while the
+    HTML report beside it kept them. The clone is named by its folder, as the report's
+    heading names it."""
+    scrub = scrubber(d["repo"], (d.get("environment") or {}).get("paths"))
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return scrub(value)
+        if isinstance(value, dict):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    out: dict[str, Any] = walk(d)
+    out["repo"] = Path(d["repo"]).name
+    return out
 
 
 def render_page(d: dict[str, Any], issue: str, series: str | None = None) -> str:

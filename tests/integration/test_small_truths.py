@@ -152,3 +152,35 @@ def test_from_log_shows_the_log_s_refs_and_searches_its_commits(
     assert f"truths-good..{branch}" in listed.stdout, listed.stdout
     # The reproduce line keeps the commits: the branch has moved since.
     assert f"--good {m[0]} --bad {m[-1]}" in d["reproduce"]
+
+
+# -- (c) the HTML report, the file to mail, keeps no path of this machine --------------------
+
+# Prints where the package is installed, where the oracle runs and the home folder: paths of
+# this machine, which the issue text rewrites.
+WHERE = (f"import os, sys, {NAME}; print('installed at', {NAME}.__file__); "
+         f"print('ran in', os.getcwd()); print('home', os.path.expanduser('~')); "
+         f"sys.exit(0 if {NAME}.f() == 1 else 1)")
+
+
+def test_the_html_report_rewrites_local_paths_as_the_issue_does(
+        home: Path, small: SmallHistory, tmp_path: Path) -> None:
+    db = home / "c.db"
+    r = _start(db, small, "--good", small.main[0], "--bad", small.main[-1], "--json",
+               command=WHERE)
+    d = json.loads(r.stdout)
+    cache = Path(subprocess.run(["sh", "-c", "echo $BISECTOR_CACHE_DIR"], capture_output=True,
+                                text=True, check=True).stdout.strip())
+    local = [p for p in (small.path, home, cache, Path.home()) if str(p) not in ("", "/")]
+    tails = "\n".join(p["output_tail"] for p in d["probes"])
+    assert any(str(p) in tails for p in local), tails  # the probes did print them
+    issue = _show(db, "1", "--format", "issue")
+    page = _show(db, "1", "--format", "html")
+    written = list((home / "data" / "reports").glob("bisection-1-*.html"))
+    assert len(written) == 1  # the file written when the bisection ended
+    for text in (issue, page, written[0].read_text()):
+        for p in local:
+            assert f"{p}/" not in text and f"{p}<" not in text, (p, text[:2000])
+    # The outputs are still there, rewritten as in the issue text.
+    assert "installed at" in page and ("&lt;bisector-cache&gt;" in page or "site-packages"
+                                       in page)
