@@ -11,12 +11,16 @@ tree before that commit and built from it on.
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import git, invoke, one_line_error, run_cli
+from tests.support import BISECT, ROOT, _probes, git, invoke, one_line_error, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -80,6 +84,35 @@ def test_a_shell_repository_bisects_in_its_trees_and_reuses_its_verdicts(
         assert r.returncode == code, r.stderr
         assert said in r.stdout and f"the tree of {sha[:12]} (nothing to build)" in r.stdout, \
             r.stdout
+
+
+def test_a_killed_tree_bisection_resumes_to_the_same_answer(home: Path,
+                                                            tmp_path: Path) -> None:
+    """kill -9 in the middle, then ``bisect resume``: the stored configuration (the tree
+    profile) probes the rest in their trees, and nothing judged is run again."""
+    shas = _shell_repo(tmp_path / "sh", commits=24, culprit=15)
+    db = home / "b.db"
+    proc = subprocess.Popen([*BISECT, "--db", str(db), "start", "--repo", str(tmp_path / "sh"),
+                             "--good", shas[0], "--bad", shas[-1], "--no-confirm", "--", "sh",
+                             "-c", "sleep 1; sh check.sh"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 3):
+        time.sleep(0.2)
+    time.sleep(0.5)  # inside the next oracle run
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = _probes(db, 1)
+    assert len(before) >= 3
+    r = run_cli("--db", str(db), "resume", "1", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == shas[15]
+    assert [p["sha"] for p in d["probes"]][:len(before)] == before
+    con = sqlite3.connect(db)
+    runs = con.execute("SELECT COUNT(*) FROM run").fetchone()[0]
+    con.close()
+    assert runs == len(d["probes"])  # each commit judged once, across the kill
 
 
 def test_a_c_repository_whose_oracle_compiles_and_runs_is_confirmed_by_its_revert(
