@@ -65,7 +65,7 @@ def check_line(req: Request, commit: str, env: dict[str, str],
     words = ([redact.text(shlex.join(parts))] if word is None
              else [" ".join(word(redact.text(p)) for p in parts)])
     quote = word or shlex.quote
-    given = {**oracle_env.parse(oracle_env.chosen(req.env)), **env}
+    given = {**oracle_env.parse(req.typed_env), **env}
     for name, value in sorted(given.items()):
         pair = oracle_env.word(f"{name}={value}")
         words.append("--env " + (f'{name}="{value}"' if value.startswith("$PWD/")

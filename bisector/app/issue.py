@@ -29,6 +29,7 @@ from bisector.app import by_hand, compile_debug, compiler_pass, hunted, merge_te
 from bisector.app.reports import culprit_facts, tail
 from bisector.app.result_text import (
     confirmation_summary,
+    inherited_line,
     noisy_summary,
     perf_table,
     probe_counts,
@@ -172,11 +173,10 @@ def reproduce(d: dict[str, Any], req: Request, scrub: Callable[[str], str] | Non
     ``"$PWD"/NAME/...`` (the line is typed beside the clone, and a command oracle runs in each
     probed commit's tree, so the clone's file needs its full path)."""
     name = _clone_name(d)
-    # The variables the box's image describes itself with (CUDA_VERSION, TORCH_CUDA_ARCH_LIST)
-    # are facts of that box, not choices to repeat; the variant is the one probed.
-    env = oracle_env.chosen(req.env)
+    # The line carries --env as given (Request.typed_env): what the run inherited is a fact
+    # of that box, said beside it (result_text.inherited_line); the variant is the one probed.
     variant = _probed_variant(d) or req.variant
-    line = reproduce_command(portable(d, replace(req, env=env, variant=variant)))
+    line = reproduce_command(portable(d, replace(req, variant=variant)))
     if scrub is not None:
         line = paste.join(shlex.split(line), scrub, paste.beside(name))
     if d["github"]:
@@ -297,9 +297,9 @@ def _no_culprit(d: dict[str, Any]) -> str:
 
 
 def _env(req: Request) -> dict[str, str]:
-    """The oracle environment the user chose (``--env``; not what a box's image says of
-    itself), each way to reproduce sets it."""
-    return oracle_env.parse(oracle_env.chosen(req.env))
+    """The oracle environment the user chose (``--env``; not what the run inherited nor
+    what a box's image says of itself), each way to reproduce sets it."""
+    return oracle_env.parse(req.typed_env)
 
 
 def _by_hand(d: dict[str, Any], req: Request, saved: str, probe: dict[str, Any] | None,
@@ -415,6 +415,7 @@ def issue_markdown(d: dict[str, Any], req: Request) -> str:  # noqa: PLR0915
               "</details>", "",
               *_by_hand(d, req, saved, by_pos.get(pos) if pos is not None else None, scrub),
               "Reproduce with bisector:", "", *fence(scrub(reproduce(d, req, scrub))), "",
+              *[f"{x}\n" for x in (inherited_line(d, scrub),) if x],
               "### Versions", "", *fence(compiler_pass.environment_block(d, scrub) or scrub(
                   versions(culprit_facts(d), d["environment"], d.get("project"))))]
     return "\n".join(lines) + "\n"

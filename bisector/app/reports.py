@@ -6,7 +6,6 @@ Markdown and the JSON can never disagree.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import git
@@ -17,6 +16,7 @@ from bisector.app.phases import phase_markdown
 from bisector.app.result_text import (
     commit_lines,
     confirmation_summary,
+    inherited_line,
     noisy_summary,
     perf_table,
     probe_counts,
@@ -99,10 +99,12 @@ def show_data(store: Store, bisection_id: int, cfg: RunConfig) -> dict[str, Any]
         "inside": merge_text.inside(b.result, lambda sha: commit_facts(repo, sha, slug)),
         "merge_at": merge_text.merge_at(store, b),  # the walk's position of that merge
         "suspects": [commit_facts(repo, x, slug) for x in b.result.get("suspects", [])],
-        # As the line: the variables the user chose, not those the box's image
-        # describes itself with (CUDA_VERSION, TORCH_CUDA_ARCH_LIST).
-        "reproduce": reproduce_command(replace(cfg.request,
-                                               env=oracle_env.chosen(cfg.request.env))),
+        # As the line: the variables the user chose (--env), not those the run
+        # inherited (an image's TORCH_SYMM_MEM_DISABLE_MULTICAST=1, CUDA_VERSION): those are
+        # the environment the runs had, said beside the line.
+        "reproduce": reproduce_command(cfg.request),
+        "inherited_env": oracle_env.shown({k: v for k, v in cfg.oracle_env.items()
+                                           if k in cfg.request.inherited}),
         # Which prior the search used (--prior), its evidence, and the probes it saved.
         "prior": prior_view((b.result or {}).get("prior") or {
             "mode": cfg.request.prior.value, "used": None,
@@ -308,6 +310,7 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
     lines += compile_debug.markdown(d.get("compile_debug"))
     if d["reproduce"]:
         lines += ["", "Reproduce with:", *fence(d["reproduce"])]
+        lines += [y for x in (inherited_line(d),) if x for y in ("", x)]
     return "\n".join(lines)
 
 

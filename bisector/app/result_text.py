@@ -4,9 +4,10 @@ confirmation of a culprit and a performance bisection's table. One wording for b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from bisector.base.escape import md
+from bisector.base.escape import code, md
 
 
 def suspects_heading(d: dict[str, Any]) -> str:
@@ -154,3 +155,15 @@ def probe_counts(d: dict[str, Any]) -> str:
     reused = sum(1 for p in d["probes"] if p["reused"]) - skipped
     return (f"{d['oracle_runs']} oracle runs, {reused} reused verdicts"
             + (f", {skipped} skipped up front (--skip)" if skipped else ""))
+
+
+def inherited_line(d: dict[str, Any], scrub: Callable[[str], str] = str) -> str | None:
+    """The variables the runs inherited from the machine that ran them (not given with
+    ``--env``; ``show``'s ``inherited_env``), said beside the commands to type, which carry
+    ``--env`` alone: the environment the runs had, not flags for the reader. None without."""
+    env = d.get("inherited_env") or {}
+    if not env:
+        return None
+    pairs = ", ".join(code(scrub(f"{k}={v}")) for k, v in sorted(env.items()))
+    return (f"The runs also had {pairs}: set where they ran, not with --env, so no command "
+            f"here carries it.")

@@ -44,11 +44,23 @@ def describes_image(name: str) -> bool:
     return name in _IMAGE or name.endswith("_VERSION")
 
 
-def chosen(pairs: Iterable[str]) -> tuple[str, ...]:
-    """The ``NAME=VALUE`` words a user chose, without those a box's image describes itself
-    with (``CUDA_VERSION``, ``TORCH_CUDA_ARCH_LIST``): facts of that box, not choices another
+def chosen(pairs: Iterable[str], inherited: Iterable[str] = ()) -> tuple[str, ...]:
+    """The ``NAME=VALUE`` words a user chose: without the ``inherited`` names (taken from the
+    environment the run inherited, not given with ``--env``: an H200 image's
+    ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` was in every suggested command) and without those
+    a box's image describes itself with (``CUDA_VERSION``, ``TORCH_CUDA_ARCH_LIST``; what a
+    bisection recorded before ``inherited`` was): facts of that box, not choices another
     machine should repeat."""
-    return tuple(w for w in pairs if not describes_image(w.partition("=")[0]))
+    drop = set(inherited)
+    return tuple(w for w in pairs if (name := w.partition("=")[0]) not in drop
+                 and not describes_image(name))
+
+
+def inherited_names(given: Iterable[str], environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The names :func:`resolve` takes from ``environ`` that ``given`` (``--env``) does not
+    set: the oracle environment's part the user never typed."""
+    typed = parse(given)
+    return tuple(k for k in inherited(environ) if k not in typed)
 
 
 def parse(pairs: Iterable[str], flag: str = "--env") -> dict[str, str]:

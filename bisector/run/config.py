@@ -36,6 +36,8 @@ SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm", "prefetch
                         "compiler_bisect"})
 # NAME=VALUE options: a secret-named variable's value is shown as *** in the reproduce line.
 ENV_FIELDS = frozenset({"env", "build_env"})
+# Fields ``prepare`` fills from what it found, never an option: not on the reproduce line.
+RECORDED = frozenset({"inherited"})
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,10 @@ class Request:
     # The oracle environment, NAME=VALUE (base/oracle_env.py): as given with --env, and after
     # ``prepare`` with what the run inherits (TORCH_LOGS=...) folded in.
     env: tuple[str, ...] = ()
+    # The names in ``env`` that came from the environment the run inherited, not from --env
+    # (``prepare``): keyed and recorded like the rest, shown as the environment the runs had,
+    # never put into a command to type (:attr:`typed_env`).
+    inherited: tuple[str, ...] = ()
     command: tuple[str, ...] = ()  # `-- CMD ARGS...`: a command oracle (oracle/command.py)
     manual: bool = False  # a person answers for each probe (manual.py)
     prior: PriorMode = PriorMode.AUTO  # weigh candidates by what the failure names (prior.py)
@@ -106,6 +112,13 @@ class Request:
     # What showed the bad endpoint bad before this search (the watch's series of nightlies:
     # a step of the performance oracle there); "": nothing, the search checks it first.
     bad_shown: str = ""
+
+    @property
+    def typed_env(self) -> tuple[str, ...]:
+        """The oracle environment as a suggested command repeats it (the reproduce line,
+        the by-hand steps, ``bisect check`` lines): what ``--env`` gave, not what the run
+        inherited (:func:`bisector.base.oracle_env.chosen`)."""
+        return oracle_env.chosen(self.env, self.inherited)
 
     @property
     def gpu_list(self) -> tuple[str, ...]:
@@ -369,9 +382,11 @@ def reproduce_command(req: Request) -> str:
     if req.oracle and not (req.manual and req.oracle == "manual"):
         parts += ["--oracle", req.oracle]
     for f in fields(Request):
-        if f.name in {"good", "bad", "oracle", "repo", "command"} | SPEED_ONLY:
+        if f.name in {"good", "bad", "oracle", "repo", "command"} | SPEED_ONLY | RECORDED:
             continue
         value, default = getattr(req, f.name), f.default
+        if f.name == "env":  # what --env gave; the inherited rest is no flag to type
+            value = req.typed_env
         if value == default:
             continue
         if isinstance(value, bool):

@@ -184,10 +184,12 @@ def prepare(req: Request, oracles_dir: Path | None = None) -> Prepared:  # noqa:
     check_requires_python(repo, span.bad_sha, python, given=req.python is not None)
     span = replace(span, notes=(*span.notes, interpreter.note))
     # The oracle environment: what a local run inherits (TORCH_LOGS, TORCHINDUCTOR_*, ...)
-    # and --env, stored in the request: the key, the facts and the reproduce line hold it,
-    # and resume and workers run with it. A container inherits nothing of this shell.
+    # and --env, stored in the request: the key and the facts hold it, and resume and workers
+    # run with it; the names only inherited are recorded too, so the reproduce line and the
+    # other commands to type carry --env alone. A container inherits nothing of this shell.
     inherits = {} if req.executor.sealed else os.environ
-    req = replace(req, env=oracle_env.resolve(req.env, inherits))
+    req = replace(req, env=oracle_env.resolve(req.env, inherits),
+                  inherited=oracle_env.inherited_names(req.env, inherits))
     overrides = parse_build_env(req.build_env)
     profile = replace(profile, build_env={**profile.build_env, **overrides})
     place = req.build_in or req.executor.build_place

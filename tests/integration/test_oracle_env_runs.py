@@ -57,12 +57,10 @@ def test_an_exported_torch_logs_is_recorded_keyed_and_reproduced(
     assert d["oracle_runs"] > 0  # type: ignore[operator]
     probes = [p for p in d["probes"] if not p["reused"]]  # type: ignore[attr-defined]
     assert probes and all(p["facts"]["env"] == {"TORCH_LOGS": "recompiles"} for p in probes)
-    line = str(d["reproduce"])
-    assert "--env TORCH_LOGS=recompiles" in line
-    # The line is one the CLI takes, and it gives the variable back.
-    args = shlex.split(line)
-    assert request_from(dict(start.make_context("start", args[2:]).params)).env == (
-        "TORCH_LOGS=recompiles",)
+    # Inherited, not typed: the runs' environment, said beside the line, never a flag in it
+    # (issue 50 item 8: an image's variable was in every suggested command).
+    assert "--env TORCH_LOGS" not in str(d["reproduce"])
+    assert d["inherited_env"] == {"TORCH_LOGS": "recompiles"}
     env_row = d["environment"]["executor"]["oracle_env"]  # type: ignore[index]
     assert env_row == {"TORCH_LOGS": "recompiles"}
     # Without the variable: a different key, nothing reused (the oracle sees none).
@@ -72,9 +70,17 @@ def test_an_exported_torch_logs_is_recorded_keyed_and_reproduced(
     # --env instead of the shell: the same key as the exported variable, every verdict reused.
     given = _start(db, hist, {"WANT": "recompiles"}, "--env", "TORCH_LOGS=recompiles")
     assert given["env_fingerprint"] == d["env_fingerprint"] and given["oracle_runs"] == 0
+    # Given with --env, it is in the line; the line is one the CLI takes, and gives it back.
+    line = str(given["reproduce"])
+    assert "--env TORCH_LOGS=recompiles" in line and not given["inherited_env"]
+    args = shlex.split(line)
+    assert request_from(dict(start.make_context("start", args[2:]).params)).env == (
+        "TORCH_LOGS=recompiles",)
     # resume/show render the line from the store, whatever this shell has.
-    r = invoke("--db", str(db), "show", "1", env={"TORCH_LOGS": None})
+    r = invoke("--db", str(db), "show", str(given["id"]), env={"TORCH_LOGS": None})
     assert r.exit_code == 0 and "--env TORCH_LOGS=recompiles" in r.stdout
+    first = invoke("--db", str(db), "show", "1", env={"TORCH_LOGS": None})
+    assert "The runs also had `TORCH_LOGS=recompiles`" in first.stdout
     # What the box's image says of itself is recorded and keyed, never put in the line as if
     # the user had chosen it (an H200 box printed --env CUDA_VERSION=13.0.2).
     imaged = _start(db, hist, {"WANT": "", "CUDA_VERSION": "13.0.2"})

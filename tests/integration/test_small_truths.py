@@ -184,3 +184,42 @@ def test_the_html_report_rewrites_local_paths_as_the_issue_does(
     # The outputs are still there, rewritten as in the issue text.
     assert "installed at" in page and ("&lt;bisector-cache&gt;" in page or "site-packages"
                                        in page)
+
+
+# -- (e) commands to type carry --env, not what the machine's image set ----------------------
+
+SEES = (f"import os, sys, {NAME}; "
+        f"assert os.environ.get('TORCH_SYMM_MEM_DISABLE_MULTICAST') == '1'; "
+        f"assert os.environ.get('TORCH_LOGS') == 'recompiles'; "
+        f"sys.exit(0 if {NAME}.f() == 1 else 1)")
+
+
+def _blocks(markdown: str) -> list[str]:
+    return re.findall(r"^```[^\n]*\n(.*?)^```", markdown, flags=re.S | re.M)
+
+
+def test_suggested_commands_carry_env_given_and_name_the_inherited_as_facts(
+        home: Path, small: SmallHistory) -> None:
+    db = home / "e.db"
+    # What an H200 box's image exports; the user typed only --env TORCH_LOGS=recompiles.
+    r = run_cli("--db", str(db), "start", "--repo", str(small.path), "--good", small.main[0],
+                "--bad", small.main[-1], "--no-confirm", "--json", "--env",
+                "TORCH_LOGS=recompiles", "--", "python", "-c", SEES,
+                env={"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"})
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["culprit"]["sha"] == small.culprit  # the oracle saw both variables
+    assert d["environment"]["executor"]["oracle_env"] == {
+        "TORCH_LOGS": "recompiles", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}  # keyed, recorded
+    assert "--env TORCH_LOGS=recompiles" in d["reproduce"]
+    assert "MULTICAST=1" not in d["reproduce"]
+    had = "The runs also had `TORCH_SYMM_MEM_DISABLE_MULTICAST=1`"
+    shown = _show(db, "1")
+    assert had in shown
+    issue = _show(db, "1", "--format", "issue")
+    commands, versions = issue.split("### Versions")
+    assert had in commands and "TORCH_SYMM_MEM_DISABLE_MULTICAST=1" in versions
+    typed = _blocks(commands)
+    assert any("bisect start" in b for b in typed) and any("TORCH_LOGS=recompiles" in b
+                                                           for b in typed)
+    assert not [b for b in typed if "MULTICAST=1" in b], typed

@@ -44,7 +44,8 @@ EVERYTHING = Request(
     confirm=False, reconfirm=True,
     match=r"NameError: .*_Runner__", any_failure=True, timeout=30.0, threshold="5%",
     dependency=("pytest", "expecttest>=0.2"),
-    env=("TORCH_LOGS=+dynamo,recompiles", "MY_FLAG=a b"),
+    env=("TORCH_LOGS=+dynamo,recompiles", "MY_FLAG=a b", "TORCH_SYMM_MEM_DISABLE_MULTICAST=1"),
+    inherited=("TORCH_SYMM_MEM_DISABLE_MULTICAST",),
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
     from_log=Path("/abs/bisect log.txt"), path=("torch/_inductor/", "a b.py"),
     skip=("v2.8.1..v2.8.2", "abc123"), term_old="fast", term_new="slow",
@@ -58,14 +59,17 @@ def test_every_field_differs_from_its_default_in_the_fixture() -> None:
 
 
 def test_reproduce_parses_back_to_the_same_request() -> None:
-    """Every option that can change the result is on the line; only speed options are not."""
+    """Every option that can change the result is on the line; only speed options are not,
+    nor the variables the run inherited (they are no option the user gave)."""
     line = reproduce_command(EVERYTHING)
     args = shlex.split(line)
     assert args[:2] == ["bisect", "start"]
+    assert "TORCH_SYMM_MEM_DISABLE_MULTICAST" not in line
     ctx = start.make_context("start", args[2:])
     again = request_from(dict(ctx.params))
     expected = replace(EVERYTHING, **{n: getattr(Request("g", "b", "o"), n)
-                                      for n in SPEED_ONLY})
+                                      for n in SPEED_ONLY}, env=EVERYTHING.env[:2],
+                       inherited=())
     assert again == expected
 
 

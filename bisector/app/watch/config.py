@@ -44,7 +44,7 @@ from bisector.base.errors import BisectorError, UsageError
 from bisector.base.paths import read_toml
 from bisector.oracle.script import load_oracle
 from bisector.project.profiles import PROFILES
-from bisector.run.config import Request, request_from
+from bisector.run.config import RECORDED, Request, request_from
 
 SOURCES = ("nightly", "release", "installed", "wheel")
 EVENTS = ("flip", "culprit", "inconclusive")
@@ -306,7 +306,8 @@ def _start(table: Any, where: str) -> dict[str, Any]:
     ``start`` would check them."""
     if not isinstance(table, dict):
         raise UsageError(f"{where}: bisect must be a table of `bisect start` options")
-    known = tuple(f.name.replace("_", "-") for f in fields(Request) if f.name not in OWN)
+    known = tuple(f.name.replace("_", "-") for f in fields(Request)
+                  if f.name not in OWN | RECORDED)
     out: dict[str, Any] = {}
     for key, value in table.items():
         name = key.replace("-", "_")
