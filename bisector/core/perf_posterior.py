@@ -9,12 +9,16 @@ commits from it on like the bad endpoint (near its level); a commit is told by w
 its pairs sit near, which is twice as far apart as either is from the threshold.
 
 So the search keeps one posterior over the change point ``c`` (the first commit at the bad
-level): for each place of ``c`` between two measured commits, the pairs before it are fitted by
-one level (at most the threshold's margin, pulled towards 0, the reference against itself) and
-the pairs from it on by another (at least the margin), each pair weighed by a Student *t* of the
-bisection's plain scale (:class:`bisector.core.paired.Scale`, with its degrees of freedom:
-a scale learnt from few runs weighs every pair less), the likelihood tempered for the reference
-runs neighbouring pairs share. The next run goes to the commit whose verdict splits the posterior's
+level): for each place of ``c`` between two measured commits, the pairs before it sit at the
+reference's own level (0: the same code as the good endpoint) and the pairs from it on at the
+bad level, fitted (the mean of those pairs, at least the threshold's margin), each pair weighed
+by a Student *t* of the bisection's plain scale (:class:`bisector.core.paired.Scale`, with its
+degrees of freedom: a scale learnt from few runs weighs every pair less), the likelihood
+tempered for the reference runs neighbouring pairs share. A level before the change fitted up
+to the threshold (a commit below it is not the change either) let a culprit whose pairs came
+out low sit between the two levels: 32 pairs of it left the search in doubt and the answer a
+window; a commit changing the metric by less than the threshold before the culprit is still
+told apart, being nearer 0 than the bad level. The next run goes to the commit whose verdict splits the posterior's
 mass most evenly (its median: what tells "which commit" most, as in a probabilistic
 bisection), a commit already measured included; the search ends once one place holds all but
 :data:`EPSILON` of the mass. The answer is then checked by the confirmation, on fresh runs,
@@ -30,9 +34,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-EPSILON = 0.002
+EPSILON = 0.001
 """Posterior mass left outside the named place when the search stops. A misstep here costs an
-unsure answer (the confirmation refuses the commit), never a wrong one."""
+unsure answer (the confirmation refuses the commit), and a confirmation can err too: in the
+hardest row of ``make bench`` section 13 (10 % against 5 %, 2x drift, a slow mode) 0.002 named a
+wrong commit in 7 of 2500 hunts (tempered at 3/4) and one of those 60,000 hunts then ended
+``done`` on it; 0.001 with :data:`TEMPER` 0.6 named none in 2500, at 105 runs a hunt."""
 
 TAIL_DOF = 30.0
 """Degrees of freedom of the *t* each pair is weighed by, fewer when the scale itself is known
@@ -42,9 +49,11 @@ winsorized scale (4 degrees), a slow run of a commit before the change looked li
 level and the hardest row of ``make bench`` section 13 named a wrong commit in 1 % of 400
 hunts (0 with this, and 6 % fewer runs)."""
 
-TEMPER = 0.75
+TEMPER = 0.6
 """Each pair's log-likelihood is scaled by this: neighbouring pairs share a reference run, so
-``k`` pairs carry about ``3k/4`` independent ones' worth (:func:`bisector.core.paired._shared`)."""
+``k`` pairs carry about ``3k/4`` independent ones' worth (:func:`bisector.core.paired._shared`),
+and less again where a machine has a slow mode: a run in it lands between the two levels,
+which a normal of the plain scale takes for more evidence than it is."""
 
 
 @dataclass(frozen=True)
@@ -103,9 +112,8 @@ def posterior(n: int, pairs: Mapping[int, Sequence[float]], sd: float, dof: floa
     for i in range(len(cuts) - 1):
         before = [d for g in groups[:i] for d in g]
         after = [d for g in groups[i:] for d in g]
-        low = min(margin, sum(before) / (len(before) + 1))  # one pseudo-pair at 0: the reference
         high = max(margin, sum(after) / len(after)) if after else margin
-        cost = sum(_t_cost((d - low) / s, nu) for d in before)
+        cost = sum(_t_cost(d / s, nu) for d in before)
         cost += sum(_t_cost((d - high) / s, nu) for d in after)
         weight = prior(cuts[i + 1]) - prior(cuts[i])
         logs.append(-TEMPER * cost + (math.log(weight) if weight > 0 else -math.inf))
