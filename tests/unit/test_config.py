@@ -49,6 +49,7 @@ EVERYTHING = Request(
     command=("python", "test/x.py", "-k", "it's"), manual=True, prior=PriorMode.NONE,
     from_log=Path("/abs/bisect log.txt"), path=("torch/_inductor/", "a b.py"),
     skip=("v2.8.1..v2.8.2", "abc123"), term_old="fast", term_new="slow",
+    bad_shown="the watch's series: +50.0 % between the builds (p 0.0095)",
 )
 
 
@@ -60,7 +61,8 @@ def test_every_field_differs_from_its_default_in_the_fixture() -> None:
 
 def test_reproduce_parses_back_to_the_same_request() -> None:
     """Every option that can change the result is on the line; only speed options are not,
-    nor the variables the run inherited (they are no option the user gave)."""
+    nor the variables the run inherited, nor what a watch's series showed (no option the user
+    gave: a search started by hand checks its bad endpoint itself)."""
     line = reproduce_command(EVERYTHING)
     args = shlex.split(line)
     assert args[:2] == ["bisect", "start"]
@@ -69,7 +71,7 @@ def test_reproduce_parses_back_to_the_same_request() -> None:
     again = request_from(dict(ctx.params))
     expected = replace(EVERYTHING, **{n: getattr(Request("g", "b", "o"), n)
                                       for n in SPEED_ONLY}, env=EVERYTHING.env[:2],
-                       inherited=())
+                       inherited=(), bad_shown="")
     assert again == expected
 
 
