@@ -36,8 +36,9 @@ SPEED_ONLY = frozenset({"jobs", "build_jobs", "max_jobs", "reconfirm", "prefetch
                         "compiler_bisect"})
 # NAME=VALUE options: a secret-named variable's value is shown as *** in the reproduce line.
 ENV_FIELDS = frozenset({"env", "build_env"})
-# Fields ``prepare`` fills from what it found, never an option: not on the reproduce line.
-RECORDED = frozenset({"inherited"})
+# Fields filled from what was found (``prepare``; the watch's series), never an option: not on
+# the reproduce line.
+RECORDED = frozenset({"inherited", "bad_shown"})
 
 
 @dataclass(frozen=True)
