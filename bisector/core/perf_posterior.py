@@ -18,11 +18,12 @@ tempered for the reference runs neighbouring pairs share. A level before the cha
 to the threshold (a commit below it is not the change either) let a culprit whose pairs came
 out low sit between the two levels: 32 pairs of it left the search in doubt and the answer a
 window; a commit changing the metric by less than the threshold before the culprit is still
-told apart, being nearer 0 than the bad level. The next run goes to the commit whose verdict splits the posterior's
-mass most evenly (its median: what tells "which commit" most, as in a probabilistic
-bisection), a commit already measured included; the search ends once one place holds all but
-:data:`EPSILON` of the mass. The answer is then checked by the confirmation, on fresh runs,
-against the threshold: a search that was misled ends openly unsure, never with a wrong commit.
+told apart, being nearer 0 than the bad level. The next run goes to the commit whose verdict
+splits the posterior's mass most evenly (its median: what tells "which commit" most, as in a
+probabilistic bisection), a commit already measured included; the search ends once one place
+holds all but :data:`EPSILON` of the mass. The answer is then checked by the confirmation, on
+fresh runs, against the threshold: a search that was misled ends openly unsure, never with a
+wrong commit.
 
 Pure: no I/O, no clock; the caller hands in the pairs and the scale.
 """
