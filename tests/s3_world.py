@@ -41,9 +41,25 @@ def weed() -> str:
 
 def start(data: Path | None = None, ports: dict[str, int] | None = None) -> S3Server:
     """A server on ``data`` (a new folder if None) and ``ports`` (free ones if None): given
-    both, the same server again after it was killed, its objects and uploads kept."""
+    both, the same server again after it was killed, its objects and uploads kept. Ports
+    chosen here are chosen again when weed finds one taken meanwhile (four parallel test
+    workers start servers of their own: a port free when picked may not be when bound)."""
+    for attempt in range(5):
+        try:
+            return _start(data, ports)
+        except PortTaken:
+            if ports is not None or attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+class PortTaken(RuntimeError):
+    """weed found a port it was given in use."""
+
+
+def _start(data: Path | None, ports: dict[str, int] | None) -> S3Server:
     data = data or Path(tempfile.mkdtemp(prefix="bisector-s3-"))
-    ports = ports or {name: _port() for name in PORTS}
+    ports = ports or _ports()
     args = [weed(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             "-admin.ui=false", *(f"-{k}={v}" for k, v in ports.items())]
     log = (data / "weed.log").open("ab")
@@ -55,7 +71,10 @@ def start(data: Path | None = None, ports: dict[str, int] | None = None) -> S3Se
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"weed mini exited: {(data / 'weed.log').read_text()[-2000:]}")
+            said = (data / "weed.log").read_text()[-2000:]
+            if "is not available" in said:
+                raise PortTaken(f"weed mini exited: {said}")
+            raise RuntimeError(f"weed mini exited: {said}")
         if _ready(server):
             return server
         time.sleep(0.3)
@@ -64,20 +83,42 @@ def start(data: Path | None = None, ports: dict[str, int] | None = None) -> S3Se
                        f"{(data / 'weed.log').read_text()[-2000:]}")
 
 
+def _ports() -> dict[str, int]:
+    """A free port for each service, each with its port + 10000 free too (weed dials some
+    services there whatever their flags say) and none of them another's + 10000."""
+    taken: set[int] = set()
+    out = {}
+    for name in PORTS:
+        while True:
+            port = _port()
+            if {port, port + 10000} & taken or not _free(port + 10000):
+                continue
+            taken |= {port, port + 10000}
+            out[name] = port
+            break
+    return out
+
+
 def _port() -> int:
-    """A free port under 55536: weed dials some services at their port + 10000 whatever
+    """A free port under 45536: weed dials some services at their port + 10000 whatever
     their flags say, and an ephemeral port above that is no port."""
     import random
-    import socket
 
     while True:
-        port = random.randint(20000, 55000)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        port = random.randint(20000, 45000)
+        if _free(port):
             return port
+
+
+def _free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _ready(server: S3Server) -> bool:

@@ -107,7 +107,9 @@ class Ranking:
             if sha in self._trees:
                 return self._trees[sha]
         try:
-            names = {str(e.name) for e in self._repo().commit(sha).tree}
+            # ``path``, not ``name``: a submodule's entry (a gitlink) has no name GitPython can
+            # give without its .gitmodules, and at the root the path is the name
+            names = {str(e.path) for e in self._repo().commit(sha).tree}
         except (ValueError, git.BadName, git.BadObject):
             return False  # the build's own error says what is wrong with the commit
         found = in_tree_at(self.profile, names.__contains__)

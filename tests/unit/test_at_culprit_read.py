@@ -58,4 +58,4 @@ def test_a_report_cannot_choose_the_benchmark_flags() -> None:
     assert "compiler aot_eager is not inductor" in rep.skipped[2]
     assert "condition less_equal contradicts speedup" in rep.skipped[3]
     assert "'--output=/etc/x' is not a plain name" in rep.skipped[0]
-    assert "mode eval is no flag of the benchmark scripts" in rep.skipped[1]
+    assert "mode 'eval' is no flag of the benchmark scripts" in rep.skipped[1]

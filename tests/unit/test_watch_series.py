@@ -152,10 +152,14 @@ def test_a_speed_up_is_bisected_as_the_commit_that_made_it_faster(kind: str,
 
     from bisector.app.watch.starts import request
 
-    flip = SimpleNamespace(kind=kind, from_commit="a" * 40, to_commit="b" * 40)
+    flip = SimpleNamespace(kind=kind, from_commit="a" * 40, to_commit="b" * 40,
+                           facts={"change": 0.474, "p_value": 0.0095})
     suite = SimpleNamespace(repo="/r", start={})
     place = SimpleNamespace(python="python3", profile=SimpleNamespace(name="torch"),
                             variant=None, index=None, kind="wheel")
     req = request(flip, suite, "perf.py", place)  # type: ignore[arg-type]
     assert req.find_fix is find_fix
     assert (req.good, req.bad) == ("a" * 40, "b" * 40)
+    # a slowdown's step showed the bad build bad: its search spends no pair on it
+    assert req.bad_shown == ("the watch's series: +47.4 % between the builds (p 0.0095)"
+                             if kind == "slowdown" else "")
