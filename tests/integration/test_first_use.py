@@ -259,5 +259,20 @@ def test_deps_missing_and_no_apt_names_them_in_one_line(tmp_path: Path) -> None:
     r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
                        env={"PATH": str(path)}, check=False)
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr == ("make test needs: gcc debootstrap chromium (install them with: "
-                        "sudo apt-get install gcc debootstrap chromium)\n")
+    assert r.stderr == ("make test needs: gcc (the synthetic project's extension), debootstrap "
+                        "(the Docker tests' base image), chromium (the web view's browser "
+                        "test): install them with: sudo apt-get install gcc debootstrap "
+                        "chromium\n")
+
+
+def test_deps_told_not_to_install_installs_nothing(tmp_path: Path) -> None:
+    """BISECTOR_NO_APT=1: as root with apt-get at hand, the one line and no install."""
+    path = tools_dir(tmp_path, "git", "make", "initdb", "gcc", "debootstrap")
+    called = tmp_path / "apt-called"
+    (path / "apt-get").write_text(f"#!/bin/sh\ntouch {called}\n")
+    (path / "apt-get").chmod(0o755)
+    r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
+                       env={"PATH": str(path), "BISECTOR_NO_APT": "1"}, check=False)
+    assert (r.returncode, r.stdout) == (1, "") and not called.exists()
+    assert r.stderr == ("make test needs: chromium (the web view's browser test): install "
+                        "them with: sudo apt-get install chromium\n")
