@@ -46,7 +46,7 @@ STORE_RETRY_CAP_S = 5.0
 # A command that only reads (list, show, log, serve...) has SQLite's quick_check read every page
 # of a store this small (under ~20 ms); of a larger one, only its header and schema, since
 # quick_check costs 0.26 s per 500 MB from the page cache, seconds from disk. A command that may
-# write always has it checked whole (store/db.py: check_sqlite_file).
+# write always has it checked whole (store/trouble.py: check_sqlite_file).
 SQLITE_FULL_CHECK_BYTES = 32 * 2**20
 # An oracle's stdout and stderr keep at most this much (head and tail) on disk.
 OUTPUT_CAP = 64 * 2**20

@@ -26,13 +26,14 @@ class Ctx:
     def __init__(self, db: str, debug: bool) -> None:
         self.db, self.debug = db, debug
         self._store: Store | None = None
-        self._whole = False  # checked page by page (store/db.py: check_sqlite_file)
+        self._whole = False  # checked page by page (store/trouble.py: check_sqlite_file)
         Ctx.last_db = db
 
     def store(self, create: bool = True, reads_only: bool = False) -> Store:
         """The store, opened on first use; ``reads_only``: the command never writes to it."""
         # lazy: SQLAlchemy and Alembic, for the commands that open the store
-        from bisector.store.db import check_sqlite_file, open_store, read_only_line
+        from bisector.store.db import open_store, read_only_line
+        from bisector.store.trouble import check_sqlite_file
 
         if self._store is None:
             self._store = open_store(self.db, create=create, reads_only=reads_only)

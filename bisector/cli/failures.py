@@ -75,7 +75,7 @@ def run(group: click.Group, args: list[str], prog_name: str | None,
         full = isinstance(e, OSError) and e.errno == errno.ENOSPC
         if not full and "sqlalchemy" not in sys.modules and "sqlite3" not in sys.modules:
             raise
-        from bisector.store.db import store_trouble  # lazy: only on this path
+        from bisector.store.trouble import store_trouble  # lazy: only on this path
 
         line = store_trouble(e, store_named())
         if line is None:

@@ -33,8 +33,9 @@ from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError, UsageError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
-from bisector.store.db import Store, store_trouble
+from bisector.store.db import Store
 from bisector.store.queries import Filters
+from bisector.store.trouble import store_trouble
 
 LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
 LIST_LIMIT = 200
