@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bisector.app.demo.small_project import git_in
+
 CHECK = """\
 #!/bin/sh
 # Good: calc builds and f_checked(3) is 12. Exit 125 (skip) when it does not compile.
@@ -63,13 +65,7 @@ def generate_c(path: Path, commits: int = 40, culprit: int = 23,
                funcs: int = 400) -> CHistory:
     """``commits`` commits of a C project at ``path``; commit ``culprit`` breaks it."""
     path.mkdir(parents=True)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
-           "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
-
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(path), *args], check=True, env=env,
-                              capture_output=True, text=True).stdout.strip()
-
+    git = git_in(path)
     git("init", "-q", "-b", "main")
     (path / "check.sh").write_text(CHECK)
     (path / ".gitignore").write_text("calc\n")

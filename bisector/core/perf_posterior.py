@@ -150,9 +150,12 @@ def probes(post: Posterior, able: Callable[[int], bool], k: int = 1,
     return tuple(sorted(picks))
 
 
+_SPLITS = tuple(j / 8 for j in range(1, 8))  # shares of the mass a long place is cut at
+
+
 def _candidates(post: Posterior) -> list[int]:
     """Commits worth considering: every measured one, and inside each place the commits
-    nearest its share of the mass at each quartile (the splits a probe could make), so a
+    nearest its share of the mass at each eighth (the splits a probe could make), so a
     range of thousands of commits is not walked commit by commit."""
     out: set[int] = set(post.cuts[1:-1])
     for i in range(len(post.cuts) - 1):
@@ -163,7 +166,7 @@ def _candidates(post: Posterior) -> list[int]:
             out.update(range(lo + 1, hi))
             continue
         base = sum(post.mass[:i])
-        for goal in _goals():
+        for goal in _SPLITS:
             if post.mass[i] <= 0:
                 break
             want = (goal - base) / post.mass[i]
@@ -171,10 +174,6 @@ def _candidates(post: Posterior) -> list[int]:
                 out.update(_near_share(post, lo, hi, want))
         out.update((lo + 1, (lo + hi) // 2, hi - 1))
     return sorted(out)
-
-
-def _goals() -> tuple[float, ...]:
-    return tuple(j / 8 for j in range(1, 8))
 
 
 def _near_share(post: Posterior, lo: int, hi: int, want: float) -> tuple[int, int]:

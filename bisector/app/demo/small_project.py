@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,13 +44,9 @@ class SmallHistory:
     deps_changed: str | None  # the commit that changes the dependencies, if any
 
 
-def generate_small(path: Path, commits: int = 40, culprit: int = 27,
-                   deps_at: int | None = None) -> SmallHistory:
-    """``commits`` commits in a new repository at ``path``; commit ``culprit`` breaks
-    ``f()``; commit ``deps_at`` (if given) adds a dependency."""
-    pkg = path / "src" / NAME
-    pkg.mkdir(parents=True)
-    (path / "tests").mkdir()
+def git_in(path: Path) -> Callable[..., str]:
+    """``git -C path ARGS`` as one made-up author commits (a history made for a demo, a test
+    or a bench), its output stripped."""
     env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com",
            "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
 
@@ -57,6 +54,17 @@ def generate_small(path: Path, commits: int = 40, culprit: int = 27,
         return subprocess.run(["git", "-C", str(path), *args], check=True, env=env,
                               capture_output=True, text=True).stdout.strip()
 
+    return git
+
+
+def generate_small(path: Path, commits: int = 40, culprit: int = 27,
+                   deps_at: int | None = None) -> SmallHistory:
+    """``commits`` commits in a new repository at ``path``; commit ``culprit`` breaks
+    ``f()``; commit ``deps_at`` (if given) adds a dependency."""
+    pkg = path / "src" / NAME
+    pkg.mkdir(parents=True)
+    (path / "tests").mkdir()
+    git = git_in(path)
     git("init", "-q", "-b", "main")
     shas: list[str] = []
     for i in range(commits):
