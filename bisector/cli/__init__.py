@@ -36,7 +36,7 @@ from bisector.store.location import default_db
 # few times `import click`'s time (make bench, section 12): what follows loads SQLAlchemy,
 # Alembic, GitPython or rich, so each command imports it in its body ("# lazy: ..." lines).
 if TYPE_CHECKING:
-    from bisector.run.config import Request
+    from bisector.run.request import Request
     from bisector.store.db import Store
 
 

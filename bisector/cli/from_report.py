@@ -13,7 +13,7 @@ from typing import Any
 from bisector.base.escape import line
 from bisector.cli.console import err, escape
 from bisector.cli.context import Ctx
-from bisector.run.config import Request
+from bisector.run.request import Request
 
 
 def _shown(text: str) -> str:

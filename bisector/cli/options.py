@@ -1,4 +1,4 @@
-"""The options of `start`, `plan` and `check`: one per field of bisector.run.config.Request (and
+"""The options of `start`, `plan` and `check`: one per field of bisector.run.request.Request (and
 CheckRequest), same names, each declared once here."""
 
 from __future__ import annotations
@@ -63,15 +63,15 @@ class Seconds(click.ParamType[float]):
 
 class Variant(click.ParamType[str]):
     """A wheel variant such as cu128, cu126, cpu or rocm6.3 (a PEP 440 local version label,
-    :data:`bisector.run.config.VARIANT`): anything else matched no wheel (a silent "no
+    :data:`bisector.run.request.VARIANT`): anything else matched no wheel (a silent "no
     prebuilt wheels") or went into the index URL as a path."""
 
     name = "variant"
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> str:
-        # lazy: the run's configuration (cattrs, the artifacts) is for a command that runs
-        from bisector.run.config import VARIANT
+        # lazy: the request's module (its checks import the core) is for a command that runs
+        from bisector.run.request import VARIANT
 
         text = str(value)
         if not (len(text) <= 40 and VARIANT.fullmatch(text)):

@@ -17,7 +17,6 @@ from bisector.base.kinds import BuildPlace, ExecutorKind, PriorMode
 from bisector.cli import start
 from bisector.core.verdict import Polarity, Rules, TimeoutRule
 from bisector.run.config import (
-    SPEED_ONLY,
     BuildConfig,
     DockerConfig,
     PlacedPrebuilt,
@@ -28,6 +27,7 @@ from bisector.run.config import (
     reproduce_command,
     request_from,
 )
+from bisector.run.reproduce import SPEED_ONLY
 
 EVERYTHING = Request(
     good="v2.8.0", bad="v2.9.1", oracle="/abs/oracle.py", repo=Path("/src/pytorch"),
