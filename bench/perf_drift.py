@@ -10,7 +10,7 @@ of a run are strongly correlated (runs move 5 %, samples within a run 0.4 %: a r
 is slow in all its samples, so within-run spread alone would decide wrongly). A run prints 5
 samples.
 
-*after* is the shipped search: the very functions of ``bisector/run/strategies/perf.py``
+*after* is the shipped search: the very functions of ``bisector/core/perf_search.py``
 (``spread_of``, ``assess``, ``layout``) and ``core/paired.py``, driven by the same loop as
 ``Performance.decide``, then the confirmation of ``run/confirm.py`` (the culprit beside its
 parent, then its revert beside the parent, each sequential with the search's scale). *before*
@@ -137,9 +137,9 @@ class Hunt:
 
     def search(self) -> tuple[str, int]:
         from bisector.core import perf
+        from bisector.core import perf_search as strategy
+        from bisector.core.perf_search import Run
         from bisector.core.search import Culprit, Next
-        from bisector.run.strategies import perf as strategy
-        from bisector.run.strategies.perf import Run
 
         runs: dict[int, list[Run]] = {}
         last: int | None = None
@@ -165,8 +165,8 @@ class Hunt:
     def _old_step(self, runs: dict[int, list[Any]]) -> tuple[Any, Any]:
         """The replaced rule's step: every undecided commit one more pair, then the plain
         search on the decided ones."""
+        from bisector.core import perf_search as strategy
         from bisector.core.search import Next, Verdict, next_step
-        from bisector.run.strategies import perf as strategy
 
         like, refs = strategy.references(runs.get(0, []))
         if like is None:

@@ -1,5 +1,5 @@
 """One posterior over a performance change point (core/perf_posterior.py) and the search it
-drives (run/strategies/perf.py: ``search``, ``placed_step``)."""
+drives (core/perf_search.py: ``search``, ``placed_step``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import random
 import pytest
 
 from bisector.core import perf, perf_posterior
+from bisector.core import perf_search as strategy
 from bisector.core.perf_posterior import posterior, probes, settled
 from bisector.core.search import Culprit, Next, Window
-from bisector.run.strategies import perf as strategy
 
 pytestmark = pytest.mark.unit
 

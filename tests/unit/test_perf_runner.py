@@ -20,6 +20,8 @@ from bisector.artifacts.installable import Installable
 from bisector.base.errors import EndpointError, UsageError
 from bisector.base.kinds import State
 from bisector.core import paired, perf
+from bisector.core import perf_search as pure
+from bisector.core.perf_search import Run
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.executors.base import RunResult
@@ -28,7 +30,6 @@ from bisector.run.config import Request
 from bisector.run.prepare import prepare
 from bisector.run.strategies import perf as perf_search
 from bisector.run.strategies.base import Round
-from bisector.run.strategies.perf import Run
 from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, NewRun
@@ -310,10 +311,10 @@ def test_the_references_are_made_by_this_bisection(store: Store) -> None:
 
 
 def test_runs_alternate_with_the_reference_on_one_slot() -> None:
-    assert perf_search.layout([5], None, 1, 1) == (0, 5, 0)
-    assert perf_search.layout([5, 9], 0, 1, 2) == (5, 0, 9, 0)
-    assert perf_search.layout([], 3, 1, 3) == (0,)
-    assert perf_search.layout([5, 9, 12], 0, 3, 1) == (5, 9, 0)
+    assert pure.layout([5], None, 1, 1) == (0, 5, 0)
+    assert pure.layout([5, 9], 0, 1, 2) == (5, 0, 9, 0)
+    assert pure.layout([], 3, 1, 3) == (0,)
+    assert pure.layout([5, 9, 12], 0, 3, 1) == (5, 9, 0)
 
 
 def ms(*samples: float, unit: str | None = "ms",
@@ -325,16 +326,16 @@ def test_runs_in_another_unit_or_direction_are_not_paired() -> None:
     refs = [ms(10.0, 10.1, 10.2), ms(9.9, 10.0, 10.1), ms(10.0, 10.2, 9.8),
             ms(10_000.0, unit="us"), ms(10.0, own=False)]
     refs = [replace(r, start=float(2 * i)) for i, r in enumerate(refs)]
-    like, kept = perf_search.references(refs)
+    like, kept = pure.references(refs)
     assert like is not None and len(kept) == 3  # the µs run and another bisection's left out
     rule = paired.Rule(perf.Direction.LOWER, 0.05)
     other_unit = [replace(ms(13_000.0, 13_100.0, unit="us"), start=1.0),
                   replace(ms(13_000.0, 12_900.0, unit="us"), start=3.0)]
     spread = paired.Scale(0.01, 10)
-    a = perf_search.assess(other_unit, kept, like, rule, 8, spread)
+    a = pure.assess(other_unit, kept, like, rule, 8, spread)
     assert a.verdict is Verdict.SKIP and a.mismatched == 2 and a.comparison is None
     flipped = replace(ms(20.0, 21.0, 22.0, direction=perf.Direction.HIGHER), start=1.0)
-    b = perf_search.assess([flipped, replace(ms(13.0, 13.1, 13.2, 12.9), start=3.0)], kept,
+    b = pure.assess([flipped, replace(ms(13.0, 13.1, 13.2, 12.9), start=3.0)], kept,
                            like, rule, 8, spread)
     assert b.mismatched == 1 and b.runs == 2 and b.comparison is not None
     assert b.median == pytest.approx(13.05)  # the ms run alone
