@@ -33,6 +33,7 @@ from rich.progress import (
 from rich.text import Text
 
 from bisector.base import defaults
+from bisector.base.clock import MONOTONIC, Clock
 from bisector.base.escape import safe_line
 from bisector.base.events import MEASURED, is_ahead
 from bisector.cli.console import err, escape, out, real
@@ -137,14 +138,16 @@ class RichEvents:
     :data:`~bisector.base.defaults.STEP_LINE_AFTER_S` and then every few minutes, a download
     with its bytes, speed and time left every :data:`~bisector.base.defaults.DOWNLOAD_LINE_S`
     and once more when it ends. Steps shorter than that say nothing, so a quick command's
-    output (and a one-line error) stays as it was."""
+    output (and a one-line error) stays as it was.
+
+    The rows' times and the line printer's pace are read on ``clock`` (a test steps one)."""
 
     def __init__(self, console: Console, lines: bool | None = None,
-                 probe_lines: bool = True) -> None:
+                 probe_lines: bool = True, clock: Clock = MONOTONIC) -> None:
         self.console = console = real(console)  # rich's own, not the stand-in of console.py
         self.lines = (not console.is_terminal) if lines is None else lines
         # ``bisect check`` says its one verdict itself: its probe's end is no line of its own
-        self.probe_lines = probe_lines
+        self.probe_lines, self.clock = probe_lines, clock
         self.progress = Progress(
             SpinnerColumn(), _Step(),
             _When(BarColumn(), DOWNLOAD, sized=True),
@@ -152,7 +155,7 @@ class RichEvents:
             _When(_Bytes(binary_units=True), DOWNLOAD),
             _When(TransferSpeedColumn(), DOWNLOAD),
             _When(TimeRemainingColumn(), DOWNLOAD, sized=True),
-            console=console, transient=True, refresh_per_second=4)
+            console=console, transient=True, refresh_per_second=4, get_time=clock.now)
         self._lock = threading.Lock()
         self._steps: dict[str, TaskID] = {}  # probe's commit -> its row
         self._downloads: dict[str, TaskID] = {}  # file name -> its row
@@ -198,12 +201,12 @@ class RichEvents:
         return next((t for t in self.progress.tasks if t.id == task), None)
 
     def _tick_loop(self) -> None:
-        while not self._stop.wait(TICK_S):
+        while not self.clock.wait(self._stop, TICK_S):
             self.tick()
 
     def tick(self) -> None:
         """Print a line for each row that has waited long enough since it started or was
-        last printed (the line printer's thread calls it; tests call it with their clock)."""
+        last printed (the line printer's thread calls it every :data:`TICK_S` of the clock)."""
         if not self.lines:
             return
         now = self.progress.get_time()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.base import defaults
+from bisector.base.clock import MONOTONIC, Clock
 from bisector.base.paths import REAPER_SCRIPT
 from bisector.infra import cancel
 
@@ -135,7 +136,7 @@ FOLLOW_WINDOW = 64 * 1024  # bytes read back per look: a line longer than that i
 
 @contextlib.contextmanager
 def follow(path: Path, on_line: Callable[[str], None] | None,
-           every_s: float = 0.5) -> Iterator[None]:
+           every_s: float = 0.5, clock: Clock = MONOTONIC) -> Iterator[None]:
     """While the block runs, tell ``on_line`` the newest complete non-empty line ``path``
     gained, every ``every_s`` (and once more at the end, unfinished last line included).
 
@@ -145,6 +146,7 @@ def follow(path: Path, on_line: Callable[[str], None] | None,
     same way. Only the newest line of each look is passed (a live display needs no more), and
     only the last ``FOLLOW_WINDOW`` bytes are read, so a build that writes megabytes a second
     costs one small read per look. ``\r`` ends a line too (progress counters redraw with it).
+    The looks are paced by ``clock`` (a test steps one).
     """
     if on_line is None:
         yield
@@ -180,7 +182,7 @@ def follow(path: Path, on_line: Callable[[str], None] | None,
                 return
 
     def pump() -> None:
-        while not stop.wait(every_s):
+        while not clock.wait(stop, every_s):
             look(final=False)
         look(final=True)
 

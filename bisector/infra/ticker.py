@@ -3,7 +3,9 @@
 A lease's heartbeat, a watch result's heartbeat and a worker's "should this probe stop?"
 watcher are all this: a daemon thread that waits ``seconds``, calls a function, and goes on
 until its owner stops it or the function says it is done. A failing call (a database hiccup)
-is tried again at the next tick, never raised into a thread nobody joins.
+is tried again at the next tick, never raised into a thread nobody joins. The wait between
+calls is its :class:`~bisector.base.clock.Clock`'s, so a test steps the time instead of
+sleeping through it.
 """
 
 from __future__ import annotations
@@ -12,14 +14,17 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
+from bisector.base.clock import MONOTONIC, Clock
+
 
 class Ticker:
     """``fn`` every ``seconds`` in a daemon thread named ``name``; ``fn`` returns False when
     there is nothing more to do. Usable as a context manager (started on entry, stopped and
     joined on exit)."""
 
-    def __init__(self, seconds: float, fn: Callable[[], bool], name: str) -> None:
-        self.seconds, self.fn, self.name = seconds, fn, name
+    def __init__(self, seconds: float, fn: Callable[[], bool], name: str,
+                 clock: Clock = MONOTONIC) -> None:
+        self.seconds, self.fn, self.name, self.clock = seconds, fn, name, clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -30,7 +35,7 @@ class Ticker:
         return self
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.seconds):
+        while not self.clock.wait(self._stop, self.seconds):
             try:
                 if not self.fn():
                     return

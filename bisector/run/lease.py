@@ -18,6 +18,7 @@ import threading
 from types import TracebackType
 
 from bisector.base import defaults
+from bisector.base.clock import MONOTONIC, Clock
 from bisector.base.errors import BusyError
 from bisector.base.kinds import State
 from bisector.infra import cancel
@@ -30,15 +31,17 @@ from bisector.store.db import Store
 class Lease:
     def __init__(self, store: Store, bisection_id: int, *, me: str | None = None,
                  beat_s: float = defaults.LEASE_BEAT_S,
-                 stale_s: float = defaults.LEASE_STALE_S) -> None:
+                 stale_s: float = defaults.LEASE_STALE_S, clock: Clock = MONOTONIC) -> None:
         self.store, self.id = store, bisection_id
         self.me = me or owner_id()
         self.beat_s, self.stale_s = beat_s, stale_s
         self.lost = threading.Event()
         # `bisect cancel` asked, seen at a beat: what runs in this process is stopped.
         self.cancelled = threading.Event()
-        self._ticker = Ticker(beat_s, self._beat, f"lease-{bisection_id}")
-        self._watcher = Ticker(defaults.CANCEL_POLL_S, self._look, f"cancel-{bisection_id}")
+        # Both wait on ``clock``: a test steps it to make a beat happen (tests/clocks.py).
+        self._ticker = Ticker(beat_s, self._beat, f"lease-{bisection_id}", clock)
+        self._watcher = Ticker(defaults.CANCEL_POLL_S, self._look, f"cancel-{bisection_id}",
+                               clock)
 
     def acquire(self) -> None:
         """Own the bisection, or raise BusyError naming the live owner."""

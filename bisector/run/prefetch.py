@@ -17,7 +17,8 @@ made it, and a prefetch that failed, was too slow or was dropped leaves the prob
 torch itself, so a verdict is exactly the one it would have been without. When a round starts,
 the work for commits it no longer may probe (the losing side) is dropped: a download stops, a
 build is killed (``infra/cancel.Scope``); whatever finished stays in the cache for a later
-bisection, under ``bisect gc``'s rules.
+bisection, under ``bisect gc``'s rules. How much of a probe's torch was made ahead is read on
+the prefetcher's :class:`~bisector.base.clock.Clock` (a test steps one instead of sleeping).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -34,7 +34,9 @@ from bisector.artifacts.building import builds_refused
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
 from bisector.base import defaults
+from bisector.base.clock import MONOTONIC, Clock
 from bisector.base.events import made_ahead
+from bisector.base.kinds import Way
 from bisector.base.paths import cache_dir
 from bisector.infra import cancel
 
@@ -47,20 +49,20 @@ class _Job:
     may_build: bool = False  # a source build ahead paid (pays): else the chain stops before one
     scope: cancel.Scope = field(default_factory=cancel.Scope)
     got: Future[Answer] = field(default_factory=Future)
-    # Phase -> (start, end) in time.monotonic(); an end of None: still running.
+    # Phase -> (start, end) on the prefetcher's clock; an end of None: still running.
     spans: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
 
-def pays(chance: float, kind: str, spare_builds: int) -> bool:
+def pays(chance: float, kind: Way, spare_builds: int) -> bool:
     """Is making this commit's torch ahead worth it? A download, an overlay or a stored wheel
     always is (the network and the disk idle during the oracle). A source build is a bet: only
     on a build slot no probe of the round needs (``--build-jobs`` beyond ``--jobs``: a build
     box's or idle cores' time), and only when its expected saving, ``chance`` times the build
     time the GPU would otherwise wait, exceeds the build time priced at
     :data:`defaults.SPECULATIVE_BUILD_PRICE` of the GPU's."""
-    if kind == "build":
+    if kind is Way.BUILD:
         return spare_builds > 0 and chance > defaults.SPECULATIVE_BUILD_PRICE
-    return kind != "broken"
+    return kind is not Way.BROKEN
 
 
 def disk_allows() -> bool:
@@ -74,11 +76,12 @@ def disk_allows() -> bool:
 class Prefetcher:
     """Makes ahead what the next probes need; a probe's :meth:`obtain` takes it."""
 
-    def __init__(self, obtain: Callable[[int], Answer], kind: Callable[[int], str],
+    def __init__(self, obtain: Callable[[int], Answer], kind: Callable[[int], Way],
                  prepare: Callable[[Installable], None] | None, slots: int,
-                 spare_builds: int = 0, room: Callable[[], bool] = disk_allows) -> None:
+                 spare_builds: int = 0, room: Callable[[], bool] = disk_allows,
+                 clock: Clock = MONOTONIC) -> None:
         self._obtain, self.kind, self.prepare = obtain, kind, prepare
-        self.slots, self.spare_builds, self.room = slots, spare_builds, room
+        self.slots, self.spare_builds, self.room, self.clock = slots, spare_builds, room, clock
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="ahead")
         self._jobs: dict[int, _Job] = {}
         self._lock = threading.Lock()
@@ -97,8 +100,8 @@ class Prefetcher:
                     break
                 kind = self.kind(pos)
                 if pays(chance, kind, builds):
-                    wanted.append((pos, kind == "build"))
-                    builds -= kind == "build"
+                    wanted.append((pos, kind is Way.BUILD))
+                    builds -= kind is Way.BUILD
         with self._lock:
             chosen = [pos for pos, _ in wanted]
             for pos in [p for p in self._jobs if p not in chosen and p not in keep]:
@@ -117,21 +120,21 @@ class Prefetcher:
             try:
                 if job.scope.abandoned.is_set():
                     raise cancel.Stopped("no longer needed")
-                job.spans["obtain"] = (time.monotonic(), None)
+                job.spans["obtain"] = (self.clock.now(), None)
                 got = self._obtain(job.position)
-                job.spans["obtain"] = (job.spans["obtain"][0], time.monotonic())
+                job.spans["obtain"] = (job.spans["obtain"][0], self.clock.now())
             except BaseException as e:  # handed to the probe, which then obtains it itself
                 job.got.set_exception(e)
                 return
             job.got.set_result(got)
             if isinstance(got, Obtained) and self.prepare is not None and \
                     not job.scope.abandoned.is_set():
-                job.spans["environment"] = (time.monotonic(), None)
+                job.spans["environment"] = (self.clock.now(), None)
                 # A failure here is the probe's to meet: it makes the environment itself, and
                 # says why not.
                 with contextlib.suppress(Exception):
                     self.prepare(got.installable)
-                job.spans["environment"] = (job.spans["environment"][0], time.monotonic())
+                job.spans["environment"] = (job.spans["environment"][0], self.clock.now())
 
     def obtain(self, pos: int) -> Answer:
         """The torch of ``pos`` for its probe: the one made ahead (waited for while still in
@@ -140,7 +143,7 @@ class Prefetcher:
             job = self._jobs.pop(pos, None)
         if job is None:
             return self._obtain(pos)
-        asked = time.monotonic()
+        asked = self.clock.now()
         try:
             got = job.got.result()
         except Exception:  # failed or dropped: as if never made ahead
@@ -149,7 +152,7 @@ class Prefetcher:
             return self._obtain(pos)  # the machine's failure then: tried again now, as always
         if not isinstance(got, Obtained):
             return got
-        return replace(got, ahead=hidden(job.spans, asked))
+        return replace(got, ahead=hidden(job.spans, asked, self.clock.now()))
 
     def close(self) -> None:
         """The bisection ended: drop every prefetch still in flight, wait for none."""
@@ -161,11 +164,11 @@ class Prefetcher:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def hidden(spans: dict[str, tuple[float, float | None]], asked: float) -> dict[str, float]:
+def hidden(spans: dict[str, tuple[float, float | None]], asked: float, now: float
+           ) -> dict[str, float]:
     """Seconds of each phase made before the probe asked for it (``asked``): the time the
     previous oracle hid. The environment's part is counted up to when the probe got its
-    torch; what is left of it the probe's own environment phase shows as its wait."""
-    now = time.monotonic()
+    torch (``now``); what is left of it the probe's own environment phase shows as its wait."""
     out = {}
     for phase, (start, end) in spans.items():
         until = min(end if end is not None else now, asked if phase == "obtain" else now)

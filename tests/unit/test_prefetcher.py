@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
 from bisector.base import defaults
+from bisector.base.kinds import Way
 from bisector.core.lookahead import next_rounds
 from bisector.core.prior import Prior
 from bisector.core.search import Next, Verdict, next_step
@@ -23,6 +23,7 @@ from bisector.run import runner as runner_mod
 from bisector.run.prefetch import Prefetcher, pays
 from bisector.store import runs as run_store
 from bisector.store.db import Store
+from tests.clocks import GUARD_S, SteppedClock
 from tests.unit.fakes import FakeExecutor, FakeSource, make_runner, new_bisection, shas
 
 pytestmark = [pytest.mark.unit]
@@ -61,93 +62,129 @@ def test_one_gpu_prepares_the_two_midpoints_at_even_odds() -> None:
 
 
 def test_a_source_build_is_made_ahead_only_on_a_spare_slot_when_it_pays() -> None:
-    assert pays(0.01, "prebuilt", 0) and pays(0.01, "overlay", 0) and pays(0.5, "cached", 0)
-    assert not pays(1.0, "broken", 3)
-    assert not pays(0.5, "build", 0)  # every build slot serves the round's own probes
-    assert pays(0.5, "build", 1)
-    assert not pays(defaults.SPECULATIVE_BUILD_PRICE, "build", 1)
+    assert pays(0.01, Way.PREBUILT, 0) and pays(0.01, Way.OVERLAY, 0)
+    assert pays(0.5, Way.CACHED, 0)
+    assert not pays(1.0, Way.BROKEN, 3)
+    assert not pays(0.5, Way.BUILD, 0)  # every build slot serves the round's own probes
+    assert pays(0.5, Way.BUILD, 1)
+    assert not pays(defaults.SPECULATIVE_BUILD_PRICE, Way.BUILD, 1)
 
 
 @dataclass
-class Slow:
-    """An obtain of our own protocol that takes ``seconds`` (stopping when its scope is
-    dropped), counting calls per position and the threads they ran in."""
+class Gated:
+    """An obtain of our own protocol that runs until the test lets it end (:meth:`let`) or its
+    scope is dropped (then it stops, as a download does), counting calls per position and the
+    threads they ran in; ``at_once``: every call ends as soon as it starts."""
 
-    seconds: float = 0.2
+    at_once: bool = False
     fail_first: set[int] = field(default_factory=set)
     passing_failure: set[int] = field(default_factory=set)
     calls: list[tuple[int, str]] = field(default_factory=list)
     stopped: list[int] = field(default_factory=list)
+    _gates: dict[tuple[str, int], threading.Event] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _event(self, what: str, pos: int) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault((what, pos), threading.Event())
+
+    def began(self, pos: int) -> None:
+        assert self._event("began", pos).wait(GUARD_S), f"{pos} was never obtained"
+
+    def ended(self, pos: int) -> None:
+        assert self._event("ended", pos).wait(GUARD_S), f"the obtain of {pos} never ended"
+
+    def let(self, pos: int) -> None:
+        self._event("let", pos).set()
 
     def __call__(self, pos: int) -> Answer:
-        self.calls.append((pos, threading.current_thread().name))
-        first = sum(1 for p, _ in self.calls if p == pos) == 1
-        end = time.monotonic() + self.seconds
-        while time.monotonic() < end:
-            if cancel.stopping():
-                self.stopped.append(pos)
-                raise cancel.Stopped("dropped")
-            time.sleep(0.01)
-        if first and pos in self.fail_first:
-            raise OSError("the index went away")
-        if first and pos in self.passing_failure:
-            return Unobtainable("the builder container could not start", permanent=False)
-        return Obtained(Installable(f"key{pos}", f"wheel {pos}"), None, fresh=True)
+        with self._lock:
+            self.calls.append((pos, threading.current_thread().name))
+            first = sum(1 for p, _ in self.calls if p == pos) == 1
+        self._event("began", pos).set()
+        try:
+            if not self.at_once:
+                gate = self._event("let", pos)
+                try:
+                    with cancel.killable(gate.set):  # dropped: the kill opens the gate
+                        assert gate.wait(GUARD_S), f"the test never let {pos} end"
+                except cancel.Stopped:
+                    pass
+                if cancel.stopping():
+                    self.stopped.append(pos)
+                    raise cancel.Stopped("dropped")
+            if first and pos in self.fail_first:
+                raise OSError("the index went away")
+            if first and pos in self.passing_failure:
+                return Unobtainable("the builder container could not start", permanent=False)
+            return Obtained(Installable(f"key{pos}", f"wheel {pos}"), None, fresh=True)
+        finally:
+            self._event("ended", pos).set()
 
     def of(self, pos: int) -> list[str]:
         return [t for p, t in self.calls if p == pos]
 
 
-def prefetcher(obtain: Slow, slots: int = 2, **kw: object) -> Prefetcher:
+def prefetcher(obtain: Gated, slots: int = 2, **kw: object) -> Prefetcher:
     return Prefetcher(obtain, lambda _pos: "prebuilt", None, slots, **kw)  # type: ignore[arg-type]
 
 
 def test_a_probe_takes_what_was_made_ahead_and_says_how_much_was_hidden() -> None:
-    obtain = Slow(seconds=0.3)
+    clock, obtain = SteppedClock(), Gated()
     made: list[str] = []
-    pf = Prefetcher(obtain, lambda _pos: "prebuilt", lambda inst: made.append(inst.key), 2)
+    env_made = threading.Event()
+
+    def prepare(inst: Installable) -> None:
+        made.append(inst.key)
+        env_made.set()
+
+    pf = Prefetcher(obtain, lambda _pos: "prebuilt", prepare, 2, clock=clock)
     try:
-        started = time.monotonic()
         assert pf.ahead([(5, 0.5), (9, 0.5)]) == [5, 9]
-        time.sleep(0.5)  # the oracle of the round before
+        obtain.began(5)
+        clock.advance(0.3)  # the download takes 0.3 s while the oracle of the round before runs
+        obtain.let(5)
+        assert env_made.wait(GUARD_S)
+        clock.advance(0.5)  # which goes on a while longer
         got = pf.obtain(5)
     finally:
         pf.close()
     assert isinstance(got, Obtained) and got.installable.key == "key5" and got.fresh
-    # Made while "the oracle" ran: at least part of its 0.3 s before the probe asked (all of it
-    # on an idle machine; a loaded one may still be finishing it).
-    assert 0 < got.ahead["obtain"] <= time.monotonic() - started
-    assert obtain.of(5) and all(t.startswith("ahead") for t in obtain.of(5))
-    assert len(obtain.of(5)) == 1  # obtained once, ahead, never again by the probe
-    assert "key5" in made  # its environment made ahead too
+    assert got.ahead == {"obtain": 0.3}  # all of it hidden (its environment took no time)
+    # obtained once, ahead, never again by the probe
+    assert len(obtain.of(5)) == 1 and obtain.of(5)[0].startswith("ahead")
+    assert made == ["key5"]  # its environment made ahead too
 
 
 def test_a_probe_waits_for_a_prefetch_in_flight_instead_of_obtaining_twice() -> None:
-    obtain = Slow(seconds=0.4)
-    pf = prefetcher(obtain)
+    clock, obtain = SteppedClock(), Gated()
+    pf = prefetcher(obtain, clock=clock)
+    answer: list[Answer] = []
+    probe = threading.Thread(target=lambda: answer.append(pf.obtain(3)), name="probe")
     try:
         pf.ahead([(3, 1.0)])
-        time.sleep(0.1)
-        t0 = time.monotonic()
-        got = pf.obtain(3)
-        waited = time.monotonic() - t0
+        obtain.began(3)
+        clock.advance(0.1)  # made ahead for 0.1 s ...
+        probe.start()
+        clock.until_read("probe")  # ... when the probe asks for it
+        clock.advance(0.3)  # the probe waits 0.3 s for the rest
+        obtain.let(3)
+        probe.join(GUARD_S)
     finally:
         pf.close()
+    got = answer[0]
     assert isinstance(got, Obtained) and len(obtain.of(3)) == 1
-    # The probe waited for the rest of the one obtain in flight, and only the part made before
-    # it asked counts as hidden: the two together are the obtain's whole 0.4 s (or more, loaded).
-    assert waited > 0 and got.ahead["obtain"] > 0
-    assert got.ahead["obtain"] + waited >= 0.4 - 0.02
+    # Only the part made before the probe asked counts as hidden: what it waited for does not.
+    assert got.ahead == {"obtain": 0.1}
 
 
 @pytest.mark.parametrize("fault", ["fail_first", "passing_failure"])
 def test_a_failed_prefetch_leaves_the_probe_to_obtain_as_before(fault: str) -> None:
-    obtain = Slow(seconds=0.05, **{fault: {4}})  # type: ignore[arg-type]
+    obtain = Gated(at_once=True, **{fault: {4}})  # type: ignore[arg-type]
     pf = prefetcher(obtain)
     try:
         pf.ahead([(4, 1.0)])
-        time.sleep(0.2)
-        got = pf.obtain(4)
+        got = pf.obtain(4)  # waits for the prefetch in flight, whose failure it then meets
     finally:
         pf.close()
     assert isinstance(got, Obtained) and got.installable.key == "key4" and not got.ahead
@@ -155,28 +192,28 @@ def test_a_failed_prefetch_leaves_the_probe_to_obtain_as_before(fault: str) -> N
 
 
 def test_the_losing_side_is_dropped_when_the_next_round_starts() -> None:
-    obtain = Slow(seconds=5.0)
+    obtain = Gated()
     pf = prefetcher(obtain)
     try:
         pf.ahead([(10, 0.5), (30, 0.5)])
-        time.sleep(0.1)
+        obtain.began(10)
+        obtain.began(30)
         # The round at 30 starts (kept for its probe); 10 lost: its download stops.
         pf.ahead([(20, 0.5), (40, 0.5)], keep=[30])
-        deadline = time.monotonic() + 2
-        while 10 not in obtain.stopped and time.monotonic() < deadline:
-            time.sleep(0.02)
+        obtain.ended(10)
         assert obtain.stopped == [10]
+        obtain.began(20)  # on the slot 10 left
     finally:
         pf.close()
-    deadline = time.monotonic() + 2
-    while len(obtain.stopped) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert sorted(obtain.stopped) == [10, 20, 30]  # close drops the rest (40 never started)
+    obtain.ended(20)
+    obtain.ended(30)
+    assert sorted(obtain.stopped) == [10, 20, 30]  # close drops the rest ...
+    assert 40 not in {p for p, _ in obtain.calls}  # ... and 40 never started
     assert not cancel.stopping()  # the probes' own stop is untouched
 
 
 def test_nothing_is_made_ahead_without_room_on_the_disk() -> None:
-    obtain = Slow(seconds=0.01)
+    obtain = Gated(at_once=True)
     pf = prefetcher(obtain, room=lambda: False)
     try:
         assert pf.ahead([(1, 1.0)]) == []

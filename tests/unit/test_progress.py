@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -16,22 +15,16 @@ from bisector.base.events import Every, step, steps_to
 from bisector.cli.progress import RichEvents, clock, download_line
 from bisector.core.search import Verdict
 from bisector.infra.proc import follow
+from tests.clocks import SteppedClock
+
+LINES = "progress-lines"  # the line printer's thread
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def events() -> tuple[RichEvents, Console, Clock]:
+def events() -> tuple[RichEvents, Console, SteppedClock]:
+    """The live display (as a terminal shows it), on a clock the test steps."""
     console = Console(file=io.StringIO(), width=200, force_terminal=False, color_system=None)
-    ev = RichEvents(console)
-    tick = Clock()
-    ev.progress.get_time = tick  # rows made from now on read this clock
-    return ev, console, tick
+    tick = SteppedClock()
+    return RichEvents(console, lines=False, clock=tick), console, tick
 
 
 def rows(ev: RichEvents) -> str:
@@ -75,13 +68,13 @@ def test_a_step_shows_its_clock_and_a_builds_newest_line() -> None:
     sha = "ab" * 20
     try:
         ev.phase(sha, f"building {sha[:12]} from source")
-        tick.now += 12
+        tick.advance(12)
         ev.build_line(sha, "[412/5000] Building CXX object aten/foo.o")
         shown = rows(ev)
         assert f"building {sha[:12]} from source (12 s)" in shown
         assert "[412/5000] Building CXX object aten/foo.o" in shown
         ev.phase(sha, f"running oracle on {sha[:12]}")  # the next step: new clock, no line
-        tick.now += 3
+        tick.advance(3)
         shown = rows(ev)
         assert f"running oracle on {sha[:12]} (3 s)" in shown
         assert "Building CXX" not in shown and "building" not in shown
@@ -137,14 +130,15 @@ def test_follow_tells_the_newest_whole_line_and_the_last_one_at_the_end(tmp_path
     log = tmp_path / "build.log"
     log.write_text("")
     seen: list[str] = []
-    with follow(log, seen.append, every_s=0.02), log.open("a") as f:
+    clock = SteppedClock()
+    with follow(log, seen.append, every_s=0.5, clock=clock), log.open("a") as f:
         f.write("first\n\n   \nsecond\nhalf a li")
         f.flush()
-        time.sleep(0.2)
+        clock.step("follow-build.log", 0.5)  # the follower's next look
         assert seen == ["second"], "an unfinished line waits; blank lines are never told"
         f.write("ne\r[1/3] step\r[2/3] step\r")
         f.flush()
-        time.sleep(0.2)
+        clock.step("follow-build.log", 0.5)
         assert seen[-1] == "[2/3] step", "a carriage return ends a line too"
         f.write("done, no newline")
     assert seen[-1] == "done, no newline", "the end tells the unfinished last line"
@@ -157,15 +151,14 @@ def test_follow_without_a_callback_does_nothing(tmp_path: Path) -> None:
         assert threading.active_count() == before
 
 
-def line_events() -> tuple[RichEvents, io.StringIO, Clock]:
-    """Events as a log or CI sees them: rows become lines, printed when :meth:`tick` finds
-    them due (the ticker thread's work, called here with a clock the test moves)."""
+def line_events() -> tuple[RichEvents, io.StringIO, SteppedClock]:
+    """Events as a log or CI sees them: rows become lines, printed by the line printer's
+    thread when the clock the test steps says they are due."""
     out = io.StringIO()
-    ev = RichEvents(Console(file=out, width=300, color_system=None, force_terminal=False))
+    tick = SteppedClock()
+    ev = RichEvents(Console(file=out, width=300, color_system=None, force_terminal=False),
+                    clock=tick)
     assert ev.lines
-    tick = Clock()
-    ev.progress.get_time = tick
-    ev._stop.set()  # the test ticks by hand
     return ev, out, tick
 
 
@@ -173,22 +166,19 @@ def test_without_a_terminal_a_step_that_lasts_gets_a_line_and_a_quick_one_none()
     ev, out, tick = line_events()
     try:
         ev.status("listing torchlet on the nightly index http://127.0.0.1:1/i/torchlet/")
-        tick.now += 0.5
-        ev.tick()
+        tick.step(LINES, 0.5)
         assert out.getvalue() == ""  # under a second: a quick command's output stays as it was
         ev.status("reading the commit of 3 nightly wheel(s) not seen before")
-        tick.now += 1.5
-        ev.tick()
+        tick.step(LINES, 1.5)
         assert out.getvalue() == ("reading the commit of 3 nightly wheel(s) not seen before "
                                   "(1 s so far)\n")
-        ev.tick()  # said once, then again only after a long while
-        tick.now += 61
-        ev.tick()
+        tick.step(LINES, 0.5)  # said once, then again only after a long while
+        assert out.getvalue().count("\n") == 1
+        tick.step(LINES, 60.5)
         assert out.getvalue().splitlines()[-1].endswith("(1 min 02 s so far)")
         sha = "ab" * 20
         ev.phase(sha, f"installing torchlet-0.1.whl for {sha[:12]}")
-        tick.now += 2
-        ev.tick()
+        tick.step(LINES, 2)
         assert out.getvalue().splitlines()[-1] == (f"installing torchlet-0.1.whl for "
                                                    f"{sha[:12]} (2 s so far)")
     finally:
@@ -198,14 +188,18 @@ def test_without_a_terminal_a_step_that_lasts_gets_a_line_and_a_quick_one_none()
 def test_without_a_terminal_a_download_line_has_bytes_speed_and_time_left() -> None:
     ev, out, tick = line_events()
     try:
-        for _ in range(3):
-            tick.now += 1
-            ev.download("torch.whl", int((tick.now - 1000) * 2**20), 10 * 2**20)
-        ev.tick()
+        ev.download("torch.whl", 2**20, 10 * 2**20)
+        tick.step(LINES, 1)  # a second in: its first line, no speed known yet
+        ev.download("torch.whl", 2 * 2**20, 10 * 2**20)
+        tick.step(LINES, 1)  # the next line only after DOWNLOAD_LINE_S
+        ev.download("torch.whl", 3 * 2**20, 10 * 2**20)
+        tick.step(LINES, 4)
         assert out.getvalue().splitlines() == [
+            "downloading torch.whl: 1.0 MiB of 10.0 MiB (10%)",
             "downloading torch.whl: 3.0 MiB of 10.0 MiB (30%), 1.0 MiB/s, about 7 s left"]
         ev.download("torch.whl", 10 * 2**20, 10 * 2**20)  # the end
-        assert out.getvalue().splitlines()[-1].startswith("downloaded torch.whl: 10.0 MiB in ")
+        assert out.getvalue().splitlines()[-1] == ("downloaded torch.whl: 10.0 MiB in 6 s "
+                                                   "(1.7 MiB/s)")
     finally:
         ev.close()
 
@@ -218,12 +212,12 @@ def test_download_line_without_a_size_says_bytes_and_speed_only() -> None:
 
 
 def test_every_lets_through_the_first_call_then_one_per_period() -> None:
-    tick = Clock()
+    tick = SteppedClock()
     often = Every(0.5, clock=tick)
     seen = []
     for _ in range(10):
         seen.append(often.due())
-        tick.now += 0.125  # exact in binary: no rounding at the period
+        tick.advance(0.125)  # exact in binary: no rounding at the period
     assert seen == [True, False, False, False, True, False, False, False, True, False]
 
 

@@ -7,7 +7,6 @@ import math
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -20,6 +19,7 @@ from bisector.run.lease import Lease
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
+from tests.clocks import SteppedClock
 from tests.unit.fakes import (
     FakeExecutor,
     FakeSource,
@@ -218,16 +218,18 @@ def test_the_heartbeat_beats_during_a_long_probe(store: Store) -> None:
     cands = shas(4)
     bid = new_bisection(store, cands)
     seen = []
+    clock = SteppedClock()
 
     def watch(index: int, commit: str) -> None:
-        for _ in range(4):
+        if index == 1:  # the first probe runs while three beat periods pass
+            for _ in range(3):
+                seen.append(bisections.get(store, bid).heartbeat_at)
+                clock.step(f"lease-{bid}", 30)
             seen.append(bisections.get(store, bid).heartbeat_at)
-            time.sleep(0.06)
 
-    lease = Lease(store, bid, beat_s=0.02)
+    lease = Lease(store, bid, beat_s=30, clock=clock)
     make_runner(store, bid, cands, FakeExecutor(cands, culprit=2, hook=watch), lease=lease).run()
-    during_first_probe = [t for t in seen[:4] if t is not None]
-    assert len(set(during_first_probe)) >= 3, "the heartbeat moved while one probe ran"
+    assert None not in seen and len(set(seen)) == 4, "the heartbeat moved while one probe ran"
 
 
 def test_a_run_whose_lease_was_taken_stops_and_keeps_its_verdict(store: Store) -> None:
