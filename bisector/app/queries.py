@@ -18,18 +18,20 @@ from bisector.base.errors import UsageError
 from bisector.base.kinds import State
 from bisector.store.queries import Filters
 
-FIELDS = ("state", "oracle", "repo", "culprit", "touching", "author", "since", "until", "text")
+# The words a list takes (``disagree``: a flag on the command line, ``1`` in a URL).
+FIELDS = ("state", "oracle", "repo", "culprit", "touching", "author", "since", "until", "text",
+          "disagree")
 AGE = re.compile(r"(\d+)([smhdw])")
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 HEX = re.compile(r"[0-9a-f]{4,40}")
 MAX_TEXT = 1000  # a needle longer than any output tail the store keeps whole
 
 
-def parse(values: Mapping[str, str | None], limit: int = 50, offset: int = 0,
+def parse(values: Mapping[str, str | bool | None], limit: int = 50, offset: int = 0,
           dash: str = "--", now: datetime | None = None) -> Filters:
     """Filters from ``values`` (FIELDS, each a string or None); a bad one raises UsageError
     naming it as ``dash + name`` (``--since`` on the command line, ``since`` in a URL)."""
-    v = {k: (values.get(k) or "").strip() for k in FIELDS}
+    v = {k: str(values.get(k) or "").strip() for k in FIELDS if k != "disagree"}
     now = now or datetime.now(UTC)
 
     def bad(name: str, why: str) -> UsageError:
@@ -56,7 +58,17 @@ def parse(values: Mapping[str, str | None], limit: int = 50, offset: int = 0,
         raise UsageError(f"{dash}offset {offset}: give 0 or more")
     return Filters(state=v["state"], oracle=v["oracle"], repo=v["repo"], culprit=culprit,
                    pr=pr, touching=touching, author=v["author"], since=since, until=until,
-                   text=v["text"], limit=limit, offset=offset)
+                   text=v["text"], disagree=_flag(values.get("disagree"), dash),
+                   limit=limit, offset=offset)
+
+
+def _flag(value: object, dash: str) -> bool:
+    """``--disagree`` (a flag: True) or ``disagree=1`` in a URL (a checkbox sends ``1``)."""
+    if value in (None, False, "", "0", "false", "no", "off"):
+        return False
+    if value in (True, "1", "true", "yes", "on"):
+        return True
+    raise UsageError(f"{dash}disagree {value!r}: give 1 (or leave it out)")
 
 
 def _culprit(value: str, bad: Callable[[str, str], UsageError]) -> tuple[str, int | None]:
@@ -90,7 +102,10 @@ def _when(value: str, *, end: bool, now: datetime,
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
-def url_query(words: Mapping[str, str | None]) -> dict[str, str]:
+def url_query(words: Mapping[str, str | bool | None]) -> dict[str, str]:
     """The filters as a URL's query keeps them (the words as typed, the empty ones left
     out): the list page's links carry them, so a filtered page is a link to paste."""
-    return {k: str(words.get(k) or "") for k in FIELDS if words.get(k)}
+    kept = {k: str(words.get(k) or "") for k in FIELDS if words.get(k)}
+    if "disagree" in kept:
+        kept["disagree"] = "1" if _flag(words.get("disagree"), "") else ""
+    return {k: v for k, v in kept.items() if v}

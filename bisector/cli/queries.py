@@ -50,6 +50,9 @@ def _filter(name: str, metavar: str, text: str) -> Callable[[Callable[..., Any]]
          "an age: 12h, 7d, 2w.")
 @_filter("until", "DATE", "Started before DATE (a day alone: up to its end).")
 @_filter("text", "TEXT", "A bad probe's failure (its reason or output) holds TEXT, any case.")
+@click.option("--disagree", is_flag=True, help="Only bisections another one of the same oracle "
+              "disagrees with: one named X, the other's range holds X and it said no "
+              "regression or named another commit.")
 @click.option("--limit", default=50, show_default=True, type=Whole(1, defaults.MAX_LIMIT))
 @click.option("--offset", default=0, show_default=True, type=Whole(0, defaults.MAX_ID),
               help="Skip this many matching bisections (the next page).")

@@ -112,6 +112,8 @@ class Candidate(Base):
     """The frozen candidate list, so a resume searches the same commits even if refs moved."""
 
     __tablename__ = "candidate"
+    # From a commit to the ranges that hold it: `bisect list --disagree` (store/disagree.py).
+    __table_args__ = (Index("ix_candidate_sha", "sha", "bisection_id", "position"),)
     bisection_id: Mapped[int] = mapped_column(
         ForeignKey("bisection.id", ondelete="CASCADE"), primary_key=True
     )

@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, false, or_, sele
 
 from bisector.base import defaults
 from bisector.base.kinds import State
-from bisector.store import fulltext
+from bisector.store import disagree, fulltext
 from bisector.store import models as m
 from bisector.store.bisections import _record
 from bisector.store.db import Store
@@ -42,6 +42,7 @@ class Filters:
     since: datetime | None = None  # created at or after
     until: datetime | None = None  # created before
     text: str = ""  # in the reason or output of a run one of its bad probes used
+    disagree: bool = False  # another bisection of its oracle disagrees (store/disagree.py)
     limit: int = 50
     offset: int = 0
 
@@ -49,7 +50,8 @@ class Filters:
     def any(self) -> bool:
         """Anything but paging: the full path's query (store/peek.py lists only pages)."""
         return any((self.state, self.oracle, self.repo, self.culprit, self.pr is not None,
-                    self.touching, self.author, self.since, self.until, self.text))
+                    self.touching, self.author, self.since, self.until, self.text,
+                    self.disagree))
 
 
 def upper_bound(prefix: str) -> str:
@@ -104,6 +106,8 @@ def conditions(f: Filters, conn: Connection, now: datetime | None = None
             select(m.Probe.bisection_id).join(r, r.id == m.Probe.run_id)
             .where(m.Probe.verdict == "bad",
                    fulltext.matching(conn, r.id, r.reason, r.output_tail, f.text))))
+    if f.disagree:
+        where.append(disagree.condition(b.id))
     return where
 
 
