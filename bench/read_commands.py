@@ -7,7 +7,7 @@ runs, artifacts) copied in SQL until the store holds BENCH_READ_BISECTIONS (defa
 copies sharing its runs as reused verdicts do. Each also the full way
 (``BISECTOR_QUICK_READS=0``: the ORM, git and the renderers, as every read went before), in
 the same run. ``show`` and ``log`` of a finished bisection read
-the snapshot its end (or its first ``show``) kept (app/snapshots.py): that first show is
+the snapshot its end (or its first ``show``) kept (app/report/snapshots.py): that first show is
 timed once on its own. Then a probe's own overhead: everything a probe
 of the demo paid besides obtaining its torch, making its environment and running its oracle,
 read from the probes' recorded phases (goal: at most 0.2 s).

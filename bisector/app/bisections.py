@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bisector.app import gc as cleanup
-from bisector.app.views import report_paths, show, write_reports
+from bisector.app.report.views import report_paths, show, write_reports
 from bisector.artifacts.cache import sweep_scratch
 from bisector.base.errors import UsageError
 from bisector.base.events import Events, QuietEvents
@@ -52,7 +52,7 @@ class Ran:
 
     store: Store
     bisection_id: int
-    shown: dict[str, Any]  # app/views.show
+    shown: dict[str, Any]  # app/report/views.show
     reports: tuple[Path, Path] | None  # (Markdown, HTML) when this run wrote them
 
     @property

@@ -1,6 +1,6 @@
 """The rows of ``bisect list`` and ``bisect serve``'s list: one store query (store/queries.py:
 the filters are SQL) and, for a culprit, its pull request from the clone. Apart from the
-reports (app/reports.py) so that ``bisect list`` imports the store and git, not the code that
+reports (app/report/show.py) so that ``bisect list`` imports the store and git, not the code that
 renders a whole bisection (it took 0.84 s to start on a store, 14 times ``import click``, most
 of it importing what it never ran)."""
 

@@ -1,7 +1,7 @@
 """What ``bisect gc`` removed, as its ledger in the data folder says (``gc-removed.jsonl``,
 appended by app/disk.record_removed): how ``show`` tells a log removed by gc from one that
 was never on this machine. Apart from app/disk.py (which opens the store) so that the quick
-``show`` of a finished bisection (app/snapshots.py) can ask it.
+``show`` of a finished bisection (app/report/snapshots.py) can ask it.
 """
 
 from __future__ import annotations

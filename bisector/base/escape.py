@@ -6,7 +6,7 @@ can never drive the user's terminal (ANSI/CSI colours and cursor moves, OSC 52 c
 writes, OSC 8 hidden links, a bell, a carriage return or backspaces that overwrite what was
 printed), close a Markdown code block and turn the rest into live Markdown, or put raw HTML,
 a disguised link or an ``@mention`` into the issue a person pastes on GitHub. HTML needs
-nothing from here: its templates autoescape every value (:mod:`bisector.app.html`).
+nothing from here: its templates autoescape every value (:mod:`bisector.app.report.html`).
 
 Control characters become visible rather than vanishing: a C0 control or DEL is shown as its
 Unicode control picture (ESC as ``␛``, BEL as ``␇``, a lone CR as ``␍``), a C1 control or a

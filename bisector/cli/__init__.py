@@ -201,8 +201,8 @@ def show(c: Ctx, bisection_id: int, fmt: str, json_out: bool) -> None:
     quickly = quick.newest(c.db) if bisection_id == LAST else bisection_id
     if quickly is not None and fmt in ("markdown", "json") and quick.show(
             c.db, quickly, json_out or fmt == "json"):
-        return  # a finished bisection's snapshot (app/snapshots.py)
-    from bisector.app import views  # lazy: the full path
+        return  # a finished bisection's snapshot (app/report/snapshots.py)
+    from bisector.app.report import views  # lazy: the full path
     from bisector.cli.running import print_show  # lazy: as above
 
     store = c.store(create=False, reads_only=True)
@@ -246,8 +246,8 @@ def log(c: Ctx, bisection_id: int, json_out: bool) -> None:
 
     quickly = quick.newest(c.db) if bisection_id == LAST else bisection_id
     if quickly is not None and quick.log(c.db, quickly, json_out):
-        return  # a finished bisection's snapshot (app/snapshots.py)
-    from bisector.app import views  # lazy: the full path
+        return  # a finished bisection's snapshot (app/report/snapshots.py)
+    from bisector.app.report import views  # lazy: the full path
 
     store = c.store(create=False, reads_only=True)
     bisection_id = _which(store, bisection_id)
@@ -272,12 +272,13 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     release tags on release branches) and bisect it v0.1.0..v0.2.0 end to end; with
     --nightlies, by dates over its nightly wheels."""
     # lazy: `bisect --help` and completion import none of this
-    from bisector.app import bisections, issue
+    from bisector.app import bisections
     from bisector.app.demo.setup import demo as ready
     from bisector.cli.running import carry_out
 
     # --db or $BISECTOR_DB: the user's store, else the nightly demo's own (app/demo/setup.py).
     own = c.db == default_db() and not os.environ.get("BISECTOR_DB")
+    from bisector.app.report import issue
     with ready(directory, jobs, nightlies, err.print, own_store=own) as d:
         if d.store is not None:
             c = Ctx(db=d.store, debug=c.debug)

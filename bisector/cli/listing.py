@@ -46,7 +46,7 @@ def without_failed_starts(rows: list[dict[str, Any]], show_all: bool
 
 
 def print_rows(rows: list[dict[str, Any]], wide: bool) -> None:
-    """The rows of ``app/views.listing`` on standard output."""
+    """The rows of ``app/report/views.listing`` on standard output."""
     if wide or not (sys.stdout.isatty() or os.environ.get("TTY_COMPATIBLE") == "1"):
         # A pipe or a file wants whole values (a 12-character sha cannot be pasted into
         # `git show` in every repository) in lines no table border or wrap cuts apart.

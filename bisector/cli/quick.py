@@ -1,9 +1,9 @@
 """``bisect list``, ``show`` and ``log`` the quick way, on a SQLite store at this bisector's
 schema: rows read with the standard library (store/peek.py), the culprits' pull requests from
 one ``git log`` per clone (project/pr.py), a finished bisection's view from its snapshot
-(app/snapshots.py). Each function returns None (or False) when it cannot answer exactly as the
-full path would: a server store, another schema, a running bisection, no snapshot yet. The
-command then opens the store as before. ``BISECTOR_QUICK_READS=0`` turns the quick way off.
+(app/report/snapshots.py). Each function returns None (or False) when it cannot answer exactly
+as the full path would: a server store, another schema, a running bisection, no snapshot yet.
+The command then opens the store as before. ``BISECTOR_QUICK_READS=0`` turns the quick way off.
 
 Nothing here imports SQLAlchemy, GitPython or the renderers (make bench, section 16).
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from bisector.app import snapshots
+from bisector.app.report import snapshots
 from bisector.base.escape import safe_text
 from bisector.base.kinds import State
 from bisector.infra.owner import owner_alive

@@ -15,8 +15,9 @@ from typing import Any
 
 import click
 
-from bisector.app import bisections, views
-from bisector.app import reports as report
+from bisector.app import bisections
+from bisector.app.report import show as report
+from bisector.app.report import views
 from bisector.base.errors import EndpointError, InterruptedBisection
 from bisector.base.escape import safe_text
 from bisector.base.events import Events

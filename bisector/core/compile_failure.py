@@ -1,7 +1,7 @@
 """Whether a failure is a ``torch.compile`` one: what a failing run printed names dynamo,
 AOTAutograd, inductor or Triton, or the oracle itself calls ``torch.compile``.
 
-Decided once for the reports' debugging lines (``app/compile_debug.py``) and for the compiler
+Decided once for the reports' debugging lines (``app/report/compile_debug.py``) and for the compiler
 bisector run at the culprit (``run/at_culprit.py``). Every pattern is searched line by line or
 linearly: the texts are an oracle's output and an oracle's source, both untrusted.
 """

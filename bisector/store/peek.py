@@ -155,7 +155,7 @@ def listing(db: str, limit: int, offset: int = 0) -> list[dict[str, object]] | N
 
 def identity(db: str, bisection_id: int) -> str | None:
     """A digest of what a finished bisection's record says (its state, endpoints, oracle,
-    answer, message) and of its probes: a snapshot of its view (app/snapshots.py) is served
+    answer, message) and of its probes: a snapshot of its view (app/report/snapshots.py) is served
     only while this is unchanged. None: no such row, or use the full path."""
     row = _rows(db, f"SELECT {', '.join(IDENTITY_COLUMNS)} FROM bisection WHERE id = ?",
                 int(bisection_id))

@@ -1,13 +1,13 @@
 """``bisect serve``: a read-only web view over the store (SQLite or PostgreSQL).
 
 Starlette routes the few GET pages and JSON endpoints, Jinja2 renders them (through
-:mod:`bisector.app.html`, the same templates as the one-file report) and uvicorn serves them. Every
-route reads through :mod:`bisector.app`, the same functions as ``bisect list/show/log --json``, so
-the JSON endpoints mirror the CLI by construction. There is no write endpoint: other methods get
-405. Every response carries a Content-Security-Policy that allows no outside resource, and full logs
-are served as ``text/plain`` with ``nosniff``, so an oracle's output can never run as a page.
-What it serves is redacted and printable (:mod:`bisector.base.escape`): the views are, and a full
-log is filtered here on its way out."""
+:mod:`bisector.app.report.html`, the same templates as the one-file report) and uvicorn serves
+them. Every route reads through :mod:`bisector.app`, the same functions as ``bisect
+list/show/log --json``, so the JSON endpoints mirror the CLI by construction. There is no write
+endpoint: other methods get 405. Every response carries a Content-Security-Policy that allows no
+outside resource, and full logs are served as ``text/plain`` with ``nosniff``, so an oracle's
+output can never run as a page. What it serves is redacted and printable
+(:mod:`bisector.base.escape`): the views are, and a full log is filtered here on its way out."""
 
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from bisector.app import commit_view, queries, views
-from bisector.app import html as html_report
+from bisector.app import commit_view, queries
+from bisector.app.report import html as html_report
+from bisector.app.report import views
 from bisector.app.watch import table as watch_table
 from bisector.base import defaults, escape
 from bisector.base.errors import NotFoundError, UsageError

@@ -24,10 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bisector.app import compile_debug
 from bisector.app.demo.torchlet import SyntheticHistory
-from bisector.app.issue import scrubber
-from bisector.app.reports import tail
+from bisector.app.report import compile_debug
+from bisector.app.report.portable import scrubber
+from bisector.app.report.show import tail
 from bisector.base import escape, redact
 from bisector.core import prior, signature
 from bisector.project import bisect_log

@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from bisector.app import compile_debug, issue
-from bisector.app.issue import issue_markdown
+from bisector.app.report import compile_debug, portable
+from bisector.app.report.issue import issue_markdown
 from bisector.cli import start
 from bisector.project.profiles import report_names
 from bisector.run.config import request_from
@@ -268,4 +268,4 @@ def test_the_title_and_the_oracle_summary_name_no_path_of_this_machine(
     # bisector's home (BISECTOR_HOME) is a folder of this machine, as its data and cache are
     home = bisected.base / "home"
     monkeypatch.setenv("BISECTOR_HOME", str(home))
-    assert issue.scrubber("/r")(f"sh {home}/orc.sh") == "sh <bisector-home>/orc.sh"
+    assert portable.scrubber("/r")(f"sh {home}/orc.sh") == "sh <bisector-home>/orc.sh"

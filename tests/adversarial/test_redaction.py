@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from bisector.app import views
 from bisector.app.demo.index import IndexServer
 from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.report import views
 from bisector.app.watch.config import Notify
 from bisector.app.watch.notify import flip_markdown, send, write_event
 from bisector.base import redact
@@ -93,7 +93,8 @@ def test_the_store_keeps_the_secret_and_no_output_shows_it(
     assert "--nightly-index 'http://***@127.0.0.1:" in seen["show --format markdown"]
     assert "?token=***" in seen["show --format markdown"]
     assert "HF_TOKEN=***" in seen["show --format issue"]
-    # The issue report, the HTML report and the snapshot `show` and `log` read (app/snapshots).
+    # The issue report, the HTML report and the snapshot `show` and `log` read
+    # (app/report/snapshots).
     reports = list((home / "data" / "reports").glob("bisection-1-*"))
     assert len(reports) == 3
     for p in reports:

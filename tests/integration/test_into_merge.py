@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bisector.app.html import timeline
 from bisector.app.list_rows import list_data
+from bisector.app.report.html import timeline
 from bisector.store.db import open_store
 from bisector.store.queries import Filters
 from tests.support import BISECT, ROOT, invoke, run_cli

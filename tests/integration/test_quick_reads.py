@@ -1,6 +1,6 @@
 """Issue 36, quick commands: ``list``, ``show`` and ``log`` on a SQLite store read without the
-ORM, git's Python library or the renderers (cli/quick.py, app/snapshots.py), and print exactly
-what the full path prints; whatever the snapshot cannot vouch for goes the full way."""
+ORM, git's Python library or the renderers (cli/quick.py, app/report/snapshots.py), and print
+exactly what the full path prints; whatever the snapshot cannot vouch for goes the full way."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bisector.app import snapshots
 from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.app.removed import LEDGER
+from bisector.app.report import snapshots
 from bisector.base.paths import data_dir
 from bisector.cli import quick
 from tests.support import bisect, invoke

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from bisector.app import compile_debug
 from bisector.app.demo.torchlet import SyntheticHistory
-from bisector.app.html import render_report
-from bisector.app.issue import issue_markdown
-from bisector.app.reports import show_markdown
+from bisector.app.report import compile_debug
+from bisector.app.report.html import render_report
+from bisector.app.report.issue import issue_markdown
+from bisector.app.report.show import show_markdown
 from bisector.cli import start
 from bisector.cli.tools import check
 from bisector.project.profiles import report_names

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from bisector.app import views
 from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.report import views
 from bisector.store.db import open_store
 from bisector.web import server as web
 from tests import support

@@ -26,9 +26,9 @@ from urllib.parse import urlencode, urljoin, urlsplit
 import httpx
 import pytest
 
-from bisector.app import html as html_report
-from bisector.app import views
 from bisector.app.demo.torchlet import SyntheticHistory
+from bisector.app.report import html as html_report
+from bisector.app.report import views
 from bisector.infra.owner import owner_id
 from bisector.store import watch as ws
 from bisector.store.db import open_store

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from bisector.app import compiler_pass
+from bisector.app.report import compiler_pass
 from bisector.oracle.at_culprit import compiler_bisect_oracle, read_compiler, read_env
 from bisector.oracle.command import command_oracle
 from bisector.project.dashboard import parse

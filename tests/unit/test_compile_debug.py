@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bisector.app import compile_debug
+from bisector.app.report import compile_debug
 from bisector.cli.tools import check
 from bisector.core.verdict import Polarity
 from bisector.project.profiles import report_names

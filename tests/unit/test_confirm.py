@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bisector.app.result_text import confirmation_summary
+from bisector.app.report.result_text import confirmation_summary
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import State
 from bisector.core import confirmation

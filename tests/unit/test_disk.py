@@ -13,8 +13,9 @@ import pytest
 from sqlalchemy import update
 
 from bisector.app import bisections as app_bisections
-from bisector.app import disk, views
+from bisector.app import disk
 from bisector.app import gc as cleanup
+from bisector.app.report import views
 from bisector.artifacts.cache import wheel_dir
 from bisector.artifacts.obtained import Recipe
 from bisector.artifacts.provider import Provider

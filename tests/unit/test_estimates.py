@@ -153,7 +153,7 @@ def test_a_build_confirmation_paid_for_is_counted_once_with_what_it_was_for(
         store: Store) -> None:
     """Issue 35: the report said "Source builds: 6" for 7: the revert confirmation built was
     no probe. It counts now, once per artifact (its runs share it), and only when built here."""
-    from bisector.app.reports import builds_line, confirmation_builds
+    from bisector.app.report.show import builds_line, confirmation_builds
 
     cands = shas(4)
     bid = bisection(store, cands)
@@ -187,7 +187,7 @@ def test_a_build_confirmation_paid_for_is_counted_once_with_what_it_was_for(
 def test_a_reused_confirmation_brings_no_builds(store: Store) -> None:
     """A confirmation reused from another bisection names that bisection's runs: their builds
     were that one's, not this one's."""
-    from bisector.app.reports import confirmation_builds
+    from bisector.app.report.show import confirmation_builds
 
     bisection(store, shas(4))  # the oracle's row
     arts = ArtifactStore(store)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.app.evidence import evidence
+from bisector.app.report.evidence import evidence
 
 pytestmark = pytest.mark.unit
 
@@ -52,7 +52,7 @@ def test_the_issue_reproduce_line_names_what_ran_and_what_the_user_chose() -> No
     box image's CUDA_VERSION and TORCH_CUDA_ARCH_LIST."""
     from pathlib import Path
 
-    from bisector.app.issue import reproduce
+    from bisector.app.report.portable import reproduce
     from bisector.run.config import Request
 
     req = Request(good="v1", bad="v2", oracle="name_mangling", repo=Path("/x/pytorch"),

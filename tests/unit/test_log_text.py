@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bisector.app.log_text import log_text
+from bisector.app.report.log_text import log_text
 from bisector.project.bisect_log import parse
 
 pytestmark = pytest.mark.unit

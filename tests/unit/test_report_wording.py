@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bisector.app import issue as issue_report
+from bisector.app.report import issue as issue_report
 from bisector.project.profiles import report_names as project_words
 
 pytestmark = pytest.mark.unit

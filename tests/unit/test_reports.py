@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from bisector.app import html as html_report
-from bisector.app import issue as issue_report
-from bisector.app import reports as report
+from bisector.app.report import html as html_report
+from bisector.app.report import issue as issue_report
+from bisector.app.report import portable
+from bisector.app.report import show as report
 from bisector.base.escape import fence
-from bisector.run.config import Request
+from bisector.run.config import Request, reproduce_command
 
 
 def _probe(seq: int, pos: int, verdict: str, seconds: float = 1.0, **kw: Any) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def test_portable_request_drops_this_machines_paths() -> None:
     req = Request(good="v1", bad="v2", oracle="/home/someone/oracles/my_check.py",
                   repo=Path("/home/someone/src/pytorch"), python="/opt/py/bin/python3",
                   nightly_index="/srv/mirror/nightly/cu128", jobs=2)
-    line = issue_report.reproduce_command(issue_report.portable_request(
+    line = reproduce_command(portable.portable_request(
         replace(req, installed_base="abc123", gpus="0,1"), "pytorch", good="a" * 40))
     assert "/home" not in line and "/opt" not in line and "/srv" not in line
     assert "--repo pytorch" in line and "--oracle ./my_check.py" in line
@@ -76,12 +77,12 @@ def test_an_index_that_lived_only_on_this_machine_is_not_repeated(url: str) -> N
     elsewhere: the reproduce line falls back to the default index (issue 35)."""
     req = Request(good="v1", bad="v2", oracle="torchlet_norm", repo=Path("/r"),
                   nightly_index=url, release_index=url)
-    line = issue_report.reproduce_command(issue_report.portable_request(req, "r"))
+    line = reproduce_command(portable.portable_request(req, "r"))
     assert "--nightly-index" not in line and "--release-index" not in line
     kept = replace(req, nightly_index="https://mirror.example.org/whl/nightly/cu128",
                    release_index=None)
     assert "--nightly-index https://mirror.example.org/whl/nightly/cu128" in \
-        issue_report.reproduce_command(issue_report.portable_request(kept, "r"))
+        reproduce_command(portable.portable_request(kept, "r"))
 
 
 def test_fences_outlast_backticks_in_the_text() -> None:
@@ -97,7 +98,7 @@ def test_a_stopped_bisection_names_no_culprit_position() -> None:
 
 
 def test_scrubber_uses_the_recorded_folders_and_generic_user_paths() -> None:
-    scrub = issue_report.scrubber("/r", {"home": "/srv/alice", "data": "/srv/alice/.bd",
+    scrub = portable.scrubber("/r", {"home": "/srv/alice", "data": "/srv/alice/.bd",
                                          "cache": "/scratch/bc"})
     out = scrub("/srv/alice/.bd/logs/x /scratch/bc/envs/y /home/bob/z "
                 "/tmp/torchinductor_bob/ab/c.py /Users/carol/w")
@@ -107,13 +108,13 @@ def test_scrubber_uses_the_recorded_folders_and_generic_user_paths() -> None:
 
 def test_reproduce_clones_from_github_when_the_slug_is_known() -> None:
     req = Request(good="v2.8.0", bad="v2.9.1", oracle="name_mangling", repo=Path("/x/pt"))
-    text = issue_report.reproduce(_data(github="pytorch/pytorch", repo="/x/pt"), req)
+    text = portable.reproduce(_data(github="pytorch/pytorch", repo="/x/pt"), req)
     assert text.splitlines()[0] == "git clone https://github.com/pytorch/pytorch.git pytorch"
     assert "--repo pytorch " in text.splitlines()[1]
 
 
 def test_scrubber_rewrites_clone_home_and_site_packages() -> None:
-    scrub = issue_report.scrubber("/home/someone/src/pytorch")
+    scrub = portable.scrubber("/home/someone/src/pytorch")
     text = ('File "/home/someone/src/pytorch/torch/_dynamo/x.py", line 3\n'
             'File "/usr/lib/python3.11/site-packages/torch/fx/y.py", line 9\n')
     out = scrub(text)
@@ -165,7 +166,7 @@ def test_report_escapes_what_git_and_oracles_wrote() -> None:
 
 
 def test_a_flaky_confirmation_shows_the_probability_before_and_after_its_runs() -> None:
-    from bisector.app.result_text import confirmation_summary
+    from bisector.app.report.result_text import confirmation_summary
 
     runs = [{"run": i, "verdict": v, "reason": "exit"} for i, v in enumerate(["bad", "good"])]
     c = {"status": "confirmed", "culprit": runs, "parent": runs[1:], "judged_by": "posterior",

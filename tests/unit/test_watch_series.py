@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bisector.app.html import render_series, render_watch
+from bisector.app.report.html import render_series, render_watch
 from bisector.app.watch import series as ps
 from bisector.app.watch.notify import flip_words
 from bisector.app.watch.picture import sparkline

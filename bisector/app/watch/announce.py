@@ -9,7 +9,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bisector.app import views
+from bisector.app.report import views
 from bisector.app.watch import series as perf_series
 from bisector.app.watch.config import WatchConfig
 from bisector.app.watch.context import Pass

@@ -189,7 +189,7 @@ def view(store: Store, series: Series, flips: list[ws.FlipRecord] | None = None
 def flip_picture(store: Store, flip: ws.FlipRecord) -> str | None:
     """The SVG of the series a performance flip was found in (None: its results are gone)."""
     # lazy: the HTML templates load only when a picture is drawn
-    from bisector.app.html import render_series
+    from bisector.app.report.html import render_series
 
     metric = flip.facts.get("metric")
     for s in all_series(store, flip.suite, flip.oracle):

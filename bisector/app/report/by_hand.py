@@ -8,8 +8,9 @@ checkout's over a nightly), a source build (check out and build), or an installe
 user's own (check out and build: nobody else has that torch). The oracle then runs from a file
 saved as the report names it, or, for a command, in the checkout, with the variables it ran
 with (``--env``) set. Only the report's own fields go into the commands: shas checked as
-hexadecimal, versions as version strings, and the oracle's words pasteable (app/paste.py: a path
-inside the clone relative to the checkout's root, no ``<placeholder>`` a shell would read).
+hexadecimal, versions as version strings, and the oracle's words pasteable
+(app/report/paste.py: a path inside the clone relative to the checkout's root, no
+``<placeholder>`` a shell would read).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import re
 import shlex
 from typing import Any
 
-from bisector.app import paste
-from bisector.app.compiler_pass import oracle_words
+from bisector.app.report import paste
+from bisector.app.report.compiler_pass import oracle_words
 from bisector.oracle.command import reads_benchmark
 from bisector.oracle.manual import is_manual_source
 from bisector.oracle.script import argv_of
@@ -73,7 +74,7 @@ def steps(d: dict[str, Any], p: dict[str, Any] | None, saved_as: str, clone: str
           env: str = "") -> list[str] | None:
     """The shell lines, or None when the culprit's probe does not say how it got its
     package (a reused verdict of an older store). ``scrub`` rewrites this machine's paths in
-    the oracle's words, ``env`` (:func:`bisector.app.paste.env`) goes before each run."""
+    the oracle's words, ``env`` (:func:`bisector.app.report.paste.env`) goes before each run."""
     sha = str((d.get("culprit") or {}).get("sha") or "")
     source = str((d.get("oracle") or {}).get("source") or "")
     if p is None or not p.get("artifact") or not _SHA.fullmatch(sha) \

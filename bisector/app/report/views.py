@@ -13,10 +13,11 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bisector.app import disk, list_rows, log_text, snapshots
-from bisector.app import reports as report
-from bisector.app.html import render_report
-from bisector.app.issue import issue_markdown
+from bisector.app import disk, list_rows
+from bisector.app.report import log_text, snapshots
+from bisector.app.report import show as report
+from bisector.app.report.html import render_report
+from bisector.app.report.issue import issue_markdown
 from bisector.base import escape, redact
 from bisector.base.kinds import State
 from bisector.base.paths import data_dir
@@ -123,7 +124,7 @@ def write_reports(store: Store, bisection_id: int) -> tuple[Path, Path]:
 
 
 def keep_snapshot(store: Store, bisection_id: int, d: dict[str, Any] | None = None) -> None:
-    """A finished bisection's view as ``show`` and ``log`` print it (app/snapshots.py): the
+    """A finished bisection's view as ``show`` and ``log`` print it (app/report/snapshots.py): the
     next ``show``, ``show --json``, ``log`` read it instead of rendering. Printed text is kept
     masked and escaped, as the commands print it."""
     d = show(store, bisection_id) if d is None else d

@@ -9,7 +9,7 @@ from typing import Any
 
 import git
 
-from bisector.app.result_text import commit_lines
+from bisector.app.report.result_text import commit_lines
 from bisector.base.escape import md
 from bisector.project import merges
 from bisector.project.history import merge_parents, unwalked_side

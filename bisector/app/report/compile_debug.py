@@ -52,7 +52,7 @@ def check_line(req: Request, commit: str, env: dict[str, str],
     """``bisect check --commit COMMIT`` with the bisection's oracle, how it judges, its
     oracle environment and ``env`` on top. Values holding ``$PWD`` are left for the shell
     to expand (in double quotes); every other word is quoted, by ``word`` when given (the
-    issue's: this machine's paths made pasteable, app/paste.py). Secrets show as ``***``."""
+    issue's: this machine's paths made pasteable, app/report/paste.py). Secrets show as ``***``."""
     parts = ["bisect", "check", "--commit", commit, "--repo", str(req.repo)]
     if req.oracle:
         parts += ["--oracle", req.oracle]

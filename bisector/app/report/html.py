@@ -18,13 +18,13 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from bisector.app import compiler_pass, paste
-from bisector.app.evidence import evidence
-from bisector.app.issue import scrubber
-from bisector.app.phases import ahead_text, hidden_total, phase_rows
-from bisector.app.phases import timeline as phase_timeline
-from bisector.app.reports import culprit_facts
-from bisector.app.result_text import probe_counts, range_commits, skipped_up_front
+from bisector.app.report import compiler_pass, paste
+from bisector.app.report.evidence import evidence
+from bisector.app.report.phases import ahead_text, hidden_total, phase_rows
+from bisector.app.report.phases import timeline as phase_timeline
+from bisector.app.report.portable import scrubber
+from bisector.app.report.result_text import probe_counts, range_commits, skipped_up_front
+from bisector.app.report.show import culprit_facts
 from bisector.app.watch.picture import geometry
 from bisector.base import defaults
 from bisector.base.kinds import State
@@ -33,7 +33,7 @@ from bisector.run.pipeline import PHASES
 from bisector.run.prior import note as prior_note
 
 _env = jinja2.Environment(
-    loader=jinja2.PackageLoader("bisector.app", "templates"),
+    loader=jinja2.PackageLoader("bisector.app.report", "templates"),
     autoescape=True,  # every template, whatever its name: nothing here is trusted
     trim_blocks=True,
     lstrip_blocks=True,
@@ -177,7 +177,7 @@ def _context(d: dict[str, Any], issue: str) -> dict[str, Any]:
 
 
 def _compiler_pass(d: dict[str, Any]) -> dict[str, Any]:
-    """The compiler bisector's finding at the culprit for the page (app/compiler_pass.py)."""
+    """The compiler bisector's finding at the culprit for the page (app/report/compiler_pass.py)."""
     c = compiler_pass.found_of(d)
     if c is None:
         return {"cpass": None}

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
 
-from bisector.app import paste
+from bisector.app.report import paste
 from bisector.base import oracle_env, redact
 from bisector.base.errors import UsageError
 from bisector.base.escape import code, fence, md
@@ -35,7 +35,7 @@ def oracle_words(d: dict[str, Any], saved_as: str, scrub: paste.Scrub | None = N
     """How the oracle runs by hand in the culprit's environment: its command, or its file
     saved as ``saved_as`` (run by python unless its ``#!`` names another interpreter). With
     ``scrub`` (a text for another machine), the command's words are pasteable: a path inside
-    the clone relative to its root, where a command runs (app/paste.py)."""
+    the clone relative to its root, where a command runs (app/report/paste.py)."""
     source = str((d.get("oracle") or {}).get("source") or "")
     argv = argv_of(source)
     if argv is not None:
@@ -58,7 +58,7 @@ def env_of(d: dict[str, Any]) -> dict[str, str]:
 def replay(c: dict[str, Any], run: str, env: str = "") -> list[str]:
     """The commands that replay the compiler bisector's finding in the culprit's environment:
     its whole search, then the application at fault on (fails) and off (passes); ``env``: the
-    oracle environment's assignments (:func:`bisector.app.paste.env`), before each."""
+    oracle environment's assignments (:func:`bisector.app.report.paste.env`), before each."""
     lines = [f"{env}python -m {MODULE} run {run}"]
     found = c.get("found") or {}
     number = found.get("bisect_number")
@@ -107,7 +107,7 @@ def markdown(d: dict[str, Any], scrub: Any = None, saved: str = "",
     """The compiler pass section (empty when the compiler bisector did not run); the oracle
     file as :func:`oracle_file` calls it, the oracle environment ``env`` (else the one the
     bisection's reproduce line names) before each command. With ``scrub`` (the issue: text
-    for another machine) every word is pasteable (app/paste.py)."""
+    for another machine) every word is pasteable (app/report/paste.py)."""
     c = found_of(d)
     if c is None:
         return []

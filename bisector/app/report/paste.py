@@ -1,7 +1,7 @@
 """Shell words a reader pastes on another machine (the issue's commands: by hand, the compiler
 pass's replay, the bisector line, the compile-debugging lines).
 
-A word is scrubbed on its own (``issue.scrubber``: this machine's paths become placeholders),
+A word is scrubbed on its own (``portable.scrubber``: this machine's paths become placeholders),
 then every placeholder becomes shell text that means the same on the reader's machine, and the
 rest of the word is quoted with :func:`shlex.quote`. A ``<placeholder>`` never reaches a shell
 unquoted: pasted, ``sh <repo>/orc.sh`` reads ``<repo`` as input redirection, and a ``>`` form
@@ -37,7 +37,7 @@ _SHELL = {"<bisector-home>": '"${BISECTOR_HOME:?}"',
           "<bisector-data>": '"${BISECTOR_HOME:?}"/data',
           "<bisector-cache>": '"${BISECTOR_CACHE_DIR:?}"',
           "<user>": '"$USER"', "~": '"$HOME"'}
-# The placeholders issue.scrubber writes; ``~`` only where a shell would read it as the home
+# The placeholders portable.scrubber writes; ``~`` only where a shell would read it as the home
 # folder (a word's start, after ``=`` or ``:``).
 _PLACE = re.compile(r"<repo>|<bisector-(?:home|data|cache)>|<user>|(?:^|(?<=[=:]))~(?=/|$)")
 

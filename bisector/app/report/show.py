@@ -10,10 +10,10 @@ from typing import Any
 
 import git
 
-from bisector.app import compile_debug, compiler_pass, hunted, merge_text
 from bisector.app.list_rows import commit_facts, effective_state, open_clone
-from bisector.app.phases import phase_markdown
-from bisector.app.result_text import (
+from bisector.app.report import compile_debug, compiler_pass, hunted, merge_text
+from bisector.app.report.phases import phase_markdown
+from bisector.app.report.result_text import (
     commit_lines,
     confirmation_summary,
     inherited_line,

@@ -29,7 +29,7 @@ from bisector.store import peek
 from bisector.store.location import sqlite_path
 
 VERSION = 1  # of the file's layout: another is never served
-PACKAGE = Path(__file__).resolve().parents[1]  # bisector/
+PACKAGE = Path(__file__).resolve().parents[2]  # bisector/
 
 
 def code_stamp() -> str:
