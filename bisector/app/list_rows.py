@@ -23,6 +23,10 @@ def list_data(store: Store, where: Filters | None = None) -> list[dict[str, Any]
     """One page of the bisections ``where`` matches, newest first (store/queries.py asks the
     store), as rows; a culprit's pull request read from its clone."""
     where = where or Filters()
+    if where.author or where.touching or where.pr is not None:
+        from bisector.run import culprit_facts  # lazy: only these filters read the facts
+
+        culprit_facts.backfill(store)  # an old store's culprits, read again from their clones
     rows = []
     repos: dict[str, git.Repo | None] = {}
     for b in queries.bisections(store, where):

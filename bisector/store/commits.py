@@ -175,6 +175,18 @@ def builds_at(store: Store, sha: str) -> list[BuildAt]:
                 for x, names in s.execute(q)]
 
 
+def facts_missing(store: Store, limit: int) -> list[tuple[str, str]]:
+    """(culprit sha, clone) of bisections whose culprit's git facts are not stored (named
+    before migration 0013 kept them), at most ``limit``, newest first: what
+    run/culprit_facts.backfill reads again from the clones."""
+    b = m.Bisection
+    q = (select(b.culprit_sha, b.repo_path)
+         .where(b.culprit_sha.is_not(None), b.culprit_sha.not_in(select(m.GitCommit.sha)))
+         .group_by(b.culprit_sha, b.repo_path).order_by(func.max(b.id).desc()).limit(limit))
+    with store.session() as s:
+        return [(str(sha), str(path)) for sha, path in s.execute(q)]
+
+
 def culprits_without_facts(store: Store) -> int:
     """Bisections whose culprit's git facts are not stored (named before this version):
     --author, --touching and --culprit #PR cannot find them."""

@@ -131,3 +131,41 @@ def test_sqlite_downgrade_gives_the_old_table_back(tmp_path: Path, demo_repo: Pa
     engine.dispose()
     assert _rows(db, "SELECT * FROM verdict ORDER BY id") == before
     assert _rows(db, "SELECT count(*) FROM probe WHERE verdict_id IS NOT NULL") == [(13,)]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_old_culprits_get_their_facts_from_their_clones(backend: str,
+                                                         request: pytest.FixtureRequest,
+                                                         tmp_path: Path, home: Path,
+                                                         demo_repo: Path) -> None:
+    """The old store's culprit was named before its author, pull request and paths were kept:
+    the first list that filters by them reads them again from the clone (issue 49), so an old
+    store answers --author and --touching; a clone that is gone is skipped, not an error."""
+    db = (_sqlite_store(tmp_path, demo_repo) if backend == "sqlite"
+          else _postgres_store(request.getfixturevalue("pg_url"), demo_repo))
+    done = _json(db, "show", "1")
+    culprit = done["culprit"]["sha"]
+    author = subprocess.run(["git", "-C", str(demo_repo), "log", "-1", "--format=%an", culprit],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    changed = subprocess.run(["git", "-C", str(demo_repo), "diff-tree", "--no-commit-id", "-r",
+                              "--name-only", culprit], capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert _rows(db, "SELECT count(*) FROM git_commit") == [(0,)]
+
+    def ids(*args: str) -> set[int]:
+        r = run_cli("--db", db, "list", "--format", "json", *args)
+        assert r.returncode == 0, r.stderr
+        return {row["id"] for row in json.loads(r.stdout)}
+
+    assert ids("--author", author.upper()) == {1}
+    assert ids("--touching", changed[0]) == {1}
+    assert _rows(db, "SELECT sha FROM git_commit") == [(culprit,)]
+    # A second old culprit whose clone is gone: skipped, and the note still counts it.
+    engine = sa.create_engine(db if "://" in db else f"sqlite:///{db}")
+    with engine.begin() as con:
+        con.execute(sa.text("UPDATE bisection SET repo_path = '/gone/clone' WHERE id = 1"))
+        con.execute(sa.text("DELETE FROM commit_path"))
+        con.execute(sa.text("DELETE FROM git_commit"))
+    engine.dispose()
+    r = run_cli("--db", db, "list", "--author", author)
+    assert r.returncode == 0 and "1 culprit(s) were named before bisector kept" in r.stderr
