@@ -26,6 +26,7 @@ from bisector.queue import need_queue
 from bisector.queue.routing import PROBE, Need, kind
 from bisector.run.config import Request, RunConfig
 from bisector.run.factory import open_bisection, stored_config
+from bisector.run.policy import Policy
 from bisector.run.prepare import discover, prepare, record
 from bisector.run.remote import Remote
 from bisector.run.runner import Finished
@@ -66,27 +67,28 @@ Begun = Callable[[Store, int], None]
 
 def start(open_store: Callable[[], Store], req: Request, events: Events | None = None,
           enqueue: bool | None = None, oracles_dir: Path | None = None,
-          begun: Begun = lambda _store, _id: None) -> Ran:
+          begun: Begun = lambda _store, _id: None, *, policy: Policy) -> Ran:
     """``bisect start`` in one call: check and record the request (:func:`create`), run it
     to its end (:func:`run`) and read back what a command shows. ``begun`` hears the id once
-    it is stored: a caller interrupted after that says how to resume."""
+    it is stored: a caller interrupted after that says how to resume. ``policy``: the
+    command's resolved choices (its object store), as every run function takes them."""
     events = events or QuietEvents()
     store, bisection_id = create(open_store, req, oracles_dir, events)
-    return carry_on(store, bisection_id, events, enqueue, begun, fresh=True)
+    return carry_on(store, bisection_id, events, enqueue, begun, fresh=True, policy=policy)
 
 
 def carry_on(store: Store, bisection_id: int, events: Events | None = None,
              enqueue: bool | None = None, begun: Begun = lambda _store, _id: None, *,
-             fresh: bool = False) -> Ran:
+             fresh: bool = False, policy: Policy) -> Ran:
     """Run a stored bisection (``fresh``: just created; otherwise as :func:`resume`, which
     reports a finished one again) and read back what a command shows: its view and its
     reports."""
     rec = bisection(store, bisection_id)  # an unknown id: one line, before anything runs
     begun(store, bisection_id)
     if fresh:
-        run(store, rec, events, enqueue)
+        run(store, rec, events, enqueue, policy=policy)
     else:
-        resume(store, bisection_id, events, enqueue)
+        resume(store, bisection_id, events, enqueue, policy=policy)
     md, html = report_paths(store, bisection_id)
     # The names are this store's and this bisection's: they exist when this run wrote them.
     return Ran(store, bisection_id, show(store, bisection_id),
@@ -144,7 +146,7 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events
 
 
 def run(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
-        enqueue: bool | None = None) -> Finished:
+        enqueue: bool | None = None, *, policy: Policy) -> Finished:
     """Run (or continue) a stored bisection to its end (``enqueue``: see ``queue_for``);
     its row read once, here or by the caller."""
     events = events or QuietEvents()
@@ -153,7 +155,7 @@ def run(store: Store, bisection: int | BisectionRecord, events: Events | None = 
     cfg = stored_config(store, rec)
     remote, width = queue_for(store, cfg, enqueue, events,
                               Need.of(rec.environment, cfg.variant))
-    r = open_bisection(store, rec, events, remote, width, cfg)
+    r = open_bisection(store, rec, events, remote, width, cfg, policy=policy)
     sweep_leftovers(events)
     if r.means.contained:
         for name in sweep_orphans(client(), local_owner_alive):
@@ -206,7 +208,7 @@ def sweep_leftovers(events: Events) -> None:
 
 
 def resume(store: Store, bisection_id: int, events: Events | None = None,
-           enqueue: bool | None = None) -> Finished:
+           enqueue: bool | None = None, *, policy: Policy) -> Finished:
     """Finish a stored bisection; a finished one is only reported again."""
     rec = bisections.get(store, bisection_id)
     if rec.state.answered:
@@ -214,7 +216,7 @@ def resume(store: Store, bisection_id: int, events: Events | None = None,
     if rec.state is State.FAILED:
         raise UsageError(f"bisection {bisection_id} stopped: {rec.message} "
                          f"(start a new one instead)")
-    return run(store, rec, events, enqueue)
+    return run(store, rec, events, enqueue, policy=policy)
 
 
 def cancel(store: Store, bisection_id: int) -> dict[str, Any]:

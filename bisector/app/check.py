@@ -37,6 +37,7 @@ from bisector.run.factory import (
     obtain_commit,
     ready_pipeline,
 )
+from bisector.run.policy import LOCAL, Policy
 from bisector.run.torch_place import pick_profile
 from bisector.store.db import Store
 
@@ -70,8 +71,8 @@ class CheckResult:
 
 
 def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
-          events: Events | None = None, store: Callable[[], Store] | None = None
-          ) -> CheckResult:
+          events: Events | None = None, store: Callable[[], Store] | None = None, *,
+          policy: Policy = LOCAL) -> CheckResult:
     """Obtain the environment, then the one probe pipeline with a recorder that stores nothing.
 
     ``req.python`` None: the interpreter :func:`~bisector.project.interpreter.choose_python`
@@ -81,7 +82,8 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
     probe does (building, its newest log line, making the environment, running the oracle):
     a check is never a silent wait either. ``store`` opens the store a commit's wheel is
     looked up in and recorded to (``--commit`` only: a check of a wheel or of the system
-    Python writes nothing)."""
+    Python writes nothing); ``policy``: the command's (the object store a commit's wheel is
+    also looked up in and uploaded to)."""
     events = events or QuietEvents()
     req.check()
     system, wheel, commit, repo = req.system, req.wheel, req.commit, req.repo
@@ -114,7 +116,8 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
         arch = (detect_cuda_arch(req.gpu) or profile.default_cuda_arch
                 if any("{cuda_arch}" in v for v in profile.build_env.values()) else None)
         got = obtain_commit(store(), r, sha,
-                            Recipe(profile, python, CachedHostBuilder(python, arch)), events)
+                            Recipe(profile, python, CachedHostBuilder(python, arch)), events,
+                            policy=policy)
         if isinstance(got, Unobtainable):
             log = got.artifact.log_path if got.artifact else None
             raise BuildError(f"no package of {sha[:12]}: {got.reason}"

@@ -40,6 +40,7 @@ from bisector.core.signature import compile_match, failure_line, signature
 from bisector.oracle.script import NAME_RE, parse_metadata
 from bisector.project.interpreter import choose_python, imports
 from bisector.run.config import CheckRequest
+from bisector.run.policy import LOCAL, Policy
 from bisector.store.db import Store
 
 TEMPLATE = '''\
@@ -158,6 +159,7 @@ def create(  # noqa: PLR0913
     python: str | None = None,
     at: tuple[Path, str] | None = None,
     store: Callable[[], Store] | None = None,
+    policy: Policy = LOCAL,
 ) -> NewOracle:
     if not NAME_RE.match(name) or ".." in name or name.endswith(".py"):
         raise UsageError(f"oracle name {name!r} must be a plain name like my_regression")
@@ -180,7 +182,7 @@ def create(  # noqa: PLR0913
     if traceback is not None:
         match, found = _from_traceback(traceback), f"from the traceback in {traceback}"
     elif match is None and at is not None:
-        match, found = signature_at(repro, at[0], at[1], python, store)
+        match, found = signature_at(repro, at[0], at[1], python, store, policy)
     elif match is None and run_here:
         match, found = signature_here(repro, requires, needs_gpu, python, min(timeout,
                                                                              RUN_HERE_S))
@@ -260,13 +262,14 @@ def _from_traceback(path: Path) -> str:
 
 
 def signature_at(repro: Path, repo: Path, ref: str, python: str | None,
-                 store: Callable[[], Store] | None = None) -> tuple[str | None, str]:
+                 store: Callable[[], Store] | None = None,
+                 policy: Policy = LOCAL) -> tuple[str | None, str]:
     """Run the repro once at ``ref`` of ``repo`` (``bisect check --commit``: that commit built
     and installed, a source build if need be) and take the signature of its failure there:
     the bad ref is where the bug is known to show, whatever this machine's torch is."""
 
     got = check(CheckRequest(str(repro.resolve()), python=python, commit=ref, repo=repo),
-                store=store)
+                store=store, policy=policy)
     ran = f"ran once at {ref} ({got.environment})"
     if got.run.exit_code == 0:
         return None, f"{ran}: it exited 0 (no failure there, so no signature)"

@@ -54,6 +54,7 @@ from bisector.project.profiles import GENERIC, get_profile
 from bisector.run.config import Request
 from bisector.run.factory import Parts
 from bisector.run.hunt import hunt_for
+from bisector.run.policy import Policy
 from bisector.run.prepare import Prepared, discover, prepare
 from bisector.run.prior import FailurePrior, note, planned, projection
 from bisector.run.strategies.noisy import Evidence
@@ -335,7 +336,7 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
 
 
 def plan_for(store: Store, req: Request, costs: dict[str, float],
-             events: Events | None = None) -> PlanReport:
+             events: Events | None = None, *, policy: Policy) -> PlanReport:
     """``bisect plan``: the projection for a range, from the same parts a run uses.
 
     ``costs``: the user's ``--cost`` overrides; every other step is priced with what it took
@@ -347,7 +348,7 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
     events = events or QuietEvents()
     p: Prepared = discover(store, prepare(req), events.status)
     cfg, cands = p.config, list(p.span.candidates)
-    parts = Parts(store, cfg, cands, QuietEvents())
+    parts = Parts(store, cfg, cands, QuietEvents(), policy=policy)  # its object store priced
     key = run_store.Key(p.oracle.sha256, p.fingerprint)
     # The judge of failing runs the run would use (run/hunt.py), so what is free is the same.
     hunt = hunt_for(store, key, cands, cfg.rules, p.oracle,

@@ -22,10 +22,10 @@ from typing import Any
 
 from bisector.app import disk, gc
 from bisector.app.disk import Item
-from bisector.artifacts import remote
 from bisector.artifacts.remote import Remote
 from bisector.base import defaults
 from bisector.base.errors import UsageError
+from bisector.run.policy import Policy
 from bisector.store import remote as remote_rows
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
@@ -43,19 +43,20 @@ def _items(store: Store, bucket: str) -> list[tuple[Item, RemoteRecord]]:
             for r in remote_rows.listed(store, bucket)]
 
 
-def configured(warn: Callable[[str], None]) -> Remote:
-    """The bucket this box is given (``--artifacts``, ...), or a one-line error."""
-    bucket = remote.configured()
+def configured(policy: Policy, warn: Callable[[str], None]) -> Remote:
+    """The bucket the command was given (``--artifacts``, ...: run/policy.py), or a one-line
+    error."""
+    bucket = policy.artifacts
     if bucket is None:
         raise UsageError("gc --remote needs the team's object store: give --artifacts "
                          "s3://BUCKET/PREFIX (or set BISECTOR_ARTIFACTS)")
     return Remote(bucket, warn)
 
 
-def du(store: Store) -> dict[str, Any] | None:
-    """What ``bisect du`` says of the configured bucket (None: none), from the store alone,
+def du(store: Store, policy: Policy) -> dict[str, Any] | None:
+    """What ``bisect du`` says of the command's bucket (None: none), from the store alone,
     no request to the bucket."""
-    given = remote.configured()
+    given = policy.artifacts
     if given is None:
         return None
     bucket = given.url

@@ -32,6 +32,7 @@ from bisector.oracle.script import Oracle
 from bisector.project import mirrors
 from bisector.run.config import RunConfig
 from bisector.run.factory import Parts, stored_config, stored_oracle
+from bisector.run.policy import LOCAL, Policy
 from bisector.run.remote import Superseded, TaskRecorder
 from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store
@@ -82,8 +83,10 @@ class Host:
     """The worker process's side of a probe: its store, GPU, name and owner id."""
 
     def __init__(self, store: Store, *, gpu: str | None, name: str,
-                 say: Callable[[str], None], pythons: Mapping[str, str] | None = None) -> None:
+                 say: Callable[[str], None], pythons: Mapping[str, str] | None = None,
+                 policy: Policy = LOCAL) -> None:
         self.store, self.gpu, self.name, self.say = store, gpu, name, say
+        self.policy = policy  # the worker command's, for every task (run/policy.py)
         self.pythons = dict(pythons or {})  # tag -> this box's interpreter (worker/offer.py)
         self.me = owner_id()
         self.worker_id: int | None = None
@@ -108,7 +111,8 @@ class Host:
         oracle = stored_oracle(self.store, rec)
         parts = Parts(self.store, cfg, cands,
                       self.events, labels={"bisector.bisection": str(bisection_id)},
-                      bisection_id=bisection_id, walked=rec.n_candidates)
+                      bisection_id=bisection_id, walked=rec.n_candidates,
+                      policy=self.policy)
         ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
         self._contexts[bisection_id] = ctx
         while len(self._contexts) > CONTEXTS:

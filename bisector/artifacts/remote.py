@@ -2,11 +2,12 @@
 
 A source build of PyTorch takes an hour or more; a team whose boxes share no disk would build
 each commit once per box. With ``--artifacts s3://BUCKET/PREFIX`` (or ``$BISECTOR_ARTIFACTS``,
-or ``[artifacts] url`` in the user's ``bisector.toml``; never a repository's file), a wheel
-built or downloaded on one box is uploaded under ``PREFIX/sha256/DIGEST`` and the shared SQL
-store records which artifact that object serves (``store/remote.py``). Another box whose
-cache lacks the wheel reads the object, checks its bytes against the digest in SQL (never
-one the bucket says), and only then installs it: a writable bucket cannot change a verdict.
+or ``[artifacts] url`` in the user's ``bisector.toml``, never a repository's file: resolved once
+a command, ``run/policy.py``), a wheel built or downloaded on one box is uploaded under
+``PREFIX/sha256/DIGEST`` and the shared SQL store records which artifact that object serves
+(``store/remote.py``). Another box whose cache lacks the wheel reads the object, checks its
+bytes against the digest in SQL (never one the bucket says), and only then installs it: a
+writable bucket cannot change a verdict.
 
 The client is boto3, the AWS SDK: it is the one every S3-compatible server is tested against,
 it reads the endpoint from the standard ``AWS_ENDPOINT_URL`` and credentials from the standard
@@ -15,9 +16,10 @@ upload of a multi-GB wheel resume where it stopped. Objects appear whole or not 
 small one in one PUT, a large one only when its multipart upload completes.
 
 A store that does not answer costs one warning and local work (the next way in the chain:
-index, overlay, build), never a verdict; it is tried again after :data:`RETRY_S`. One that
-takes connections and never answers costs seconds too: every request has the connect and read
-timeouts and the one retry policy of ``defaults.OBJECT_STORE_*``.
+index, overlay, build), never a verdict; it is tried again after :data:`RETRY_S`, by every
+client of the bucket in this process (the memory is the process's, not one provider's). One
+that takes connections and never answers costs seconds too: every request has the connect and
+read timeouts and the one retry policy of ``defaults.OBJECT_STORE_*``.
 """
 
 from __future__ import annotations
@@ -36,10 +38,9 @@ from typing import Any
 from bisector.artifacts.cache import file_sha256
 from bisector.base import defaults
 from bisector.base.errors import UsageError
-from bisector.base.paths import cache_dir, read_toml, user_config_file
+from bisector.base.paths import cache_dir
 from bisector.infra import cancel
 
-ENV = "BISECTOR_ARTIFACTS"
 # Parts of a multipart upload (S3 allows 10,000 of at least 5 MiB; 64 MiB keeps a 20 GB
 # wheel within that) and the size from which an upload is multipart, so it can resume.
 PART_BYTES = 64 * 2**20
@@ -109,26 +110,6 @@ def parse(url: str, where: str = "--artifacts") -> Bucket:
     return Bucket(m.group(1), prefix)
 
 
-def configured(flag: str | None = None) -> Bucket | None:
-    """The bucket in force: ``--artifacts``, else ``$BISECTOR_ARTIFACTS``, else the user's
-    ``bisector.toml`` ``[artifacts] url``; None: no object store (local work only)."""
-    if flag:
-        return parse(flag)
-    if os.environ.get(ENV):
-        return parse(os.environ[ENV], f"${ENV}")
-    path = user_config_file()
-    if not path.is_file():
-        return None
-    table = read_toml(path, "fix it or remove it (set BISECTOR_CONFIG to use another file)"
-                      ).get("artifacts")
-    if not isinstance(table, dict) or not table.get("url"):
-        return None
-    url = table["url"]
-    if not isinstance(url, str):
-        raise UsageError(f"{path}: [artifacts] url must be a string s3://BUCKET/PREFIX")
-    return parse(url, f"{path} [artifacts] url")
-
-
 def _client() -> Any:
     # lazy: boto3 takes a second to import; only a run with an object store needs it
     import boto3  # type: ignore[import-untyped]
@@ -140,6 +121,24 @@ def _client() -> Any:
         retries={"total_max_attempts": defaults.OBJECT_STORE_ATTEMPTS, "mode": "standard"}))
 
 
+class _Health:
+    """Until when one bucket is left alone after a failure, as this process knows it."""
+
+    def __init__(self) -> None:
+        self.down_until = 0.0
+
+
+_HEALTH: dict[Bucket, _Health] = {}
+
+
+def _health(bucket: Bucket) -> _Health:
+    """The process's one memory of ``bucket``'s health: every :class:`Remote` of it made here
+    (each provider of a command, each task of a worker) shares it, so one failure leaves the
+    store alone :data:`RETRY_S` for all of them, not for the provider that saw it."""
+    with _FLIGHTS_LOCK:
+        return _HEALTH.setdefault(bucket, _Health())
+
+
 class Remote:
     """One bucket, as one run uses it: fetch by digest, push a file, a warning when down."""
 
@@ -148,17 +147,17 @@ class Remote:
         self.bucket, self._warn, self.part_bytes = bucket, warn, part_bytes
         self._c: Any = None
         self._lock = threading.Lock()
-        self._down_until = 0.0
+        self._health = _health(bucket)
         self._warned = False
 
     # -- health ---------------------------------------------------------------------------
 
     def usable(self) -> bool:
-        return time.monotonic() >= self._down_until
+        return time.monotonic() >= self._health.down_until
 
     def _failed(self, what: str, e: BaseException) -> None:
         with self._lock:
-            self._down_until = time.monotonic() + RETRY_S
+            self._health.down_until = time.monotonic() + RETRY_S
             first, self._warned = not self._warned, True
         if first:
             self._warn(f"the object store {self.bucket.url} failed ({what}: "

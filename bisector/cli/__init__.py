@@ -59,15 +59,19 @@ def cli(ctx: click.Context, db: str | None, artifacts: str | None, debug: bool,
     Defaults for every option come from bisector.toml (the user's, then the repository's):
     see `--help` of each command for the values in force."""
     set_quiet(quiet)  # every time: tests run many commands in one process
-    if artifacts is not None:
-        # lazy: only a command given an object store parses its URL
-        from bisector.artifacts.remote import ENV, parse
-        from bisector.base.extras import require
+    found = config_file.files()  # each file read once, here, for the whole command
+    loaded = config_file.load(cli, found)
+    # lazy: a small module; a URL's parser is loaded only when a URL is given
+    from bisector.run.policy import resolve
 
-        os.environ[ENV] = parse(artifacts).url  # workers and subprocesses inherit it
+    # The one place --artifacts, $BISECTOR_ARTIFACTS and the user's file are weighed: the
+    # command's use cases are handed this value (never a variable set for ourselves to read).
+    policy = resolve(artifacts, os.environ, loaded.artifacts)
+    if artifacts is not None:
+        from bisector.base.extras import require  # lazy: as above
+
         require("s3")
-    ctx.obj = Ctx(db=db or default_db(), debug=debug)
-    loaded = config_file.load(cli, config_file.files())
+    ctx.obj = Ctx(db=db or default_db(), debug=debug, policy=policy, config_files=found)
     if ctx.invoked_subcommand != "trust":
         for line in loaded.notes():
             _note(line)
@@ -131,7 +135,8 @@ def start(c: Ctx, /, json_out: bool, enqueue: bool | None, from_report: str | No
         start_all(c, req, from_report, json_out, enqueue, _db_flag(c))
         return
     carry_out(lambda events, begun: bisections.start(c.store, req, events, enqueue,
-                                                     begun=begun), json_out, _db_flag(c))
+                                                     begun=begun, policy=c.policy),
+              json_out, _db_flag(c))
 
 
 @cli.command()
@@ -161,7 +166,7 @@ def plan(c: Ctx, /, json_out: bool, costs: tuple[str, ...], from_report: str | N
         return
     req.check()
     with waiting() as events:
-        rep = planning.plan_for(c.store(), req, overrides, events)
+        rep = planning.plan_for(c.store(), req, overrides, events, policy=c.policy)
     print_plan(rep, json_out)
 
 
@@ -180,7 +185,8 @@ def resume(c: Ctx, bisection_id: int, enqueue: bool | None, json_out: bool) -> N
     workers.check_enqueue(c.db, enqueue)
     store = c.store(create=False)
     which = _which(store, bisection_id)
-    carry_out(lambda events, begun: bisections.carry_on(store, which, events, enqueue, begun),
+    carry_out(lambda events, begun: bisections.carry_on(store, which, events, enqueue, begun,
+                                                        policy=c.policy),
               json_out, _db_flag(c))
 
 
@@ -281,10 +287,10 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     from bisector.app.report import issue
     with ready(directory, jobs, nightlies, err.print, own_store=own) as d:
         if d.store is not None:
-            c = Ctx(db=d.store, debug=c.debug)
+            c = Ctx(db=d.store, debug=c.debug, policy=c.policy)
         data = carry_out(lambda events, begun: bisections.start(c.store, d.request, events,
-                                                                begun=begun), json_out,
-                         _db_flag(c))
+                                                                begun=begun, policy=c.policy),
+                         json_out, _db_flag(c))
     found = (data["culprit"] or {}).get("sha")
     pair = issue.between(data)
     if nightlies and pair is not None:

@@ -26,13 +26,16 @@ the file, the key and the fix, never a silently ignored setting.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
 from bisector.base.errors import UsageError
 from bisector.base.paths import read_toml, user_config_file
 from bisector.cli.helptext import command_rows, summary
+
+if TYPE_CHECKING:
+    from bisector.artifacts.remote import Bucket
 
 FILE_NAME = "bisector.toml"
 ALL = "defaults"
@@ -65,6 +68,8 @@ class Loaded:
         self.files: list[Path] = files or []
         self.ignored: dict[Path, list[str]] = {}  # untrusted file -> keys
         self.links: set[Path] = set()  # untrusted because they are symbolic links
+        # The user's [artifacts] url, checked: run/policy.py decides whether it is in force.
+        self.artifacts: Bucket | None = None
 
     def notes(self) -> list[str]:
         """One line per untrusted file whose keys were ignored."""
@@ -223,10 +228,7 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:  # noqa: C901, 
                 elif name == "artifacts" and path == user_config_file():
                     # Where wheels go is the user's choice alone (a repository's table is
                     # never read); its URL is checked now, before anything is stored.
-                    # lazy: only a user file with an object store loads its parser
-                    from bisector.artifacts.remote import configured
-
-                    configured()
+                    loaded.artifacts = _artifacts(value, path)
                 continue
             if name == ALL:
                 if not isinstance(value, dict):
@@ -272,6 +274,19 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:  # noqa: C901, 
         if ignored:
             loaded.ignored[path] = ignored
     return loaded
+
+
+def _artifacts(table: Any, path: Path) -> Bucket | None:
+    """The user's ``[artifacts] url`` as a bucket (None: no URL), or a one-line error."""
+    if not isinstance(table, dict) or not table.get("url"):
+        return None
+    url = table["url"]
+    if not isinstance(url, str):
+        raise UsageError(f"{path}: [artifacts] url must be a string s3://BUCKET/PREFIX")
+    # lazy: only a user file with an object store loads its parser
+    from bisector.artifacts.remote import parse
+
+    return parse(url, f"{path} [artifacts] url")
 
 
 def _nested(commands: dict[tuple[str, ...], click.Command], prefix: tuple[str, ...],

@@ -1,6 +1,7 @@
 """The object every command gets (``@click.pass_obj``): where the store is, and the store itself
-opened on first use. Its own module so that the command modules (disk, watch, workers) name it
-without importing the group in cli/__init__.py.
+opened on first use; the command's :class:`~bisector.run.policy.Policy` and the configuration
+files, each resolved or read once by the group (cli/__init__.py). Its own module so that the
+command modules (disk, watch, workers) name it without importing the group in cli/__init__.py.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from bisector.base.errors import StoreError
 from bisector.store.location import sqlite_path
 
 if TYPE_CHECKING:
+    from bisector.cli.config_file import ConfigFile
+    from bisector.run.policy import Policy
     from bisector.store.db import Store
 
 
@@ -23,8 +26,15 @@ class Ctx:
     # default): what ``main()`` names when a query meets a damaged page.
     last_db: str | None = None
 
-    def __init__(self, db: str, debug: bool) -> None:
+    def __init__(self, db: str, debug: bool, policy: Policy,
+                 config_files: list[ConfigFile] | None = None) -> None:
         self.db, self.debug = db, debug
+        # What the command line, $BISECTOR_ARTIFACTS and the user's file chose, resolved once:
+        # every use case this command calls is handed it (never os.environ).
+        self.policy = policy
+        # The bisector.toml files as the group read them (cli/config_file.files): the watch's
+        # tables come from these bytes, not from a second read.
+        self.config_files = config_files or []
         self._store: Store | None = None
         self._whole = False  # checked page by page (store/trouble.py: check_sqlite_file)
         Ctx.last_db = db

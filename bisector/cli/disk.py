@@ -38,7 +38,7 @@ def du(c: Ctx, json_out: bool) -> None:
         # lazy: the object store's rows, read only by du and gc
         from bisector.app import remote_gc
 
-        if (bucket := remote_gc.du(store)) is not None:
+        if (bucket := remote_gc.du(store, c.policy)) is not None:
             data["bucket"] = bucket
     if json_out:
         click.echo(json.dumps(data, indent=2))
@@ -94,7 +94,7 @@ def gc(c: Ctx, max_size: str | None, older_than: str | None, dry_run: bool, remo
         from bisector.app import remote_gc
 
         removal = remote_gc.collect(c.store(create=False), remote_gc.configured(
-            lambda line: err.print(f"[yellow]warning:[/] {escape(line)}")),
+            c.policy, lambda line: err.print(f"[yellow]warning:[/] {escape(line)}")),
             max_size=limit, older_than_s=age, dry_run=dry_run)
     else:
         removal = cleanup.collect(c.store(create=False), max_size=limit, older_than_s=age,

@@ -35,7 +35,7 @@ def _one(c: Ctx, req: Request, enqueue: bool | None, events: Any, begun: Any) ->
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
 
-    return bisections.start(c.store, req, events, enqueue, begun=begun)
+    return bisections.start(c.store, req, events, enqueue, begun=begun, policy=c.policy)
 
 
 def start_all(c: Ctx, req: Request, source: str, json_out: bool, enqueue: bool | None,
@@ -76,4 +76,5 @@ def plan_all(c: Ctx, req: Request, source: str, overrides: dict[str, float],
                   f"{_shown(from_report.describe(r))}")
         one.check()
         with waiting() as events:
-            print_plan(planning.plan_for(c.store(), one, overrides, events), json_out)
+            print_plan(planning.plan_for(c.store(), one, overrides, events, policy=c.policy),
+                       json_out)

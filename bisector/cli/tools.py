@@ -108,7 +108,7 @@ def check(c: Ctx, /, env_words: tuple[str, ...], json_out: bool, **kw: Any) -> N
     req = check_request_from({**kw, "system": system, "env": pairs})
     with waiting(err, probe_lines=False) as events:  # the verdict is said below, once
         res = run_check(req, note=lambda text: err.print(f"[yellow]note:[/] {escape(text)}"),
-                        events=events, store=c.store)
+                        events=events, store=c.store, policy=c.policy)
     data = safe(res.as_dict())  # its output and facts: redacted, printable
     if json_out:
         click.echo(json.dumps(data, indent=2, default=str))
@@ -183,7 +183,7 @@ def oracle_new(c: Ctx, /, name: str, repro: Path, match: str | None,  # noqa: PL
     made = create(name, repro, directory=directory or team_oracles_dir() or Path.cwd(),
                   match=match, description=description, needs_gpu=needs_gpu, timeout=timeout,
                   force=force, traceback=traceback, run_here=run_here, python=python,
-                  at=(repo, at_ref) if at_ref else None, store=c.store)
+                  at=(repo, at_ref) if at_ref else None, store=c.store, policy=c.policy)
     path = shlex.quote(str(made.path.resolve()))
     out.print(f"wrote {escape(path)}: bad when the repro {escape(made.rule)}; skips when "
               f"{', '.join(made.requires) or 'nothing'} cannot be imported"

@@ -25,6 +25,7 @@ from bisector.cli.context import Ctx
 
 if TYPE_CHECKING:
     from bisector.app.watch.config import WatchConfig
+    from bisector.run.policy import Policy
     from bisector.store.db import Store
 
 STYLE = {"good": "green", "bad": "red", "skip": "yellow", "running": "cyan",
@@ -71,8 +72,9 @@ def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str,
     if every is not None:  # a bad schedule fails first, before any file or the store
         next_time(every, datetime.now().astimezone())
     # Only trusted files: a suite runs oracles, an index is a host, a notifier a program.
+    # The files as the group read them, not read again.
     found = ([config_file.given(config_path)] if config_path
-             else config_file.trusted(config_file.files()))
+             else config_file.trusted(c.config_files))
     paths = [f.path for f in found]
     cfg = load(paths, [f.content for f in found])
     if not cfg.suites:
@@ -87,18 +89,18 @@ def tick(c: Ctx, config_path: Path | None, bisect: bool | None, only: tuple[str,
     run_bisect = cfg.bisect if bisect is None else bisect
     with interruptible():
         if every is None:
-            _pass(store, cfg, run_bisect, only, fail=True)
+            _pass(store, cfg, run_bisect, only, fail=True, policy=c.policy)
             return
         while True:
             when = next_time(every, datetime.now().astimezone())
             err.print(f"next tick at {when.isoformat(timespec='minutes')} (Ctrl-C stops)")
             while (left := (when - datetime.now().astimezone()).total_seconds()) > 0:
                 time.sleep(min(left, 30.0))
-            _pass(store, cfg, run_bisect, only, fail=False)
+            _pass(store, cfg, run_bisect, only, fail=False, policy=c.policy)
 
 
 def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...],
-          fail: bool) -> None:
+          fail: bool, policy: Policy) -> None:
     # lazy: `bisect --help` and completion import none of this
     from bisector.app.watch import tick as watch_tick
     from bisector.cli.progress import RichEvents
@@ -106,6 +108,7 @@ def _pass(store: Store, cfg: WatchConfig, run_bisect: bool, only: tuple[str, ...
     events = RichEvents(err)
     try:
         report = watch_tick.tick(store, cfg, bisect=run_bisect, events=events, only=only,
+                                 policy=policy,
                           say=lambda line: err.print(escape(line), soft_wrap=True))
     except KeyboardInterrupt:
         raise InterruptedBisection("interrupted; every result and probe finished so far is "

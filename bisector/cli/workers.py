@@ -97,7 +97,7 @@ def worker(c: Ctx, gpu: str | None, queues: tuple[str, ...], name: str | None,
     queue.need_queue()
     store = c.store()
     worker_process.serve(store, gpu=gpu, queues=queues or ("probe",), name=name, say=_say,
-                         pythons=python)
+                         pythons=python, policy=c.policy)
 
 
 def _age(iso: str) -> str:

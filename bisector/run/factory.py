@@ -51,6 +51,7 @@ from bisector.run.config import RunConfig, decode, legacy_rules
 from bisector.run.hunt import Hunt, hunt_for
 from bisector.run.into_merge import Beside
 from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
+from bisector.run.policy import LOCAL, Policy
 from bisector.run.prior import FailurePrior
 from bisector.run.remote import Remote
 from bisector.run.runner import Runner
@@ -127,17 +128,19 @@ class Repos:
 
 
 def provider_for(store: Store, cfg: RunConfig, candidates: list[str], repos: Callable[[],
-                 git.Repo], events: Events, builder: Builder) -> Provider:
+                 git.Repo], events: Events, builder: Builder, policy: Policy) -> Provider:
     sources = Sources({p.position: p.wheel for p in cfg.prebuilts}, cfg.installed)
     recipe = Recipe(profile_of(cfg), cfg.python, builder, cfg.build.timeout_s, cfg.build_jobs,
                     reuse_builds=cfg.request.prebuilt)
     return Provider(ArtifactStore(store), repos, candidates, recipe, sources, events,
-                    remote=remote_for(events))
+                    remote=remote_for(policy, events))
 
 
-def remote_for(events: Events) -> remote.Remote | None:
-    """The team's object store this box is given (--artifacts, ...), or None."""
-    bucket = remote.configured()
+def remote_for(policy: Policy, events: Events) -> remote.Remote | None:
+    """The team's object store the command was given (``--artifacts``, ...: resolved once,
+    run/policy.py), or None. Each provider gets a client of its own, warning through its
+    events; whether the store is down is remembered once for the process (artifacts/remote)."""
+    bucket = policy.artifacts
     if bucket is None:
         return None
     extras.require("s3")
@@ -145,27 +148,29 @@ def remote_for(events: Events) -> remote.Remote | None:
 
 
 def obtain_prebuilt(store: Store, repo: git.Repo, commit: str, wheel: Prebuilt,
-                    recipe: Recipe, events: Events | None = None) -> Obtained | Unobtainable:
+                    recipe: Recipe, events: Events | None = None, *,
+                    policy: Policy) -> Obtained | Unobtainable:
     """One commit's prebuilt wheel outside a bisection (the watch's nightlies), through the
     chain every probe uses (local cache, object store, index; never a build)."""
     with builds_refused():
-        return _lone(store, repo, commit, recipe, Sources({0: wheel}), events).obtain(0)
+        return _lone(store, repo, commit, recipe, Sources({0: wheel}), events,
+                     policy).obtain(0)
 
 
 def obtain_commit(store: Store, repo: git.Repo, commit: str, recipe: Recipe,
-                  events: Events | None = None) -> Obtained | Unobtainable:
+                  events: Events | None = None, *, policy: Policy) -> Obtained | Unobtainable:
     """One commit's wheel outside a bisection (``bisect check --commit``), through the chain
     every probe uses: the local cache, the team's object store, then a build (claimed, so two
     boxes checking one commit build it once), stored and uploaded for the next probe."""
-    return _lone(store, repo, commit, recipe, Sources(), events).obtain(0)
+    return _lone(store, repo, commit, recipe, Sources(), events, policy).obtain(0)
 
 
 def _lone(store: Store, repo: git.Repo, commit: str, recipe: Recipe, sources: Sources,
-          events: Events | None) -> Provider:
+          events: Events | None, policy: Policy) -> Provider:
     """The provider of one commit, outside any bisection."""
     events = events or QuietEvents()
     return Provider(ArtifactStore(store), lambda: repo, [commit], recipe, sources, events,
-                    remote=remote_for(events))
+                    remote=remote_for(policy, events))
 
 
 def materialise_oracle(row: OracleRecord) -> Oracle:
@@ -237,7 +242,7 @@ def stored_config(store: Store, rec: BisectionRecord | int) -> RunConfig:
 
 def open_bisection(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
                    remote: Remote | None = None, width: int | None = None,
-                   cfg: RunConfig | None = None) -> Runner:
+                   cfg: RunConfig | None = None, *, policy: Policy = LOCAL) -> Runner:
     """Everything one stored bisection needs to run, built from the store alone, its row read
     once (here, or by the caller that passes it and its ``cfg``); with ``remote``, its rounds
     of ``width`` probes go to workers instead of this process."""
@@ -248,7 +253,7 @@ def open_bisection(store: Store, bisection: int | BisectionRecord, events: Event
     cands = bisections.candidates(store, bisection_id)
     oracle = stored_oracle(store, rec)
     parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)},
-                  bisection_id=bisection_id, walked=rec.n_candidates)
+                  bisection_id=bisection_id, walked=rec.n_candidates, policy=policy)
 
     def subject(sha: str) -> str:
         try:
@@ -292,13 +297,14 @@ class Parts:
 
     def __init__(self, store: Store, cfg: RunConfig, candidates: list[str], events: Events,
                  labels: dict[str, str] | None = None, bisection_id: int | None = None,
-                 walked: int | None = None) -> None:
+                 walked: int | None = None, policy: Policy = LOCAL) -> None:
         # ``candidates``: the walk's ``walked`` commits, then those of the search inside a
         # merge when they are stored (run/into_merge.py); the provider ranks the walk's.
         self.store, self.cfg, self.candidates = store, cfg, candidates
         self.events, self.labels, self.bisection_id = events, labels, bisection_id
         self.walked = len(candidates) if walked is None else walked
         self.repos = Repos(cfg.repo)
+        self.policy = policy  # the command's, handed down (run/policy.py)
 
     @cached_property
     def executor(self) -> Executor:
@@ -320,7 +326,7 @@ class Parts:
     @cached_property
     def provider(self) -> Provider:
         return provider_for(self.store, self.cfg, self.candidates[:self.walked], self.repos,
-                            self.events, self.builder)
+                            self.events, self.builder, self.policy)
 
     @cached_property
     def source(self) -> Beside:

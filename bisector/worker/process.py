@@ -30,6 +30,7 @@ from bisector.app.tasks import Host
 from bisector.base import defaults
 from bisector.queue import procrastinate as q
 from bisector.queue.routing import Offer
+from bisector.run.policy import Policy
 from bisector.store import workers
 from bisector.store.db import Store
 from bisector.worker.offer import offer as read_offer
@@ -46,13 +47,13 @@ def listened(kinds: Sequence[str], offer: Offer) -> list[str]:
 
 def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | None,
           say: Callable[[str], None], pythons: Sequence[str] = (),
-          shutdown_s: float = defaults.WORKER_SHUTDOWN_S) -> None:
-    """Run a worker until it is stopped."""
+          shutdown_s: float = defaults.WORKER_SHUTDOWN_S, policy: Policy) -> None:
+    """Run a worker until it is stopped; ``policy``: the command's (its object store)."""
     offer = read_offer(gpu, pythons)
     q.ensure_schema(store)
     host_name = socket.gethostname()
     name = name or f"{host_name}/{'gpu' + gpu if gpu is not None else 'cpu'}"
-    host = Host(store, gpu=gpu, name=name, say=say, pythons=offer.pythons)
+    host = Host(store, gpu=gpu, name=name, say=say, pythons=offer.pythons, policy=policy)
     qapp = q.worker_app(store, lambda ctx, task_id: host.run(task_id, ctx.should_abort),
                         lambda ctx, task_id: host.build(task_id, ctx.should_abort))
     sweep_leftovers(host.events)

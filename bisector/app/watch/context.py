@@ -16,6 +16,7 @@ from bisector.base.events import Events
 from bisector.oracle.script import Oracle, load_oracle
 from bisector.project import history
 from bisector.run import torch_place
+from bisector.run.policy import LOCAL, Policy
 from bisector.store.db import Store
 
 
@@ -40,6 +41,7 @@ class Pass:
     events: Events
     tell: Callable[[str], None]
     only: tuple[str, ...] = ()  # --suite: the suites this tick looks at (empty: all)
+    policy: Policy = LOCAL  # the command's (its object store): nightlies' and bisections'
     report: TickReport = field(default_factory=TickReport)
     tried: set[int] = field(default_factory=set)  # flips whose bisection it tried to start
     _places: dict[str, sources.Place] = field(default_factory=dict)

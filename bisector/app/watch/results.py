@@ -49,7 +49,8 @@ def suite_pass(p: Pass, suite: Suite) -> None:
 
     def environment() -> tuple[Installable, Executor]:
         if not env:
-            env.append(sources.environment(p.store, torch, place, p.events))
+            env.append(sources.environment(p.store, torch, place, p.events,
+                                           policy=p.policy))
         return env[0]
 
     for spec in suite.oracles:

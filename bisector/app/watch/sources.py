@@ -47,6 +47,7 @@ from bisector.executors.facts import collect_facts
 from bisector.project import history
 from bisector.project.profiles import Profile
 from bisector.run.factory import env_executor, obtain_prebuilt
+from bisector.run.policy import Policy
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.watch import ResultRecord, parse_version
@@ -243,8 +244,8 @@ def _one_wheel(place: Place, v: Version, path: Path) -> Torch:
                  position=position(place.repo, commit))
 
 
-def environment(store: Store, torch: Torch, place: Place,
-                events: Events | None = None) -> tuple[Installable, Executor]:
+def environment(store: Store, torch: Torch, place: Place, events: Events | None = None, *,
+                policy: Policy) -> tuple[Installable, Executor]:
     """What to install and who runs it: the system interpreter as it is for an installed
     torch, otherwise a uv virtualenv of the wheel. A nightly comes through the same chain of
     sources as a bisection's probe (``artifacts/sources.py``): the local cache, the team's
@@ -261,7 +262,7 @@ def environment(store: Store, torch: Torch, place: Place,
                            sha256=digest), executor
     assert torch.wheel is not None
     got = obtain_prebuilt(store, place.repo, torch.commit, torch.wheel,
-                          Recipe(place.profile, place.python), events)
+                          Recipe(place.profile, place.python), events, policy=policy)
     if not isinstance(got, Obtained):
         raise IndexProblem(f"{torch.wheel.filename}: {got.reason}")
     return got.installable, executor

@@ -89,7 +89,7 @@ def run_one(p: Pass, bisection_id: int, what: str) -> None:
         return  # `bisect cancel` said stop: only `bisect resume` takes it up again
     p.say(f"running bisection {b.id} ({what})")
     try:
-        app.resume(p.store, b.id, p.events)
+        app.resume(p.store, b.id, p.events, policy=p.policy)
     except BusyError:
         return  # another tick took it a moment ago: it runs it
     except BisectorError as e:

@@ -26,6 +26,7 @@ from bisector.app.watch.context import Pass, TickReport
 from bisector.base.errors import BisectorError
 from bisector.base.events import Events, QuietEvents
 from bisector.infra.owner import owner_id
+from bisector.run.policy import LOCAL, Policy
 from bisector.store import watch as ws
 from bisector.store.db import Store
 
@@ -33,12 +34,12 @@ __all__ = ["TickReport", "events_folder", "tick"]
 
 
 def tick(store: Store, cfg: WatchConfig, *, bisect: bool, events: Events | None = None,
-         say: Callable[[str], None] = lambda _line: None, only: tuple[str, ...] = ()
-         ) -> TickReport:
+         say: Callable[[str], None] = lambda _line: None, only: tuple[str, ...] = (),
+         policy: Policy = LOCAL) -> TickReport:
     """``bisect tick``: one idempotent pass of the nightly watch. Its parts, in order:
     results (and the flips they show, each flip's bisection started), flips left unstarted,
     the unfinished bisections (unless ``bisect`` is False), the announcements."""
-    p = Pass(store, cfg, owner_id(), events or QuietEvents(), say, only)
+    p = Pass(store, cfg, owner_id(), events or QuietEvents(), say, only, policy)
     for suite in cfg.suites:
         if only and suite.name not in only:
             continue
