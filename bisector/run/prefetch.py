@@ -36,7 +36,6 @@ from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
 from bisector.base import defaults
 from bisector.base.clock import MONOTONIC, Clock
 from bisector.base.events import made_ahead
-from bisector.base.kinds import Way
 from bisector.base.paths import cache_dir
 from bisector.infra import cancel
 
@@ -53,16 +52,16 @@ class _Job:
     spans: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
 
-def pays(chance: float, kind: Way, spare_builds: int) -> bool:
+def pays(chance: float, kind: str, spare_builds: int) -> bool:
     """Is making this commit's torch ahead worth it? A download, an overlay or a stored wheel
     always is (the network and the disk idle during the oracle). A source build is a bet: only
     on a build slot no probe of the round needs (``--build-jobs`` beyond ``--jobs``: a build
     box's or idle cores' time), and only when its expected saving, ``chance`` times the build
     time the GPU would otherwise wait, exceeds the build time priced at
     :data:`defaults.SPECULATIVE_BUILD_PRICE` of the GPU's."""
-    if kind is Way.BUILD:
+    if kind == "build":
         return spare_builds > 0 and chance > defaults.SPECULATIVE_BUILD_PRICE
-    return kind is not Way.BROKEN
+    return kind != "broken"
 
 
 def disk_allows() -> bool:
@@ -76,7 +75,7 @@ def disk_allows() -> bool:
 class Prefetcher:
     """Makes ahead what the next probes need; a probe's :meth:`obtain` takes it."""
 
-    def __init__(self, obtain: Callable[[int], Answer], kind: Callable[[int], Way],
+    def __init__(self, obtain: Callable[[int], Answer], kind: Callable[[int], str],
                  prepare: Callable[[Installable], None] | None, slots: int,
                  spare_builds: int = 0, room: Callable[[], bool] = disk_allows,
                  clock: Clock = MONOTONIC) -> None:
@@ -100,8 +99,8 @@ class Prefetcher:
                     break
                 kind = self.kind(pos)
                 if pays(chance, kind, builds):
-                    wanted.append((pos, kind is Way.BUILD))
-                    builds -= kind is Way.BUILD
+                    wanted.append((pos, kind == "build"))
+                    builds -= kind == "build"
         with self._lock:
             chosen = [pos for pos, _ in wanted]
             for pos in [p for p in self._jobs if p not in chosen and p not in keep]:
