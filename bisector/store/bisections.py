@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from bisector.base.errors import LeaseLost, NotFoundError
 from bisector.base.kinds import State
+from bisector.store import disagree
 from bisector.store import models as m
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, OracleRecord
@@ -130,7 +131,10 @@ def take(store: Store, bisection_id: int, *, me: str, seen: str | None) -> bool:
         res = s.execute(update(m.Bisection).where(m.Bisection.id == bisection_id, cond)
                         .values(owner=me, state=State.RUNNING.value,
                                 heartbeat_at=datetime.now(UTC), cancel_requested_at=None))
-        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+        taken = bool(res.rowcount == 1)  # type: ignore[attr-defined]
+        if taken:
+            disagree.forget(s, bisection_id)  # running again: its answer is not known yet
+        return taken
 
 
 def beat(store: Store, bisection_id: int, *, me: str) -> bool:
@@ -160,7 +164,11 @@ def finish(store: Store, bisection_id: int, *, me: str, state: State, result: di
                         .values(owner=None, state=state.value, result=result,
                                 culprit_sha=culprit_sha, message=message, in_flight=None,
                                 culprit_inside=_inside(result)))
-        return bool(res.rowcount == 1)  # type: ignore[attr-defined]
+        done = bool(res.rowcount == 1)  # type: ignore[attr-defined]
+        if done:
+            s.flush()
+            disagree.refresh(s, bisection_id)  # `bisect list --disagree` reads what it finds
+        return done
 
 
 def _inside(result: dict[str, Any] | None) -> str | None:

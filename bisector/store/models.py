@@ -108,6 +108,19 @@ class Bisection(Base):
                                                                  nullable=True)
 
 
+class Disagreement(Base):
+    """Two finished bisections of one oracle whose answers cannot both hold (store/disagree.py):
+    kept when the later one finishes, so `bisect list --disagree` reads a few rows instead of
+    joining every culprit to every range that holds it."""
+
+    __tablename__ = "disagreement"
+    __table_args__ = (Index("ix_disagreement_other", "other"),)
+    named: Mapped[int] = mapped_column(ForeignKey("bisection.id", ondelete="CASCADE"),
+                                       primary_key=True)  # named the culprit
+    other: Mapped[int] = mapped_column(ForeignKey("bisection.id", ondelete="CASCADE"),
+                                       primary_key=True)  # its range holds it; another answer
+
+
 class Candidate(Base):
     """The frozen candidate list, so a resume searches the same commits even if refs moved."""
 

@@ -77,6 +77,36 @@ def test_disagreeing_bisections_of_one_oracle_are_listed(db: str) -> None:
         assert found(disagree=True, limit=1) == {max(ids[n] for n in DISAGREE)}
     finally:
         store.engine.dispose()
+
+
+def test_pairs_are_kept_as_bisections_finish_run_again_and_migrate(db: str) -> None:
+    """The pairs are kept when a bisection finishes (store/disagree.refresh), dropped when it
+    runs again, found again when it finishes again; migration 0015 finds those of a store
+    made before it with the same query."""
+    from alembic import command
+
+    from bisector.store.db import alembic_config
+
+    ids = _plant(db)
+    store = open_store(db, create=False)
+    try:
+        def found() -> set[int]:
+            return {b.id for b in queries.bisections(store, queries.Filters(disagree=True))}
+
+        me = "again@host:1:1"
+        assert bisections.take(store, ids["none"], me=me, seen=None)
+        assert found() == {ids["x"], ids["other"]}
+        bisections.finish(store, ids["none"], me=me, state=State.NO_REGRESSION, result={},
+                          culprit_sha=None, message=None)
+        assert found() == {ids[n] for n in DISAGREE}
+        cfg = alembic_config()
+        with store.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0014")
+            command.upgrade(cfg, "head")
+        assert found() == {ids[n] for n in DISAGREE}
+    finally:
+        store.engine.dispose()
     r = invoke("--db", db, "list", "--disagree", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert {row["id"] for row in json.loads(r.stdout)} == {ids[n] for n in DISAGREE}
