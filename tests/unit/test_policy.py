@@ -12,13 +12,20 @@ from typing import Any
 
 import pytest
 
+from bisector.app.tasks import Host
 from bisector.artifacts import remote
 from bisector.base.errors import UsageError
 from bisector.base.events import QuietEvents
+from bisector.core.verdict import Rules
+from bisector.infra.owner import owner_id
 from bisector.run import factory
+from bisector.run.config import RunConfig, encode
 from bisector.run.policy import ENV, LOCAL, Policy, resolve
-from bisector.store.db import open_store
+from bisector.run.request import Request
+from bisector.store import bisections
+from bisector.store.db import Store, open_store
 from tests.support import invoke, one_line_error
+from tests.unit.fakes import ORACLE, shas
 
 
 def test_the_command_line_wins_then_the_variable_then_the_users_file() -> None:
@@ -119,3 +126,23 @@ def test_two_providers_in_one_process_share_the_stores_down_memory(
     other = factory.remote_for(Policy(remote.parse("s3://another-bucket/p")), QuietEvents())
     assert other is not None and other.usable()
     assert factory.remote_for(LOCAL, QuietEvents()) is None
+
+
+def test_a_workers_tasks_are_made_with_the_worker_commands_policy(store: Store,
+                                                                    tmp_path: Path) -> None:
+    """``bisect worker --artifacts ...`` (or its variable, or the user's file): every task's
+    provider gets the bucket the worker command resolved, not one read again per task."""
+    cands = shas(6)
+    cfg = RunConfig(Request(good=cands[0], bad=cands[-1], oracle=ORACLE.name, repo=tmp_path),
+                    repo=str(tmp_path), profile="generic", python="python3", rules=Rules())
+    bisections.save_oracle(store, ORACLE.sha256, ORACLE.name, ORACLE.content.decode(), {})
+    bid = bisections.create(
+        store, candidates=cands, owner=owner_id(), repo_path=str(tmp_path), good_ref="good",
+        bad_ref="bad", good_sha=cands[0], bad_sha=cands[-1], oracle_name=ORACLE.name,
+        oracle_sha256=ORACLE.sha256, polarity=cfg.rules.polarity.value,
+        env_fingerprint="env0", environment={}, settings=encode(cfg), notes=[])
+    policy = Policy(remote.parse("s3://team-wheels/worker"))
+    host = Host(store, gpu=None, name="box", say=lambda _line: None, policy=policy)
+    assert host.context(bid).parts.policy is policy
+    assert Host(store, gpu=None, name="box", say=lambda _line: None).context(
+        bid).parts.policy == LOCAL
