@@ -28,7 +28,7 @@ from bisector.run.config import Request, RunConfig
 from bisector.run.factory import open_bisection, stored_config
 from bisector.run.policy import Policy
 from bisector.run.prepare import discover, prepare, record
-from bisector.run.remote import Remote
+from bisector.run.remote import Workers
 from bisector.run.runner import Finished
 from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store, connection_lost
@@ -101,7 +101,7 @@ def bisection(store: Store, bisection_id: int) -> BisectionRecord:
 
 
 def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events,
-              need: Need) -> tuple[Remote | None, int | None]:
+              need: Need) -> tuple[Workers | None, int | None]:
     """Whether this run's probes go to workers, and how many a round: ``enqueue`` True or
     False forces it; None enqueues when the store is PostgreSQL and a live worker offers the
     bisection's environment (``need``, ``queue/routing.py``). A round is ``--jobs`` probes,
@@ -142,7 +142,7 @@ def queue_for(store: Store, cfg: RunConfig, enqueue: bool | None, events: Events
         events.note(f"no live worker offers this bisection's environment ({need.words()})"
                     + (f"; {others} other(s) do not" if others else "")
                     + f": probes wait in its queue until such a `bisect worker` starts{hint}")
-    return Remote(store, JobQueue(store), route=need.queue, build_route=need.build_queue), width
+    return Workers(store, JobQueue(store), route=need.queue, build_route=need.build_queue), width
 
 
 def run(store: Store, bisection: int | BisectionRecord, events: Events | None = None,

@@ -280,11 +280,11 @@ def demo(c: Ctx, directory: Path | None, jobs: int | None, nightlies: bool,
     # lazy: `bisect --help` and completion import none of this
     from bisector.app import bisections
     from bisector.app.demo.setup import demo as ready
+    from bisector.app.report import issue
     from bisector.cli.running import carry_out
 
     # --db or $BISECTOR_DB: the user's store, else the nightly demo's own (app/demo/setup.py).
     own = c.db == default_db() and not os.environ.get("BISECTOR_DB")
-    from bisector.app.report import issue
     with ready(directory, jobs, nightlies, err.print, own_store=own) as d:
         if d.store is not None:
             c = Ctx(db=d.store, debug=c.debug, policy=c.policy)

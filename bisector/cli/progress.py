@@ -326,7 +326,7 @@ class RichEvents:
 
     def _ask(self, probe: ManualProbe) -> int:
         # lazy: `bisect --help` and completion import none of this
-        from bisector.oracle.manual import Answer, reply
+        from bisector.oracle.manual import Reply, reply
 
         self.close()  # no live display under a prompt
         again = f" (made again: retry {probe.retried})" if probe.retried else ""
@@ -345,7 +345,7 @@ class RichEvents:
                 raise KeyboardInterrupt
             word = line.strip().lower()
             code = reply(word)
-            if code == Answer.BACK and probe.undo is None:
+            if code == Reply.BACK and probe.undo is None:
                 self.console.print("[yellow]nothing to undo: no answer was given yet[/]")
             elif code is not None:
                 return code

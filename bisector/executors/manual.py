@@ -35,11 +35,11 @@ from bisector.executors.facts import learn_facts
 from bisector.executors.local import InstallFailed, LocalExecutor, in_use
 from bisector.executors.shell import shell_line, shell_rc
 from bisector.infra import inuse
-from bisector.oracle.manual import Answer, Asks, ManualProbe, TakeBack
+from bisector.oracle.manual import Asks, ManualProbe, Reply, TakeBack
 from bisector.oracle.script import Oracle
 
-WORDS = {Answer.BUG: "shows the bug", Answer.NO_BUG: "does not show the bug",
-         Answer.SKIP: "cannot be judged"}
+WORDS = {Reply.BUG: "shows the bug", Reply.NO_BUG: "does not show the bug",
+         Reply.SKIP: "cannot be judged"}
 
 
 class ManualExecutor:
@@ -97,11 +97,11 @@ class ManualExecutor:
                 probe = ManualProbe(commit, venv, work, shell_line(rc, venv, work),
                                     inst.obtained, undo=self.undo(), retried=retried)
                 code = self.asks.ask(probe)
-            if code in (Answer.RETRY, Answer.BACK):
+            if code in (Reply.RETRY, Reply.BACK):
                 # Whatever the shell changed is not carried into the next try or probe.
                 if changed_files(venv):
                     self.inner.discard(venv)
-                if code == Answer.BACK:
+                if code == Reply.BACK:
                     raise TakeBack(commit)
                 retried += 1
                 continue

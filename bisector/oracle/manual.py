@@ -25,7 +25,7 @@ MARKER = "# bisector manual oracle: a person answers for each probe"
 NAME = "manual"
 
 
-class Answer:
+class Reply:
     """What a person can answer, as the exit codes an oracle would give: the bug shows (1,
     "bad"), it does not (0, "good"), or this commit cannot be judged (125, "skip"). Two more
     replies are no verdict (negative, never an exit code): ``RETRY`` makes the commit's tree
@@ -39,11 +39,11 @@ class Answer:
 # Every word the prompt takes, as ``git bisect`` and mozregression take them: the question is
 # "does it show the bug?", so yes is bad and no is good.
 REPLIES = {
-    "bad": Answer.BUG, "b": Answer.BUG, "yes": Answer.BUG, "y": Answer.BUG,
-    "good": Answer.NO_BUG, "g": Answer.NO_BUG, "no": Answer.NO_BUG, "n": Answer.NO_BUG,
-    "skip": Answer.SKIP, "s": Answer.SKIP,
-    "retry": Answer.RETRY, "r": Answer.RETRY,
-    "back": Answer.BACK, "undo": Answer.BACK,
+    "bad": Reply.BUG, "b": Reply.BUG, "yes": Reply.BUG, "y": Reply.BUG,
+    "good": Reply.NO_BUG, "g": Reply.NO_BUG, "no": Reply.NO_BUG, "n": Reply.NO_BUG,
+    "skip": Reply.SKIP, "s": Reply.SKIP,
+    "retry": Reply.RETRY, "r": Reply.RETRY,
+    "back": Reply.BACK, "undo": Reply.BACK,
 }
 
 
@@ -75,7 +75,7 @@ class Asks(Protocol):
     """Whoever can put the question to a person (the CLI's terminal display)."""
 
     def ask(self, probe: ManualProbe) -> int:
-        """One of :class:`Answer`'s codes (``BACK`` only when ``probe.undo`` names an answer
+        """One of :class:`Reply`'s codes (``BACK`` only when ``probe.undo`` names an answer
         to take back); raises KeyboardInterrupt when the person quits (the bisection stops as
         on Ctrl-C, every answer given is stored, ``resume`` asks on)."""
         ...

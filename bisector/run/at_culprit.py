@@ -5,7 +5,7 @@ over the same oracle (which backend, subsystem and pass or lowering is at fault)
 
 Both are helper oracles (``oracle/at_culprit.py``) run through the one probe pipeline, so any
 executor runs them where it ran the probes; what they need of the bisection is what its
-confirmation needs (``run/confirm.Context``). Their runs are stored under their own keys (the
+confirmation needs (``run/confirm.CulpritCheck``). Their runs are stored under their own keys (the
 helper's hash and the bisection's environment fingerprint), never as the bisection's probes:
 an environment is described once, and a compiler bisection of a commit is found again by any
 later bisection of it. Neither can change the answer; a helper that cannot run leaves a line
@@ -29,7 +29,7 @@ from bisector.oracle.at_culprit import (
     read_env,
 )
 from bisector.oracle.script import Oracle
-from bisector.run.confirm import Context
+from bisector.run.confirm import CulpritCheck
 from bisector.run.pipeline import NullRecorder, Pipeline
 from bisector.store import bisections
 from bisector.store import runs as run_store
@@ -63,7 +63,7 @@ class _Saved(NullRecorder):
         self.facts, self.outcome, self.reason = dict(run.facts), run.outcome, run.reason
 
 
-def _helper_run(ctx: Context, helper: Oracle, position: int, sha: str) -> dict[str, Any]:
+def _helper_run(ctx: CulpritCheck, helper: Oracle, position: int, sha: str) -> dict[str, Any]:
     """The helper's stored run at ``sha`` in this environment, else a fresh one: its id, its
     outcome, its structured result and how the culprit's package was obtained."""
     key = run_store.Key(helper.sha256, ctx.key.env_fingerprint)
@@ -89,7 +89,7 @@ def _shown(done: dict[str, Any], sha: str) -> dict[str, Any]:
             "obtained": facts.get("obtained"), "outcome": done["outcome"]}
 
 
-def environment(ctx: Context, position: int, sha: str) -> dict[str, Any]:
+def environment(ctx: CulpritCheck, position: int, sha: str) -> dict[str, Any]:
     """collect_env's text in the culprit's environment, or why there is none."""
     ctx.events.note(f"at the culprit {sha[:12]}: python -m torch.utils.collect_env in its "
                     f"environment (the issue's versions block)")
@@ -103,7 +103,7 @@ def environment(ctx: Context, position: int, sha: str) -> dict[str, Any]:
     return out
 
 
-def compiler(ctx: Context, position: int, sha: str) -> dict[str, Any]:
+def compiler(ctx: CulpritCheck, position: int, sha: str) -> dict[str, Any]:
     """torch's compiler bisector over the oracle at the culprit."""
     ctx.events.note(f"at the culprit {sha[:12]}: torch's compiler bisector over "
                     f"{ctx.oracle.name} (python -m torch._inductor.compiler_bisector run ...; "
@@ -133,7 +133,7 @@ def summary(c: dict[str, Any]) -> str:
                     and number is not None else "")
 
 
-def _culprit_facts(ctx: Context, sha: str) -> tuple[dict[str, Any], str]:
+def _culprit_facts(ctx: CulpritCheck, sha: str) -> tuple[dict[str, Any], str]:
     """The facts of the culprit's runs in this bisection and what its failing runs printed."""
     views = [v for v in probe_views(ctx.store, ctx.bisection_id) if v.commit_sha == sha]
     facts = next((v.facts for v in views if v.facts.get("python")), {})
@@ -141,7 +141,7 @@ def _culprit_facts(ctx: Context, sha: str) -> tuple[dict[str, Any], str]:
     return facts, failing
 
 
-def after(ctx: Context, asked: Asked, position: int, sha: str) -> dict[str, Any]:
+def after(ctx: CulpritCheck, asked: Asked, position: int, sha: str) -> dict[str, Any]:
     """The result's entries for what ran at the culprit: ``environment_report`` and
     ``compiler_bisector`` (each only where it applies)."""
     if not (asked.environment or asked.compiler):

@@ -52,7 +52,7 @@ NO_REVERT = {"applied": False, "reason": "git revert of the culprit does not app
 
 
 @dataclass(frozen=True)
-class Context:
+class CulpritCheck:
     """What confirmation needs of the bisection it checks (the runner hands it over)."""
 
     store: Store
@@ -71,7 +71,7 @@ class Context:
     parents: Callable[[str], Sequence[str]] = lambda _sha: ()  # a commit's git parents
 
 
-def parent_at(ctx: Context, position: int) -> int:
+def parent_at(ctx: CulpritCheck, position: int) -> int:
     """Where the culprit's git parent is among the candidates: its first parent on a
     first-parent walk (the walk's previous commit), under ``--ancestry-path`` the first of
     its parents on the path (the previous commit there may be another branch's). The
@@ -86,7 +86,7 @@ class _Keep(NullRecorder):
     search counts it as evidence) and remembers its verdict; appends no probe and reuses
     nothing (a confirmation is a fresh run)."""
 
-    def __init__(self, ctx: Context, role: str) -> None:
+    def __init__(self, ctx: CulpritCheck, role: str) -> None:
         self.store, self.key = ctx.store, ctx.key
         self.tag = {"bisection": ctx.bisection_id, "role": role}
         self.seen: list[tuple[int, str, str]] = []  # (run id, verdict, reason)
@@ -105,7 +105,7 @@ class _Keep(NullRecorder):
 
 
 
-def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position: int,
+def _runs(ctx: CulpritCheck, obtain: Callable[[], Obtained | Unobtainable], position: int,
           sha: str, times: int, judge: Judge | None, role: str) -> tuple[Seen, str]:
     """``times`` fresh runs of ``sha``: each (run id, verdict, reason), and the group's
     verdict (``judge`` over their facts, else the majority of their verdicts).
@@ -120,7 +120,7 @@ def _runs(ctx: Context, obtain: Callable[[], Obtained | Unobtainable], position:
     return keep.seen, (judge(keep.facts) if judge else _majority(keep.seen))
 
 
-def _group(ctx: Context, obtain: Callable[[], Obtained | Unobtainable],
+def _group(ctx: CulpritCheck, obtain: Callable[[], Obtained | Unobtainable],
            role: str) -> tuple[_Keep, Pipeline, Obtained | Unobtainable]:
     """A recorder and a pipeline for fresh runs of one commit, obtained once."""
     keep = _Keep(ctx, role)
@@ -143,7 +143,7 @@ class _Reference:
     it, then the revert): ``parent, culprit, parent, revert, parent``, the middle parent run
     standing beside both. ``clock`` orders every run of the confirmation."""
 
-    def __init__(self, ctx: Context, side: Side) -> None:
+    def __init__(self, ctx: CulpritCheck, side: Side) -> None:
         self.ctx, self.side = ctx, side
         self.keep, self.pipe, self.got = _group(ctx, side[2], side[3])
         self.timed: list[paired.Timed] = []
@@ -161,7 +161,7 @@ class _Reference:
         self.tick(self.keep, self.timed)
 
 
-def _beside(ctx: Context, ref: _Reference, test: Side, rule: paired.Rule,
+def _beside(ctx: CulpritCheck, ref: _Reference, test: Side, rule: paired.Rule,
             cap: int, alpha_good: float | None = None) -> tuple[Seen, paired.Paired | None]:
     """A performance oracle's paired check of ``test`` beside the parent: one run of it
     between two of the parent's, again after each undecided look (sequential, as the
@@ -182,7 +182,7 @@ def _beside(ctx: Context, ref: _Reference, test: Side, rule: paired.Rule,
             return keep_t.seen, got
 
 
-def _confirm_paired(ctx: Context, position: int, rule: paired.Rule) -> dict[str, Any]:
+def _confirm_paired(ctx: CulpritCheck, position: int, rule: paired.Rule) -> dict[str, Any]:
     """Confirmation of a performance culprit, paired: the culprit run beside its parent
     must be worse by more than the threshold (else "not reproducible"; undecided at the
     cap: "inconclusive"), and its revert on the bad endpoint beside the parent must not.
@@ -243,7 +243,7 @@ def _majority(seen: Seen) -> str:
     return Verdict.BAD.value if 2 * bad > len(votes) else Verdict.GOOD.value
 
 
-def confirm(ctx: Context, position: int, judge: Judge | None = None,
+def confirm(ctx: CulpritCheck, position: int, judge: Judge | None = None,
             posterior: noisy.Posterior | None = None) -> dict[str, Any]:
     """Re-run the culprit at ``position`` and its parent, then the revert; the summary.
 

@@ -53,7 +53,7 @@ from bisector.run.into_merge import Beside
 from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
 from bisector.run.policy import LOCAL, Policy
 from bisector.run.prior import FailurePrior
-from bisector.run.remote import Remote
+from bisector.run.remote import Workers
 from bisector.run.runner import Runner
 from bisector.run.wiring import Judging, Means
 from bisector.store import answers, bisections
@@ -241,7 +241,7 @@ def stored_config(store: Store, rec: BisectionRecord | int) -> RunConfig:
 
 
 def open_bisection(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
-                   remote: Remote | None = None, width: int | None = None,
+                   remote: Workers | None = None, width: int | None = None,
                    cfg: RunConfig | None = None, *, policy: Policy = LOCAL) -> Runner:
     """Everything one stored bisection needs to run, built from the store alone, its row read
     once (here, or by the caller that passes it and its ``cfg``); with ``remote``, its rounds

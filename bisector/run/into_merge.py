@@ -30,14 +30,14 @@ from bisector.base.kinds import State
 from bisector.core.search import Verdict
 from bisector.project import history, merges
 from bisector.run.pipeline import Source
-from bisector.run.strategies.base import Answer, View
+from bisector.run.strategies.base import Conclusion, View
 
 
 @dataclass(frozen=True)
 class Inside:
     """The search among the commits a merge brings, and the walk's answer it stands beside."""
 
-    walk: Answer  # the first-parent answer: the merge, at ``walk.culprit``
+    walk: Conclusion  # the first-parent answer: the merge, at ``walk.culprit``
     offset: int  # stored position of ``candidates[0]``
     candidates: tuple[str, ...]  # the merge's first parent, the commits it brings, the merge
     same_tree: frozenset[int]  # own indexes whose tree is the merge's
@@ -53,12 +53,12 @@ class Inside:
         return replace(walk, candidates=self.candidates, offset=self.offset, cost=None,
                        prior=None, implied=dict.fromkeys(self.same_tree, Verdict.BAD))
 
-    def answer(self, found: Answer, terms: tuple[str, str]) -> Answer:
+    def answer(self, found: Conclusion, terms: tuple[str, str]) -> Conclusion:
         """The walk's answer with what the search inside found beside it."""
         return replace(self.walk, result={**self.walk.result,
                                           "into_merge": self.describe(found, terms)})
 
-    def describe(self, found: Answer, terms: tuple[str, str]) -> dict[str, Any]:
+    def describe(self, found: Conclusion, terms: tuple[str, str]) -> dict[str, Any]:
         """``result["into_merge"]``: ``kind`` culprit (``sha``, ``position``), merge (the merge
         itself: its second parent is good), window (``suspects``) or undecided, with ``said``,
         the one line every report prints."""
@@ -104,7 +104,7 @@ class Inside:
                 "author_email": info.author_email, "date": info.date, "pr": info.pr_number}
 
 
-def go_inside(walk: Answer, candidates: list[str], walked: int, repo_path: str,
+def go_inside(walk: Conclusion, candidates: list[str], walked: int, repo_path: str,
               store_extra: Callable[[Sequence[str]], None]) -> Inside | None:
     """The search inside the merge the walk answered, or None when the answer is no merge.
 

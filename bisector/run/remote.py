@@ -1,7 +1,7 @@
 """Probes on workers: a round's K probes enqueued as K jobs, their verdicts awaited in the store.
 
 The runner (:mod:`bisector.run.runner`) stays the coordinator (the lease, the search, the
-rounds, the answer); with a :class:`Remote` its ``dispatch`` enqueues instead of starting
+rounds, the answer); with a :class:`Workers` its ``dispatch`` enqueues instead of starting
 threads. Each probe is a ``probe_task`` row (``store/tasks.py``) plus a queue job naming it; the
 coordinator polls the rows, appends each finished one to the bisection's probes, and goes on
 when the round is complete. The queue itself is behind :class:`Queue` (Procrastinate on
@@ -100,7 +100,7 @@ def cancelled_message(bisection_id: int) -> str:
             f"judged; `bisect resume {bisection_id}` (same --db) finishes it")
 
 
-class Remote:
+class Workers:
     """The coordinator's dispatch through a queue."""
 
     def __init__(self, store: Store, queue: Queue, *, route: str = PROBE,

@@ -8,7 +8,7 @@ result stored the moment it exists. Ctrl-C (or SIGTERM) kills every probe in fli
 them is recorded, so ``resume`` re-runs exactly those and, the search being deterministic given
 its evidence, reaches the same answer. The answer is then confirmed (when asked) and written.
 
-With a :class:`~bisector.run.remote.Remote` (workers on a PostgreSQL store) the K probes of a
+With a :class:`~bisector.run.remote.Workers` (workers on a PostgreSQL store) the K probes of a
 round are K queue jobs run by K workers instead of K threads here; this process stays the
 coordinator: the lease, the search, the rounds and the answer are the same code.
 """
@@ -34,7 +34,7 @@ from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
 from bisector.run.prefetch import Prefetcher
 from bisector.run.remote import cancelled_message
-from bisector.run.strategies.base import Adopted, Answer, Round, View
+from bisector.run.strategies.base import Adopted, Conclusion, Round, View
 from bisector.run.wiring import Judging, Means
 from bisector.store import answers, bisections, durations
 from bisector.store import runs as run_store
@@ -76,7 +76,7 @@ class Runner:
         # What the next probes need, made while the oracles run (run/prefetch.py): here only,
         # workers obtain on their own boxes.
         executor = means.executor
-        self.prefetcher = None if means.prefetch <= 0 or means.remote is not None else \
+        self.prefetcher = None if means.prefetch <= 0 or means.workers is not None else \
             Prefetcher(source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle),
                        means.prefetch, means.spare_builds)
         self.pipeline = Pipeline(source.obtain if self.prefetcher is None
@@ -84,7 +84,7 @@ class Runner:
                                  recorder, self.events, self.hunt)
         self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
-        self.remote = means.remote
+        self.workers = means.workers
         walk = candidates[:record.n_candidates]
         self.view = self.walk_view = View(store, record, walk, self.key, rules, oracle.meta,
                                           self.width, source.cost if self.width == 1 else None,
@@ -143,14 +143,14 @@ class Runner:
 
     def _run(self) -> Finished:
         self.events.terms(*self.rules.terms)
-        if self.remote is not None:
-            self.remote.settle(self)
+        if self.workers is not None:
+            self.workers.settle(self)
         ran = 0
         while True:
             self.check_lease()
             decision = self.strategy.decide()
             self.adopt(decision.adopted, decision.adopted_round)
-            if isinstance(decision.then, Answer):
+            if isinstance(decision.then, Conclusion):
                 if self.inside is None and self.go_inside(decision.then):
                     continue
                 answer = decision.then if self.inside is None else \
@@ -162,7 +162,7 @@ class Runner:
             except TakeBack:
                 self.take_back()
 
-    def go_inside(self, walk: Answer) -> bool:
+    def go_inside(self, walk: Conclusion) -> bool:
         """The walk answered a merge: go on among the commits it brings (True), the search
         inside asked from now on; False when there is no merge or the user said no."""
         if not self.judging.into_merge:
@@ -230,8 +230,8 @@ class Runner:
             self._seq += 1
             sha = self.candidates[pos]
             self.events.probe_start(self._seq, pos, sha, self.subject(sha), left, eta)
-        if self.remote is not None:
-            self.remote.run(self, positions, round_)
+        if self.workers is not None:
+            self.workers.run(self, positions, round_)
             return
         if self.width == 1:
             for pos in positions:  # the endpoints with one slot: one after the other
@@ -267,7 +267,7 @@ class Runner:
 
     # -- the answer ------------------------------------------------------------------------
 
-    def finish(self, answer: Answer) -> BisectionRecord:
+    def finish(self, answer: Conclusion) -> BisectionRecord:
         """Confirm the culprit (when asked), then write the answer; the endpoints' failure
         raises with its message once written."""
         if self.prefetcher is not None:  # what the search would have probed next: not needed
@@ -305,7 +305,7 @@ class Runner:
     def at_culprit(self, position: int, sha: str) -> None:
         """What runs at the culprit once the answer is stored (run/at_culprit.py), added to
         the result. Ctrl-C there stops it alone: the answer is already written."""
-        if self.remote is not None:  # the probes ran on workers: this box is no culprit's
+        if self.workers is not None:  # the probes ran on workers: this box is no culprit's
             return
         try:
             found = at_culprit.after(self.confirming(), self.judging.at_culprit, position, sha)
@@ -322,8 +322,8 @@ class Runner:
         if found:
             bisections.add_to_result(self.store, self.record.id, found)
 
-    def confirming(self) -> confirm.Context:
-        return confirm.Context(self.store, self.key, self.record.id,
+    def confirming(self) -> confirm.CulpritCheck:
+        return confirm.CulpritCheck(self.store, self.key, self.record.id,
                                list(self.walk_view.candidates),
                                self.source, self.pipeline.executor, self.oracle, self.rules,
                                self.events, self.slots[0], self.revert, self.judging.reconfirm,

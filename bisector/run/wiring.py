@@ -17,7 +17,7 @@ from bisector.run.at_culprit import Asked
 from bisector.run.hunt import Hunt
 from bisector.run.pipeline import Source
 from bisector.run.prior import FailurePrior
-from bisector.run.remote import Remote
+from bisector.run.remote import Workers
 from bisector.run.strategies import strategy_for
 from bisector.run.strategies.base import Strategy, View
 
@@ -48,7 +48,7 @@ class Means:
     executor: Executor
     # One probe slot per GPU (None: no GPU pinned); a round is as wide as this.
     slots: tuple[str | None, ...] = (None,)
-    remote: Remote | None = None  # set: each round's probes go to workers through a queue
+    workers: Workers | None = None  # set: each round's probes go to workers through a queue
     prefetch: int = 0  # commits made ahead at once while the oracles run (run/prefetch.py)
     spare_builds: int = 0  # build slots the round does not need: speculative builds go there
     # Probes or builds run in containers: a run first sweeps those dead controllers left.

@@ -15,7 +15,7 @@ from bisector.core.verdict import Rules
 from bisector.infra import cancel
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline
-from bisector.run.remote import ProbeFailed, Remote, TaskRecorder
+from bisector.run.remote import ProbeFailed, TaskRecorder, Workers
 from bisector.store import bisections, tasks
 from bisector.store import runs as run_store
 from bisector.store.db import Store
@@ -82,7 +82,7 @@ def test_rounds_on_workers_find_the_culprit_within_the_bound(store: Store, k: in
     ex = FakeExecutor(cands, culprit=211, sleep_s=0.01)
     queue = ThreadQueue(store, bid, cands, ex)
     r = make_runner(store, bid, cands, ex, width=k, gpus=False)
-    r.remote = Remote(store, queue, poll_s=0.01)
+    r.workers = Workers(store, queue, poll_s=0.01)
     done = r.run()
     queue.close()
     assert done.record.culprit_sha == cands[211]
@@ -134,7 +134,7 @@ def test_a_probe_that_fails_on_its_worker_stops_the_run_with_why(store: Store) -
     bid = new_bisection(store, cands)
     r = make_runner(store, bid, cands, FakeExecutor(cands, culprit=20), width=2, gpus=False)
     queue = BrokenBoxQueue(store, bid, cands, r.pipeline.executor)
-    r.remote = Remote(store, queue, poll_s=0.01)
+    r.workers = Workers(store, queue, poll_s=0.01)
     with pytest.raises(ProbeFailed, match=r"failed on worker box/gpu0 \(the clone /r .*clone "
                                           r"it at that path here\); fix that, then `bisect "
                                           rf"resume {bid}`") as e:

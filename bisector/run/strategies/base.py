@@ -78,7 +78,7 @@ class Round:
 
 
 @dataclass(frozen=True)
-class Answer:
+class Conclusion:
     """How the bisection ends. ``culprit`` (a position) is confirmed by the runner when asked;
     ``judge`` and ``posterior`` say how confirmation weighs its fresh runs. ``stop``: the
     endpoints failed, the message says why and the run exits with it."""
@@ -97,7 +97,7 @@ class Decision:
     """A strategy's reply: the verdicts it found judged elsewhere (logged with the round they
     informed), then the next round or the answer."""
 
-    then: Round | Answer
+    then: Round | Conclusion
     adopted: Adopted = field(default_factory=list)
     adopted_round: int | None = None
 
@@ -130,21 +130,21 @@ def prior_for(view: View, ready: bool) -> Prior | None:
 
 
 def answer_for(view: View, step: Step, extra: dict[str, object] | None = None,
-               judge: Judge | None = None) -> Answer:
+               judge: Judge | None = None) -> Conclusion:
     """The answer of a search that ended in a :mod:`bisector.core.search` step."""
     cands = view.candidates
     if isinstance(step, Culprit):
         result: dict[str, object] = {"kind": "culprit", "position": step.position}
-        return Answer(State.DONE, {**result, **(extra or {})}, culprit=step.position,
+        return Conclusion(State.DONE, {**result, **(extra or {})}, culprit=step.position,
                       judge=judge)
     if isinstance(step, Window):
         result = {"kind": "window", "suspects": list(cands[step.first:step.last + 1])}
-        return Answer(State.AMBIGUOUS, {**result, **(extra or {})},
+        return Conclusion(State.AMBIGUOUS, {**result, **(extra or {})},
                       f"skipped commits hide the first {view.rules.terms[1]} commit: it is "
                       f"one of {step.last - step.first + 1} suspects")
     assert isinstance(step, Stop)
     result = {"kind": "stop", "problem": step.problem.value, "position": step.position}
-    return Answer(State.FAILED, {**result, **(extra or {})}, stop_message(view, step),
+    return Conclusion(State.FAILED, {**result, **(extra or {})}, stop_message(view, step),
                   stop=True)
 
 

@@ -42,7 +42,7 @@ from bisector.core.prior import Prior
 from bisector.core.search import Problem, Stop, Verdict
 from bisector.run.strategies.base import (
     Adopted,
-    Answer,
+    Conclusion,
     Decision,
     Round,
     View,
@@ -343,37 +343,37 @@ def _rates_words(view: View, ev: Evidence) -> str:
             f"({sum(good)} of {len(good)})")
 
 
-def _no_regression(view: View, ev: Evidence, p_reg: float | None = None) -> Answer:
+def _no_regression(view: View, ev: Evidence, p_reg: float | None = None) -> Conclusion:
     """No culprit: the bad endpoint is no worse than the good one (a flaky test, no change)."""
     facts = {**_endpoint_facts(view, ev), "regression_probability":
              None if p_reg is None else round(p_reg, 6)}
-    return Answer(State.NO_REGRESSION, {"kind": "no regression", "noisy": facts},
+    return Conclusion(State.NO_REGRESSION, {"kind": "no regression", "noisy": facts},
                   f"no culprit: {_rates_words(view, ev)}. The oracle is flaky and this range "
                   f"holds no regression (a rise of {defaults.NOISY_MIN_CONTRAST:.0%} or more is "
                   f"ruled out at the confidence asked for)")
 
 
-def _inconclusive(view: View, ev: Evidence, p_reg: float) -> Answer:
+def _inconclusive(view: View, ev: Evidence, p_reg: float) -> Conclusion:
     facts = {**_endpoint_facts(view, ev), "regression_probability": round(p_reg, 6)}
-    return Answer(State.INCONCLUSIVE, {"kind": "inconclusive", "noisy": facts},
+    return Conclusion(State.INCONCLUSIVE, {"kind": "inconclusive", "noisy": facts},
                   f"cannot tell whether this range holds a regression: {_rates_words(view, ev)} "
                   f"after {len(ev.reports)} runs (probability of a regression {p_reg:.2f}); a "
                   f"narrower range or a test that fails less often by chance can decide it")
 
 
 def _answer(view: View, step: noisy.Culprit | noisy.GiveUp, post: noisy.Posterior,
-            runs: int, fp: float, fn: float, source: str, p_reg: float) -> Answer:
+            runs: int, fp: float, fn: float, source: str, p_reg: float) -> Conclusion:
     cands = view.candidates
     noise = {"probability": round(step.probability, 6), "runs": runs,
              "false_positive": round(fp, 4), "false_negative": round(fn, 4),
              "rates": source, "confidence": view.meta.confidence,
              "regression_probability": round(p_reg, 6)}
     if isinstance(step, noisy.Culprit):
-        return Answer(State.DONE, {"kind": "culprit", "position": step.position,
+        return Conclusion(State.DONE, {"kind": "culprit", "position": step.position,
                                    "noisy": noise},
                       culprit=step.position, posterior=post)
     ranked = post.most_likely(SUSPECTS_MAX, view.meta.confidence)
-    return Answer(
+    return Conclusion(
         State.AMBIGUOUS,
         {"kind": "window", "suspects": [cands[p] for p, _ in ranked],
          "probabilities": [round(q, 6) for _, q in ranked],
