@@ -148,6 +148,10 @@ def test_the_store_killed_mid_upload_and_mid_download(tmp_path: Path,
         for k, v in own.env().items():
             monkeypatch.setenv(k, v)
         monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
+        # Each Remote below stands for a later process of the box (the one that dies, the
+        # next run): a failure is remembered for the process (artifacts/remote._health), so
+        # here it is remembered for no time at all.
+        monkeypatch.setattr(remote, "RETRY_S", 0.0)
         bucket = remote.parse(s3_world.bucket(own, "killed"))
         wheel = tmp_path / "big-1.0-py3-none-any.whl"
         wheel.write_bytes(os.urandom(12 * 2**20))  # three parts of 5 MiB, S3's smallest
