@@ -50,7 +50,7 @@ def workers_data(store: Store) -> dict[str, Any]:
         if has_queue(store):
             jq = JobQueue(store)
             try:
-                queue = jq.summary()
+                queue = [q.as_dict() for q in jq.summary()]
             finally:
                 jq.close()
     return {"workers": rows, "queues": queue,

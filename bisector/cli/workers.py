@@ -145,9 +145,8 @@ def workers_cmd(c: Ctx, json_out: bool) -> None:
                   + (f"; hit rate {rate:.0%} (found made in the fleet)"
                      if rate is not None else ""))
     for q in data["queues"]:
-        out.print(f"queue {q['name']}: {q['todo']} waiting, {q['doing']} running, "
-                  f"{q['succeeded']} done, {q['failed']} failed, "
-                  f"{q['cancelled'] + q['aborted']} cancelled")
+        out.print(f"queue {q['name']}: {q['waiting']} waiting, {q['running']} running, "
+                  f"{q['done']} done, {q['failed']} failed, {q['stopped']} cancelled")
 
 
 @click.command(cls=ConfiguredCommand)

@@ -19,11 +19,12 @@ from typing import Any
 
 import procrastinate
 from procrastinate.exceptions import JobAborted
-from procrastinate.jobs import Job
+from procrastinate.jobs import Job, Status
 from sqlalchemy import inspect
 
 from bisector.base.errors import TaskAborted, UsageError
 from bisector.queue import routing
+from bisector.queue.states import JobState, QueueCounts
 from bisector.store.db import Store, migration_lock
 
 PROBE_QUEUE = "probe"  # GPU workers: a whole probe (obtain, run the oracle, judge, record)
@@ -38,6 +39,12 @@ MAX_ATTEMPTS = 5
 RETRY_WAIT_S = 5
 
 log = logging.getLogger("bisector.workers")
+
+# Procrastinate's statuses in bisector's words: the only place its names are read.
+STATES = {Status.TODO: JobState.WAITING, Status.DOING: JobState.RUNNING,
+          Status.SUCCEEDED: JobState.DONE, Status.FAILED: JobState.FAILED,
+          Status.CANCELLED: JobState.CANCELLED, Status.ABORTING: JobState.STOPPING,
+          Status.ABORTED: JobState.STOPPED}
 
 
 def ours(queue: str | None) -> bool:
@@ -109,23 +116,30 @@ class JobQueue:
         return int(self.app.configure_task(BUILD_TASK, queue=queue, lock=lock)
                    .defer(task_id=task_id))
 
-    def status(self, job_id: int) -> str:
+    def status(self, job_id: int) -> JobState:
         try:
-            return str(self.app.job_manager.get_job_status(job_id).value)
+            return STATES[self.app.job_manager.get_job_status(job_id)]
         except ValueError:  # no such job (deleted by hand)
-            return "missing"
+            return JobState.MISSING
 
     def abort(self, job_id: int) -> None:
         """A waiting job is cancelled; a running one is asked to abort (its worker kills the
         oracle at once, through LISTEN/NOTIFY, or within its abort poll)."""
         self.app.job_manager.cancel_job_by_id(job_id, abort=True)
 
-    def summary(self) -> list[dict[str, Any]]:
-        """Jobs per status of each of bisector's queues (one per environment probes need)."""
-        return [q for q in self.app.job_manager.list_queues() if ours(q["name"])]
+    def summary(self) -> list[QueueCounts]:
+        """Jobs per state of each of bisector's queues (one per environment probes need)."""
+        return [counts(q) for q in self.app.job_manager.list_queues() if ours(q["name"])]
 
     def close(self) -> None:
         self.app.close()
+
+
+def counts(row: dict[str, Any]) -> QueueCounts:
+    """One row of Procrastinate's ``list_queues`` (its status names as keys) in bisector's."""
+    return QueueCounts(row["name"], waiting=row["todo"], running=row["doing"],
+                       done=row["succeeded"], failed=row["failed"],
+                       stopped=row["cancelled"] + row["aborted"])
 
 
 Run = Callable[[procrastinate.JobContext, int], str]

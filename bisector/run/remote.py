@@ -26,16 +26,13 @@ from bisector.base.events import Events
 from bisector.base.kinds import TaskState
 from bisector.core.search import Verdict
 from bisector.queue.routing import PROBE
+from bisector.queue.states import JobState
 from bisector.run.pipeline import StoreRecorder
 from bisector.store import claims, tasks, workers
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord, NewRun, RunRecord
 from bisector.store.runs import Key
 
-# Job states of the queue that end a job (Procrastinate's names).
-JOB_FAILED = "failed"
-JOB_STOPPED = ("cancelled", "aborted")
-JOB_ENDED = ("succeeded", "failed", "cancelled", "aborted", "missing")
 BUILD_QUEUE = "build"
 LISTENERS_EVERY = 30  # polls between looks at whether a live worker takes the route's jobs
 
@@ -55,8 +52,8 @@ class Queue(Protocol):
         lock)."""
         ...
 
-    def status(self, job_id: int) -> str:
-        """todo, doing, succeeded, failed, cancelled, aborting, aborted; missing if gone."""
+    def status(self, job_id: int) -> JobState:
+        """What became of the job, in bisector's words (the queue translates its own)."""
         ...
 
     def abort(self, job_id: int) -> None:
@@ -137,7 +134,7 @@ class Workers:
         for t in opened:
             if t.state is TaskState.DONE:
                 continue
-            if t.job_id is None or self.queue.status(t.job_id) in JOB_ENDED:
+            if t.job_id is None or self.queue.status(t.job_id).ended:
                 self._enqueue(r, t)
         seen: dict[int, tuple[TaskState, int]] = {}
         polls = 0
@@ -194,21 +191,21 @@ class Workers:
         if t.job_id is None:
             return
         if (t.build_job_id is not None and t.state is TaskState.QUEUED
-                and self.queue.status(t.build_job_id) == "todo"
+                and self.queue.status(t.build_job_id) is JobState.WAITING
                 and not workers.live(self.store, self.build_route)):
             self.queue.abort(t.build_job_id)  # no build worker left: the probe builds it
         status = self.queue.status(t.job_id)
-        if status not in JOB_ENDED:
+        if not status.ended:
             return
         now = tasks.get(self.store, [t.id])[0]  # it may have finished since it was read
         if now.state is not t.state or now.attempt != t.attempt:
             return
-        if status == JOB_FAILED:
+        if status is JobState.FAILED:
             tasks.fail(self.store, t.id)
             why = now.error or "see the worker's log"
             raise ProbeFailed(f"the probe of {t.commit_sha[:12]} failed on worker {now.worker} "
                               f"({why}); fix that, then `bisect resume {t.bisection_id}`")
-        if status in JOB_STOPPED:
+        if status.stopped:
             tasks.cancel_open(self.store, t.bisection_id)
             raise Cancelled(cancelled_message(t.bisection_id))
         self._enqueue(r, t)

@@ -13,6 +13,7 @@ from bisector.base.errors import Cancelled
 from bisector.base.kinds import State, TaskState
 from bisector.core.verdict import Rules
 from bisector.infra import cancel
+from bisector.queue.states import JobState
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Pipeline
 from bisector.run.remote import ProbeFailed, TaskRecorder, Workers
@@ -39,14 +40,14 @@ class ThreadQueue:
         rec = bisections.get(store, bisection_id)
         self.key = run_store.Key(rec.oracle_sha256, rec.env_fingerprint)
         self.store, self.candidates, self.executor = store, candidates, executor
-        self.states: dict[int, str] = {}
+        self.states: dict[int, JobState] = {}
         self.threads: list[threading.Thread] = []
         self.queues: list[str] = []  # where each job went
 
     def enqueue(self, task_id: int, *, queue: str, lock: str | None = None) -> int:
         self.queues.append(queue)
         job = len(self.states) + 1
-        self.states[job] = "doing"
+        self.states[job] = JobState.RUNNING
         th = threading.Thread(target=self._work, args=(job, task_id))
         self.threads.append(th)
         th.start()
@@ -62,13 +63,13 @@ class ThreadQueue:
             recorder = TaskRecorder(self.store, self.key, f"box:{job}:1", att, sampled=False)
             Pipeline(FakeSource().obtain, self.executor, ORACLE, Rules(), recorder).probe(
                 t.position, t.commit_sha, gpu=str(job % 3), round_=t.round)
-        self.states[job] = "succeeded"
+        self.states[job] = JobState.DONE
 
-    def status(self, job_id: int) -> str:
+    def status(self, job_id: int) -> JobState:
         return self.states[job_id]
 
     def abort(self, job_id: int) -> None:
-        self.states[job_id] = "cancelled"
+        self.states[job_id] = JobState.CANCELLED
 
     def close(self) -> None:
         for th in self.threads:
@@ -126,7 +127,7 @@ class BrokenBoxQueue(ThreadQueue):
         assert att is not None
         tasks.note_error(self.store, task_id, att.number, "the clone /r of bisection 1 is not "
                          "on this box (box/gpu0): clone it at that path here")
-        self.states[job] = "failed"
+        self.states[job] = JobState.FAILED
 
 
 def test_a_probe_that_fails_on_its_worker_stops_the_run_with_why(store: Store) -> None:
