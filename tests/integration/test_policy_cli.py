@@ -68,3 +68,28 @@ def test_the_users_file_is_read_once_a_command(world: SyntheticHistory, tmp_path
     assert [p.artifacts.url if p.artifacts else None for p in given] == \
         ["s3://team-wheels/toml"]
     assert reads == [cfg]
+
+
+def test_start_hands_its_object_store_to_the_runs_provider(
+        world: SyntheticHistory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """start -> the app's run -> the opened bisection's parts -> its provider: the bucket of
+    ``--artifacts`` all the way (stopped there: the search itself is not this test's)."""
+    from bisector.base.errors import UsageError
+
+    monkeypatch.setenv("BISECTOR_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(ENV, raising=False)
+    seen: list[Policy] = []
+
+    def stop(*args: Any) -> Provider:
+        seen.append(args[-1])
+        raise UsageError("stopped by the test once the provider is asked for")
+
+    monkeypatch.setattr(factory, "provider_for", stop)
+    before = dict(os.environ)
+    r = invoke("--db", str(tmp_path / "b.db"), "--artifacts", "s3://team-wheels/start",
+               "start", "--repo", str(world.path), "--good", world.main[0], "--bad",
+               world.main[-1], "--oracle", "torchlet_norm", "--no-confirm")
+    assert "stopped by the test" in r.stderr, r.stderr
+    assert [p.artifacts.url if p.artifacts else None for p in seen] == \
+        ["s3://team-wheels/start"]
+    assert dict(os.environ) == before
