@@ -76,17 +76,17 @@ class Call:
 class FakeExecutor:
     """Judges by position: bad from ``culprit`` on (the oracle exits 1 there).
 
-    ``hook(call_index, commit)`` runs inside each run (to interrupt, to steal a lease ...);
-    ``sleep_s`` makes runs overlap measurably when several run at once.
+    ``hook(call_index, commit)`` runs inside each run (to interrupt, to steal a lease, to
+    step a clock, to meet the other probes of its round at a barrier ...).
     """
 
     name = "fake"
 
-    def __init__(self, candidates: list[str], culprit: int, *, sleep_s: float = 0.0,
+    def __init__(self, candidates: list[str], culprit: int, *,
                  hook: Callable[[int, str], None] | None = None,
                  outcome: Callable[[int], Outcome] | None = None) -> None:
         self.position = {sha: i for i, sha in enumerate(candidates)}
-        self.culprit, self.sleep_s, self.hook = culprit, sleep_s, hook
+        self.culprit, self.hook = culprit, hook
         self.outcome = outcome
         self.calls: list[Call] = []
         self._lock = threading.Lock()
@@ -102,8 +102,6 @@ class FakeExecutor:
             index = len(self.calls)
         if self.hook is not None:
             self.hook(index, commit)
-        if self.sleep_s:
-            time.sleep(self.sleep_s)
         call.end = time.monotonic()
         pos = self.position[commit]
         out = self.outcome(pos) if self.outcome else (

@@ -3,8 +3,11 @@ the run's estimate of its time left, and the stored verdicts plan and runner bot
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +17,7 @@ from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.infra.owner import owner_id
 from bisector.oracle.script import Oracle, OracleMeta
+from bisector.run import pipeline
 from bisector.run.runner import Runner
 from bisector.run.strategies.plain import stored_verdicts
 from bisector.run.wiring import Judging, Means
@@ -22,6 +26,7 @@ from bisector.store import runs as run_store
 from bisector.store.artifacts import ArtifactStore
 from bisector.store.db import Store
 from bisector.store.records import NewArtifact, NewRun
+from tests.clocks import SteppedClock
 from tests.unit.fakes import ORACLE, FakeExecutor, FakeSource, shas
 
 
@@ -46,11 +51,22 @@ class Recorded(QuietEvents):
         self.starts.append((left, eta_s))
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[SteppedClock]:
+    """The probes' wall time read on a clock each oracle run steps (run/pipeline.py measures a
+    probe with ``time.monotonic``): a probe takes exactly what the test says, never a sleep."""
+    stepped = SteppedClock()
+    monkeypatch.setattr(pipeline, "time", SimpleNamespace(monotonic=stepped.now,
+                                                          sleep=time.sleep))
+    yield stepped
+
+
 def run(store: Store, bid: int, cands: list[str], culprit: int, events: Recorded,
-        oracle: Oracle = ORACLE) -> None:
+        clock: SteppedClock, oracle: Oracle = ORACLE) -> None:
+    """A bisection whose every oracle run takes 0.02 s on ``clock`` (and says 0.01)."""
+    ex = FakeExecutor(cands, culprit, hook=lambda _i, _c: clock.advance(0.02))
     Runner(store, bisections.get(store, bid), cands, Judging(oracle, Rules()),
-           Means(FakeSource(), FakeExecutor(cands, culprit, sleep_s=0.02)),
-           events=events).run()
+           Means(FakeSource(), ex), events=events).run()
 
 
 def test_build_seconds_count_builds_that_ran_of_this_repo_and_profile(store: Store) -> None:
@@ -93,41 +109,44 @@ def test_oracle_seconds_count_runs_where_the_oracle_ran(store: Store) -> None:
     assert durations.oracle_seconds(store, "0" * 64) is None
 
 
-def test_time_left_comes_from_probes_measured_on_this_repository(store: Store) -> None:
+def test_time_left_comes_from_probes_measured_on_this_repository(store: Store,
+                                                                 clock: SteppedClock) -> None:
     cands = shas(64)
     first = Recorded()
-    run(store, bisection(store, cands), cands, 40, first)
+    run(store, bisection(store, cands), cands, 40, first, clock)
     # Nothing was measured before the first round; from then on this run's own probes count.
     assert first.starts[0][1] is None and first.starts[1][1] is None
     later = first.starts[2:]
     assert later and all(eta is not None for _, eta in later)
     measured = durations.probe_seconds(store, "/repo")
     assert measured is not None and measured.count == len(first.starts)
-    assert measured.mean_s >= 0.02  # the executor sleeps that long: wall time, not 0.01
+    # What the probe took on the clock (its wall time), not the 0.01 s the oracle run said.
+    assert measured.mean_s == pytest.approx(0.02)
     left, eta = first.starts[-1]
-    assert eta == pytest.approx(left * measured.mean_s, rel=0.5)
+    assert eta == pytest.approx(left * 0.02)
     # A later bisection of the same repository knows the cost before its first probe...
     again, newer = Recorded(), [f"{i:040x}" for i in range(100, 120)]
-    run(store, bisection(store, newer), newer, 10, again)
+    run(store, bisection(store, newer), newer, 10, again, clock)
     assert again.starts[0][1] is not None
     # ... and one of another repository does not.
     other, theirs = Recorded(), [f"{i:040x}" for i in range(200, 208)]
-    run(store, bisection(store, theirs, repo="/other"), theirs, 5, other)
+    run(store, bisection(store, theirs, repo="/other"), theirs, 5, other, clock)
     assert other.starts[0][1] is None
 
 
-def test_time_left_counts_only_probes_of_the_same_oracle(store: Store) -> None:
+def test_time_left_counts_only_probes_of_the_same_oracle(store: Store,
+                                                         clock: SteppedClock) -> None:
     """Another oracle's probes of the same repository are no estimate of this one's (a 30 s
     training step beside a 2 s check made "8 s left" take 35 s): a run of a new oracle says
     nothing until its own first probe is measured, then counts its own probes only."""
     training = Oracle("training", Path("training.py"), b"train()\n", OracleMeta())
     cands = shas(64)
-    run(store, bisection(store, cands, oracle=training), cands, 40, Recorded(), training)
+    run(store, bisection(store, cands, oracle=training), cands, 40, Recorded(), clock, training)
     theirs = durations.probe_seconds(store, "/repo", training.sha256)
     assert theirs is not None and durations.probe_seconds(store, "/repo", ORACLE.sha256) is None
 
     check, newer = Recorded(), [f"{i:040x}" for i in range(300, 340)]
-    run(store, bisection(store, newer), newer, 12, check)
+    run(store, bisection(store, newer), newer, 12, check, clock)
     assert check.starts[0][1] is None and check.starts[1][1] is None
     assert all(eta is not None for _, eta in check.starts[2:])
     mine = durations.probe_seconds(store, "/repo", ORACLE.sha256)
@@ -137,9 +156,10 @@ def test_time_left_counts_only_probes_of_the_same_oracle(store: Store) -> None:
     assert every is not None and every.count == mine.count + theirs.count
 
 
-def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store) -> None:
+def test_stored_verdicts_are_what_a_run_stored_judged_by_the_rules(store: Store,
+                                                                   clock: SteppedClock) -> None:
     cands = shas(32)
-    run(store, bisection(store, cands), cands, 20, Recorded())
+    run(store, bisection(store, cands), cands, 20, Recorded(), clock)
     key = run_store.Key(ORACLE.sha256, "env0")
     probed = {p.position: Verdict(p.verdict) for p in run_store.probes(store, 1)}
     found = stored_verdicts(store, key, cands, Rules())

@@ -101,7 +101,7 @@ def test_interrupted_then_resumed_keeps_every_run(store: Store) -> None:
 def test_two_slots_probe_two_distinct_commits_a_round(store: Store) -> None:
     cands = shas(300)
     bid = new_bisection(store, cands, oracle=FLAKY)
-    ex = liar(cands, 201, 0.1, 11, sleep_s=0.01)
+    ex = liar(cands, 201, 0.1, 11)
     rec = make_runner(store, bid, cands, ex, oracle=FLAKY, width=2).run().record
     assert rec.culprit_sha == cands[201]
     assert {c.gpu for c in ex.calls} == {"0", "1"}

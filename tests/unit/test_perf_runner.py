@@ -241,7 +241,6 @@ def test_a_round_never_runs_a_commit_twice(store: Store) -> None:
     cands = shas(40)
     bid = new_bisection(store, cands, oracle=PERF)
     ex = Timer(cands, 20, 1.07, 3)
-    ex.sleep_s = 0.005
     r = make_runner(store, bid, cands, ex, width=3, oracle=PERF)
     rounds: list[tuple[int, ...]] = []
     run_round = r.run_round

@@ -80,7 +80,7 @@ class ThreadQueue:
 def test_rounds_on_workers_find_the_culprit_within_the_bound(store: Store, k: int) -> None:
     cands = shas(300)
     bid = new_bisection(store, cands)
-    ex = FakeExecutor(cands, culprit=211, sleep_s=0.01)
+    ex = FakeExecutor(cands, culprit=211)
     queue = ThreadQueue(store, bid, cands, ex)
     r = make_runner(store, bid, cands, ex, width=k, gpus=False)
     r.workers = Workers(store, queue, poll_s=0.01)

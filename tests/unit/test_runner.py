@@ -19,7 +19,7 @@ from bisector.run.lease import Lease
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
-from tests.clocks import SteppedClock
+from tests.clocks import GUARD_S, SteppedClock
 from tests.unit.fakes import (
     FakeExecutor,
     FakeSource,
@@ -73,7 +73,13 @@ def test_k_way_rounds_stay_within_the_bound(store: Store, k: int, n: int) -> Non
 def test_k_probes_of_a_round_run_at_the_same_time(store: Store) -> None:
     cands = shas(200)
     bid = new_bisection(store, cands)
-    ex = FakeExecutor(cands, culprit=150, sleep_s=0.15)
+    meet = threading.Barrier(4)
+
+    def together(index: int, commit: str) -> None:
+        if 3 <= index <= 6:  # the round after the endpoints: each waits for the other three
+            meet.wait(GUARD_S)  # (broken, and the run fails, unless all four run at once)
+
+    ex = FakeExecutor(cands, culprit=150, hook=together)
     make_runner(store, bid, cands, ex, width=4).run()
     first_interior = ex.calls[2:6]  # the round after the endpoints: 4 split points
     assert len({c.gpu for c in first_interior}) == 4
