@@ -21,6 +21,7 @@ from bisector.artifacts.shared import Source
 from bisector.base import oracle_env
 from bisector.base.errors import BisectorError, BuildError, UsageError
 from bisector.base.events import Events, QuietEvents
+from bisector.base.kinds import Way
 from bisector.core.search import Verdict
 from bisector.core.verdict import Polarity
 from bisector.executors.base import RunResult
@@ -125,7 +126,7 @@ def check(req: CheckRequest, note: Callable[[str], None] = lambda _text: None,
         inst = got.installable
         where = f"the tree of {sha[:12]} (nothing to build)" if inst.tree else (
             f"source build of {sha[:12]}"
-            + (" (from the team's object store)" if got.origin == "bucket" else ""))
+            + (" (from the team's object store)" if got.way is Way.BUCKET else ""))
     res = ready_pipeline(inst, executor, oracle, rules, events).probe(0, sha, gpu=req.gpu)
     run = res.run
     if system and not sha:  # the system torch's own commit, once its facts are known

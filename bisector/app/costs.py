@@ -19,6 +19,7 @@ import git
 
 from bisector.base import defaults
 from bisector.base.errors import UsageError
+from bisector.base.kinds import Way
 from bisector.oracle.dashboard import benchmark_runs
 from bisector.project.profiles import COMPILED_BUILD_S, COMPILED_SUFFIXES, GENERIC, Profile
 from bisector.store.durations import Measured
@@ -26,9 +27,11 @@ from bisector.store.durations import Measured
 # Seconds per step. Defaults from measured figures: an oracle run of name_mangling on an H100
 # took 22 s; a torch-sized env from a cached wheel ~2 s (make bench); a 2.5 GB nightly download
 # plus env ~2 min on a 200 Mbit/s link; a cold single-arch CUDA source build 30-60 min.
+# The steps are an oracle run and the ways of artifacts (base/kinds.Way) a plan prices: a
+# package from the team's object store is priced as a download (its runs measure it apart).
 DEFAULT_COSTS: dict[str, float] = {
-    "oracle": 30.0, "cached": 2.0, "prebuilt": 120.0, "overlay": 10.0, "build": 3600.0,
-    "broken": 0.0,
+    "oracle": 30.0, Way.CACHED: 2.0, Way.PREBUILT: 120.0, Way.OVERLAY: 10.0, Way.BUILD: 3600.0,
+    Way.BROKEN: 0.0,
 }
 
 
@@ -96,10 +99,10 @@ def project_costs(profile: Profile, compiled: bool,
     if profile is not GENERIC:
         return costs, f"{profile.name} projects"
     if compiled:
-        costs["build"] = COMPILED_BUILD_S
+        costs[Way.BUILD] = COMPILED_BUILD_S
         return costs, "a project with compiled sources"
     if assembles:
-        costs["build"] = ASSEMBLED_BUILD_S
+        costs[Way.BUILD] = ASSEMBLED_BUILD_S
         return costs, "a pure-Python project whose wheels assemble from the tree (both ends')"
     return costs, "a pure-Python project"
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from statistics import mean
 
+from bisector.base.kinds import Way
 from bisector.run.prefetch import pays
 
-Walk = Callable[[int], list[tuple[int, str]]]  # culprit -> [(position, kind)] in probe order
+Walk = Callable[[int], list[tuple[int, Way]]]  # culprit -> [(position, way)] in probe order
 
 
 def hidden_seconds(walk: Walk, culprits: list[int], costs: Mapping[str, float],
@@ -36,7 +37,7 @@ def hidden_seconds(walk: Walk, culprits: list[int], costs: Mapping[str, float],
             hidden = min(cost, cover) if ahead else 0.0
             total += hidden
             # What the next probe's obtaining can hide under: this one's wait and its runs.
-            cover = (cost - hidden) + (oracle_runs * costs["oracle"] if kind != "broken"
+            cover = (cost - hidden) + (oracle_runs * costs["oracle"] if kind is not Way.BROKEN
                                        else 0.0)
         saved.append(total)
     return mean(saved)

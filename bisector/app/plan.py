@@ -37,9 +37,9 @@ from bisector.app.costs import (
 )
 from bisector.app.overlap import with_prefetch
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
-from bisector.artifacts.ranking import COST
 from bisector.base import defaults
 from bisector.base.events import Events, QuietEvents
+from bisector.base.kinds import Way
 from bisector.core import noisy, paired
 from bisector.core.confirmation import owed
 from bisector.core.sampling import (
@@ -82,9 +82,9 @@ PERF_MEAN_RUNS = 2 * paired.TYPICAL_PAIRS
 
 class Ranking(Protocol):
     """What the projection needs of the artifact provider: how each commit would be obtained
-    (``cached``, ``prebuilt``, ``overlay``, ``build``, ``broken``) and the rank the search uses."""
+    (a :class:`Way`) and the rank the search uses."""
 
-    def kind(self, pos: int) -> str: ...
+    def kind(self, pos: int) -> Way: ...
     def cost(self, pos: int) -> int: ...
     def safe_between(self, a: int, b: int) -> bool: ...
 
@@ -98,18 +98,17 @@ class _Reuse:
         self.provider = provider
         self.built: list[int] = []
 
-    def kind(self, pos: int) -> str:
+    def kind(self, pos: int) -> Way:
         k = self.provider.kind(pos)
-        if k == "build" and any(self.provider.safe_between(b, pos) for b in self.built):
-            return "overlay"
+        if k is Way.BUILD and any(self.provider.safe_between(b, pos) for b in self.built):
+            return Way.OVERLAY
         return k
 
     def cost(self, pos: int) -> int:
+        return self.kind(pos).rank
 
-        return COST[self.kind(pos)]
-
-    def paid(self, pos: int, kind: str) -> None:
-        if kind == "build":
+    def paid(self, pos: int, kind: Way) -> None:
+        if kind is Way.BUILD:
             self.built.append(pos)
 
 
@@ -162,7 +161,7 @@ def consistent_culprits(n: int, known: Mapping[int, Verdict]) -> list[int]:
 
 
 def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
-          ) -> tuple[list[tuple[int, str]], bool]:
+          ) -> tuple[list[tuple[int, Way]], bool]:
     """The positions a deterministic search probes when the culprit is at ``culprit``, each
     with how it was obtained then, and whether the search names a culprit (a window of skips
     is not confirmed)."""
@@ -174,7 +173,7 @@ def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
             k = now.kind(p)
             probed.append((p, k))
             now.paid(p, k)
-            verdicts[p] = (Verdict.SKIP if k == "broken" else
+            verdicts[p] = (Verdict.SKIP if k is Way.BROKEN else
                            Verdict.BAD if p >= culprit else Verdict.GOOD)
     return probed, isinstance(s, Culprit)
 
@@ -187,13 +186,13 @@ def _confirmation(provider: Ranking, costs: Mapping[str, float], culprit: int,
     ``runs``: what a flaky search's confirmation still owes, when it knows."""
     if not sampling.confirm_runs:
         return 0, 0, 0.0
-    revert = "overlay" if provider.kind(culprit) == "overlay" else "build"
+    revert = Way.OVERLAY if provider.kind(culprit) is Way.OVERLAY else Way.BUILD
     # A performance culprit is confirmed paired: parent, culprit, parent, ..., then the revert
     # beside the same parent runs.
     if runs is None:
         runs = (4 * paired.TYPICAL_PAIRS + 1 if sampling.kind is Kind.PERFORMANCE
                 else 3 * sampling.confirm_runs)
-    return runs, int(revert == "build"), costs[revert] + runs * costs["oracle"]
+    return runs, int(revert is Way.BUILD), costs[revert] + runs * costs["oracle"]
 
 
 def simulate(n: int, provider: Ranking, costs: dict[str, float],
@@ -215,7 +214,8 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
         seeded.setdefault(0, Verdict.GOOD)  # judged by its baseline runs, priced here
         # Paired: each commit's runs come with as many of the reference's (worst: the cap).
         per_probe = 2 * perf_max_runs(sampling.max_runs) if worst else PERF_MEAN_RUNS
-        fixed = (1, int(provider.kind(0) == "build"), costs[provider.kind(0)] + costs["oracle"])
+        first = provider.kind(0)
+        fixed = (1, int(first is Way.BUILD), costs[first] + costs["oracle"])
     if not isinstance(next_step(n, seeded, cost=provider.cost), Next):
         return [(0, 0, 0.0)]  # the stored verdicts already answer: a run only reports them
     culprits = consistent_culprits(n, seeded) or list(range(1, n))
@@ -225,9 +225,9 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
         probed, named = _walk(n, provider, culprit, seeded)
         for _, k in probed:
             seconds += costs[k]
-            if k != "broken":
+            if k is not Way.BROKEN:
                 runs += per_probe
-                builds += k == "build"
+                builds += k is Way.BUILD
                 seconds += per_probe * costs["oracle"]
         c_runs, c_builds, c_seconds = (_confirmation(provider, costs, culprit, sampling)
                                        if named else (0, 0, 0.0))
@@ -245,12 +245,12 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
     not build moves the probe to the nearest one that does, as the run's ``testable`` does.
     Seeded, so a plan is the same every time it is asked."""
     rng = random.Random(seed)
-    usable = [p for p in range(1, n - 1) if provider.kind(p) != "broken"]
+    usable = [p for p in range(1, n - 1) if provider.kind(p) is not Way.BROKEN]
     culprits = list(range(1, n))
     out = []
     for culprit in culprits[::max(1, len(culprits) // NOISY_SAMPLE)]:
         now = _Reuse(provider)
-        got: dict[int, str] = {}
+        got: dict[int, Way] = {}
         reports: list[tuple[int, bool]] = []
         while True:
             step, _, _ = flaky_step(Evidence(tuple(reports), {}), n, sampling.endpoint_runs,
@@ -259,7 +259,7 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
             if step.end is not None or not step.positions:
                 break
             for p in step.positions:
-                if provider.kind(p) == "broken" and usable:
+                if provider.kind(p) is Way.BROKEN and usable:
                     p = min(usable, key=lambda q: (abs(q - p), q))
                 if p not in got:
                     got[p] = now.kind(p)
@@ -275,7 +275,7 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
                 provider, costs, c, sampling,
                 sum(owed(reports, c, c - 1, sampling.confirm_runs)) + defaults.NOISY_VOTE)
         runs = len(reports) + c_runs
-        out.append((runs, sum(k == "build" for k in kinds) + c_builds,
+        out.append((runs, sum(k is Way.BUILD for k in kinds) + c_builds,
                     sum(costs[k] for k in kinds) + len(reports) * costs["oracle"] + c_seconds))
     return out
 
@@ -357,7 +357,7 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
              stored_verdicts(store, key, cands, cfg.rules, hunt).items()}
     measured: dict[str, tuple[durations.Measured, str]] = {}
     if (build := durations.build_seconds(store, cfg.repo, cfg.profile)) is not None:
-        measured["build"] = (build, f"{cfg.profile} source builds of this repository")
+        measured[Way.BUILD] = (build, f"{cfg.profile} source builds of this repository")
     # Only this oracle's own runs: another oracle's say nothing of this one (unrun_oracle).
     if (oracle := durations.oracle_seconds(store, p.oracle.sha256)) is not None:
         measured["oracle"] = (oracle, "runs of this oracle")
@@ -365,7 +365,7 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         measured[step] = (m, f"{step} probes of this repository (all but the oracle run)")
     profile = get_profile(cfg.profile)
     compiled = profile is GENERIC and has_compiled_sources(parts.repos(), p.span.bad_sha)
-    assembles = profile.assemble_pure and not compiled and "build" not in measured and \
+    assembles = profile.assemble_pure and not compiled and Way.BUILD not in measured and \
         trees_assemble(parts.repos(), [cands[0], cands[-1]])
     project, kind = project_costs(profile, compiled, assembles)
     table, sources = price(costs, measured, project, kind)

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from bisector.base.kinds import Way
 from bisector.queue import need_queue
 from bisector.queue.routing import BUILD, PROBE, Offer, kind
 from bisector.store import workers
 from bisector.store.db import Store
 
-FOUND = ("cached", "bucket")  # a package found made: this box's cache, or another's upload
+FOUND = (Way.CACHED, Way.BUCKET)  # a package found made: this box's cache, or another's upload
 
 
 def hit_rate(counts: dict[str, int]) -> float | None:
     """The share of probes whose package was found made in the fleet (its local cache or the
     team's object store) rather than built, downloaded from an index or overlaid; None with
     no probe."""
-    total = sum(v for k, v in counts.items() if k != "broken")
+    total = sum(v for k, v in counts.items() if k != Way.BROKEN)
     return sum(counts.get(k, 0) for k in FOUND) / total if total else None
 
 

@@ -1,39 +1,27 @@
 """The last way to a commit's torch: a source build by the recipe's builder (host or
 container), claimed in the store so that boxes sharing it build each commit once, stored as an
-artifact (a wheel, or the fact that the commit does not build) and uploaded to the team's
-object store. ``builds_refused`` stops the chain short of it (the prefetch without a build
-slot, the watch's nightlies).
+artifact (a wheel, or the fact that the commit does not build) and kept (uploaded to the team's
+object store). A caller that must not build (the prefetch without a build slot, the watch's
+nightlies) asks the chain without this way (``provider.Provider.unbuilt``).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from contextlib import AbstractContextManager
-from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 from bisector.artifacts.build import BuildResult, build_key, obtain_wheel, wheel_digest
 from bisector.artifacts.build_logs import describe_stats
-from bisector.artifacts.obtained import Answer, Unobtainable
+from bisector.artifacts.obtained import Answer
 from bisector.artifacts.prebuilt import triton_requirement
 from bisector.artifacts.shared import Shared
-from bisector.base.events import flag_set
-from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, Way
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive, owner_id
 from bisector.store import claims
 from bisector.store.records import ArtifactRecord, NewArtifact
-
-# Set where a commit is obtained ahead of need without a build slot to spare for it
-# (run/prefetch.py): the chain then stops before building (an overlay the exact diff refused
-# falls through to here), and the probe builds it itself if it comes to that.
-_NO_BUILD: ContextVar[bool] = ContextVar("bisector_no_build", default=False)
-
-
-def builds_refused() -> AbstractContextManager[None]:
-    return flag_set(_NO_BUILD)
 
 
 class Build:
@@ -43,6 +31,7 @@ class Build:
     and an object store) never build one commit twice at once."""
 
     poll_s = 2.0
+    way = Way.BUILD
 
     def __init__(self, shared: Shared) -> None:
         self.s = shared
@@ -56,11 +45,11 @@ class Build:
         while True:
             holder = claims.claim_build(store, key, sha, self.me)
             if holder is None:
-                found = self.s.found(key)  # built (and uploaded) just before we claimed it
-                if found is None or found[0].status is ArtifactStatus.ERROR:
+                found = self.s.keep.get(key)  # built (and kept) just before we claimed it
+                if found is None or found.row.status is ArtifactStatus.ERROR:
                     return None
                 claims.release_build(store, key, sha, self.me)
-                return self.s.answer_found(found)
+                return self.s.keep.answer(found)
             if holder.owner and not owner_alive(holder.owner, holder.at):
                 claims.take_over_build(store, key, sha, self.me, holder.owner)
                 continue
@@ -72,9 +61,10 @@ class Build:
                 raise cancel.Stopped("stopped while waiting for another process's build")
             time.sleep(self.poll_s)
 
+    def would(self, pos: int) -> bool:
+        return True  # the last way: every commit can be built (or found not to build)
+
     def obtain(self, pos: int, sha: str) -> Answer:
-        if _NO_BUILD.get():
-            return Unobtainable("not built ahead: no build slot to spare", permanent=False)
         recipe, events = self.s.ranking.recipe, self.s.events
         builder = recipe.builder
         key, settings = build_key(recipe.profile, sha, recipe.python, builder)
@@ -98,7 +88,8 @@ class Build:
                 claims.release_build(self.s.artifacts.store, key, sha, self.me)
         # A new base: commits near it may overlay on it now.
         self.s.ranking.forget_stored(new_base=row.status is ArtifactStatus.OK)
-        return self.s.answer(mine, fresh=not res.cached)
+        fresh = not res.cached  # a wheel already in the build cache was found, not built
+        return self.s.answer(mine, fresh=fresh, way=Way.BUILD if fresh else Way.CACHED)
 
     def _save(self, sha: str, key: str, settings: dict[str, Any],
               res: BuildResult) -> tuple[ArtifactRecord, ArtifactRecord]:
@@ -123,7 +114,7 @@ class Build:
         triton = triton_requirement(self.s.repo(), sha, recipe.profile, nightly=True)
         if triton:
             settings = {**settings, "extra": [triton]}
-        held = self.s.held_elsewhere(key, digest) if digest else None
+        held = self.s.keep.held_elsewhere(key, digest) if digest else None
         if held is not None:
             events.note(f"{sha[:12]}'s wheel built here differs from the one the team's object "
                         f"store holds (sha256 {str(digest)[:12]} here, {held.sha256[:12]} "
@@ -135,5 +126,5 @@ class Build:
             sha256=held.sha256 if held else digest, size=held.size if held else size,
             log_path=str(res.log_path), log_tail=res.log_tail, duration_s=res.duration_s,
             stats=stats))
-        self.s.publish(row)
+        self.s.keep.put(row)
         return row, (replace(row, sha256=digest, size=size) if held else row)

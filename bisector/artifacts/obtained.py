@@ -15,7 +15,7 @@ from bisector.artifacts.build import Builder, build_key
 from bisector.artifacts.build_logs import failure_summary
 from bisector.artifacts.installable import Installable, InstalledBase
 from bisector.artifacts.prebuilt import Prebuilt
-from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, Way
 from bisector.project.profiles import Profile
 from bisector.store.records import ArtifactRecord
 
@@ -28,8 +28,9 @@ class Obtained:
     # Made ahead while an earlier probe's oracle ran (run/prefetch.py): phase -> seconds it
     # took then ({"obtain": 19.2, "environment": 0.8}); empty when made when asked.
     ahead: dict[str, float] = field(default_factory=dict)
-    # Where a package made elsewhere came from: "bucket" (the team's object store), else "".
-    origin: str = ""
+    # The way it was had (what ``bisect plan`` prices it as, the ``obtained_as`` fact): a
+    # package found kept is CACHED (this box) or BUCKET (another box's upload).
+    way: Way = Way.CACHED
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class Unobtainable:
     permanent: bool
     artifact: ArtifactRecord | None = None
     fresh: bool = False  # this probe paid for the failed build
+
+    @property
+    def way(self) -> Way:
+        return Way.BROKEN  # no package: a skip
 
 
 Answer = Obtained | Unobtainable
@@ -79,10 +84,11 @@ def usable(a: ArtifactRecord) -> bool:
 
 
 def answer(a: ArtifactRecord, installed: InstalledBase | None,
-           fresh: bool = False) -> Answer:
-    """The answer a stored artifact row gives: its installable, or why the commit has none."""
+           fresh: bool = False, way: Way = Way.CACHED) -> Answer:
+    """The answer a stored artifact row gives: its installable (had the ``way`` said), or why
+    the commit has none."""
     if a.status is ArtifactStatus.OK and a.path:
-        return Obtained(installable(a, installed), a, fresh)
+        return Obtained(installable(a, installed), a, fresh, way=way)
     if a.status is ArtifactStatus.ERROR:
         why = (a.stats or {}).get("error", "unknown")
         return Unobtainable(f"build could not run: {why}", False, a, fresh)

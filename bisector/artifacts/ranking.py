@@ -1,7 +1,8 @@
-"""Which way to a commit's torch is cheapest, without obtaining anything.
-
-The same ranking feeds the search (``cost``: probe cheap commits when the split allows) and
-``bisect plan`` (``kind``), so what the plan projects is what the run does. It also holds what
+"""What the ways of the chain ask before obtaining anything: which commits have their package
+stored (or stored as broken), which have a prebuilt wheel, which have nothing to build, and
+the nearest overlay base of each. The ways' ``would`` read it, and the provider's ``kind``
+(the first way that would) feeds the search (``cost``: probe cheap commits when the split
+allows) and ``bisect plan``, so what the plan projects is what the run does. It also holds what
 the run has learnt about its bases: a prebuilt that failed is dropped here, a new source build
 becomes a base here, and every thread of the run sees both at once (under one lock).
 """
@@ -20,21 +21,19 @@ from bisector.artifacts.obtained import Recipe, Sources, usable
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.base.kinds import ArtifactStatus
 from bisector.project.profiles import Profile, in_tree_at
-from bisector.store import remote as remote_rows
 from bisector.store.artifacts import ArtifactStore
 
-# Probe cost classes, cheapest first; the search compares only their order.
 OUTSIDE = -1  # position of an installed base that is not a candidate
-COST = {"cached": 0, "prebuilt": 1, "overlay": 2, "build": 3, "broken": 4}
 
 
 class Ranking:
     def __init__(self, artifacts: ArtifactStore, repo: Callable[[], git.Repo],
                  candidates: list[str], recipe: Recipe, sources: Sources,
-                 bucket: str | None = None) -> None:
+                 shared_keys: Callable[[], set[str]] = set) -> None:
         self.artifacts, self._repo, self.candidates = artifacts, repo, candidates
-        # The team's object store (--artifacts): a wheel another box built is a base here too.
-        self.bucket = bucket
+        # The keys the team's object store holds (keepers.py): a wheel another box built is a
+        # base here too.
+        self._shared_keys = shared_keys
         self.recipe, self.profile = recipe, recipe.profile
         self.prebuilts = dict(sources.prebuilts)
         self.installed: InstalledBase | None = sources.installed
@@ -132,15 +131,18 @@ class Ranking:
         with self._lock:
             if self._known is None:
                 keys = {self.recipe.source_key(sha): sha for sha in self.candidates}
-                shared = {r.artifact_key for r in remote_rows.listed(self.artifacts.store,
-                                                                     self.bucket)
-                          } if self.bucket else set()
+                shared = self._shared_keys()
                 self._known = {}
                 for a in self.artifacts.for_commits(self.candidates):
                     if a.key in keys and (usable(a) or (a.key in shared and a.status is
                                                         ArtifactStatus.OK)):
                         self._known[keys[a.key]] = a.status
             return self._known
+
+    def stored(self, pos: int) -> ArtifactStatus | None:
+        """The status of the source build stored for candidate ``pos`` that this box can act
+        on (its wheel here or in the team's object store, or the fact it does not build)."""
+        return self._known_artifacts().get(self.candidates[pos])
 
     def built(self) -> set[int]:
         """Positions whose source build is stored and still on disk: build once, overlay many
@@ -226,20 +228,3 @@ class Ranking:
         with self._lock:
             self._exact[base, pos] = ok
         return ok
-
-    def kind(self, pos: int) -> str:
-        if self.in_tree(self.candidates[pos]):
-            return "cached"  # nothing to make: the tree is exported in milliseconds
-        known = self._known_artifacts().get(self.candidates[pos])
-        if known is ArtifactStatus.OK:
-            return "cached"
-        if known is ArtifactStatus.FAILED:
-            return "broken"
-        if pos in self.prebuilts or pos == self.installed_pos:
-            return "prebuilt"
-        if self.overlay_base(pos) is not None:
-            return "overlay"
-        return "build"
-
-    def cost(self, pos: int) -> int:
-        return COST[self.kind(pos)]

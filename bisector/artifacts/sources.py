@@ -1,11 +1,12 @@
-"""The chain of ways to a commit's torch, each one job, asked in this order by
-``provider.Provider``: nothing at all, when the commit has nothing to build (its probe runs
-the oracle in its tree, as ``git bisect run`` does); the installed torch
-(``--installed-base``), the local cache, the team's object store, the commit's own wheel in an
-index (release or nightly), the fact that it does not build, a Python-only overlay on a nearby
-base, a source build (``building.py``). Each answers, or passes (None) to the next.
-``given.py`` has the two ways ``bisect check`` is handed a torch (the system's, a wheel file);
-``shared.py`` what they all use.
+"""The ways to a commit's torch, each one class carrying its :class:`~bisector.base.kinds.Way`
+(its price) and ``would(pos)`` (whether it would serve a candidate now), asked in the order of
+``provider.WAYS``: nothing at all, when the commit has nothing to build (its probe runs the
+oracle in its tree, as ``git bisect run`` does); the installed torch (``--installed-base``);
+the keepers (``keepers.py``: the package made before, on this box or by another box); the
+commit's own wheel in an index (release or nightly); the stored fact that it does not build; a
+Python-only overlay on a nearby base; a source build (``building.py``). Each answers, saying
+the way it took, or passes (None) to the next. ``given.py`` has the two ways ``bisect check``
+is handed a torch (the system's, a wheel file); ``shared.py`` what they all use.
 
 A prebuilt that fails (gone from the index, wrong hash) is dropped from the ranking for the
 rest of the run and the next way is tried, so a broken download can cost time but never a
@@ -14,18 +15,18 @@ wrong verdict. One artifact key is obtained by one thread at a time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from bisector.artifacts import overlay
 from bisector.artifacts.build import wheel_digest
 from bisector.artifacts.cache import wheel_dir
-from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem
+from bisector.artifacts.index import IndexFile, IndexProblem
 from bisector.artifacts.installable import IN_TREE, Installable
+from bisector.artifacts.keepers import Found
 from bisector.artifacts.obtained import Answer, Obtained, installable
 from bisector.artifacts.prebuilt import triton_of
 from bisector.artifacts.shared import Shared, prebuilt_key
-from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, Way
 from bisector.store.records import NewArtifact
 
 
@@ -35,18 +36,30 @@ class Tree:
     tree. Asked first, so a build failure stored for it before (uv: "does not appear to be a
     Python project") is never its answer again."""
 
+    way = Way.CACHED  # nothing to make: the tree is exported in milliseconds
+
     def __init__(self, shared: Shared) -> None:
         self.s = shared
+
+    def would(self, pos: int) -> bool:
+        return self.s.ranking.in_tree(self.s.ranking.candidates[pos])
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
         return Obtained(IN_TREE, None) if self.s.ranking.in_tree(sha) else None
 
 
 class Installed:
-    """``--installed-base``: the torch installed in a Python, recorded as an artifact."""
+    """``--installed-base``: the torch installed in a Python, recorded as an artifact. Priced
+    as a wheel that exists without building; its answer says CACHED (nothing was fetched)."""
+
+    way = Way.PREBUILT
 
     def __init__(self, shared: Shared) -> None:
         self.s = shared
+
+    def would(self, pos: int) -> bool:
+        r = self.s.ranking
+        return pos == r.installed_pos and r.installed is not None
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
         r = self.s.ranking
@@ -62,18 +75,34 @@ class Installed:
         return Obtained(Installable(inst.key, "installed", installed=inst), row)
 
 
-class LocalCache:
-    """The commit made before on this box (by any bisection): its own prebuilt wheel or its
-    source build, on disk."""
+class Kept:
+    """The keepers (``keepers.py``): the commit's package made before, on this box's disk (by
+    any bisection), else by another box, from the team's object store into this box's cache
+    (checked against the digest in SQL). Its own prebuilt wheel's key first, then its source
+    build's."""
+
+    way = Way.CACHED  # found made: what is left is making its environment
 
     def __init__(self, shared: Shared) -> None:
         self.s = shared
 
+    def would(self, pos: int) -> bool:
+        return self.s.ranking.stored(pos) is ArtifactStatus.OK
+
     def obtain(self, pos: int, sha: str) -> Answer | None:
-        for key in self.s.keys(pos, sha):
+        keep, keys = self.s.keep, self.s.keys(pos, sha)
+        for key in keys:
             a = self.s.artifacts.get(key)
-            if a is not None and a.status is ArtifactStatus.OK and self.s.local(a):
-                return self.s.answer_found((a, ""))
+            if a is not None and a.status is ArtifactStatus.OK and keep.here(a):
+                return keep.answer(Found(a, Way.CACHED))
+        for key in keys:
+            a = self.s.artifacts.get(key)
+            if a is None or a.status is not ArtifactStatus.OK or keep.here(a):
+                continue
+            with self.s.key_locks[key]:  # two probes of a round may share one base wheel
+                fetched = keep.from_bucket(a)
+            if fetched is not None:
+                return keep.answer(Found(fetched, Way.BUCKET))
         return None
 
 
@@ -82,44 +111,33 @@ class Broken:
     neither a package made before nor its own prebuilt wheel was to be had: a skip, never a
     build again nor an overlay that would hide it."""
 
+    way = Way.BROKEN
+
     def __init__(self, shared: Shared) -> None:
         self.s = shared
+
+    def would(self, pos: int) -> bool:
+        return self.s.ranking.stored(pos) is ArtifactStatus.FAILED
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
         a = self.s.artifacts.get(self.s.ranking.recipe.source_key(sha))
         if a is not None and a.status is ArtifactStatus.FAILED:
-            return self.s.answer_found((a, ""))
-        return None
-
-
-class ObjectStore:
-    """The commit made by another box: its wheel from the team's object store into this
-    box's cache, checked against the digest in SQL (``Shared.from_remote``)."""
-
-    def __init__(self, shared: Shared) -> None:
-        self.s = shared
-
-    def obtain(self, pos: int, sha: str) -> Answer | None:
-        if self.s.remote is None:
-            return None
-        for key in self.s.keys(pos, sha):
-            a = self.s.artifacts.get(key)
-            if a is None or a.status is not ArtifactStatus.OK or self.s.local(a):
-                continue
-            with self.s.key_locks[key]:  # two probes of a round may share one base wheel
-                fetched = self.s.from_remote(a)
-            if fetched is not None:
-                return self.s.answer_found((fetched, "bucket"))
+            return self.s.keep.answer(Found(a, Way.CACHED))
         return None
 
 
 class Index:
     """The commit's own release or nightly wheel from its index: stored once downloaded, its
-    hash checked, then uploaded. Also an overlay's base wheel, wherever it is (its own local
-    and object-store lookups first)."""
+    hash checked, then kept (uploaded). Also an overlay's base wheel, wherever it is (the
+    keepers asked first)."""
 
-    def __init__(self, shared: Shared, client_for: Callable[[str], IndexClient]) -> None:
-        self.s, self.client_for = shared, client_for
+    way = Way.PREBUILT
+
+    def __init__(self, shared: Shared) -> None:
+        self.s = shared
+
+    def would(self, pos: int) -> bool:
+        return self.s.ranking.prebuilt(pos) is not None
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
         pb = self.s.ranking.prebuilt(pos)
@@ -127,9 +145,9 @@ class Index:
             return None
         key = prebuilt_key(sha, pb.url, pb.sha256)
         with self.s.key_locks[key]:  # two probes of a round may share one base wheel
-            found = self.s.found(key)
-            if found is not None and found[0].status is ArtifactStatus.OK and found[0].path:
-                return self.s.answer_found(found)
+            found = self.s.keep.get(key)
+            if found is not None and found.row.status is ArtifactStatus.OK and found.row.path:
+                return self.s.keep.answer(found)
             dest = wheel_dir(key) / pb.filename
             if dest.exists() and pb.sha256 and wheel_digest(dest)[0] != pb.sha256:
                 dest.unlink()  # changed on disk since it was downloaded: fetch it again
@@ -142,13 +160,13 @@ class Index:
             row = self.s.artifacts.save(NewArtifact(
                 key, sha, ArtifactKind.PREBUILT, ArtifactStatus.OK, settings, path=str(dest),
                 sha256=digest, size=size))
-            self.s.publish(row)
+            self.s.keep.put(row)
         return Obtained(Installable(key, f"{pb.kind} wheel {pb.filename}", wheel=dest,
-                                    sha256=digest), row, fresh=True)
+                                    sha256=digest), row, fresh=True, way=Way.PREBUILT)
 
     def _download(self, pos: int, url: str, filename: str, sha256: str | None,
                   dest: Path) -> bool:
-        client = self.client_for(url.rsplit("/", 1)[0])
+        client = self.s.client_for(url.rsplit("/", 1)[0])
         f = IndexFile(filename, url, {"sha256": sha256} if sha256 else {})
         with self.s.downloading(filename) as progress:
             try:
@@ -165,8 +183,13 @@ class Overlay:
     """The commit's Python files laid over the nearest base (installed, prebuilt or built)
     whose difference is only Python."""
 
-    def __init__(self, shared: Shared, installed: Installed, index: Index) -> None:
-        self.s, self.installed, self.index = shared, installed, index
+    way = Way.OVERLAY
+
+    def __init__(self, shared: Shared) -> None:
+        self.s, self.installed, self.index = shared, Installed(shared), Index(shared)
+
+    def would(self, pos: int) -> bool:
+        return self.s.ranking.overlay_base(pos) is not None
 
     def obtain(self, pos: int, sha: str) -> Answer | None:
         r = self.s.ranking
@@ -212,13 +235,14 @@ class Overlay:
         return Obtained(Installable(key, f"overlay of {sha[:12]} on {desc}",
                                     wheel=base_inst.wheel, installed=base_inst.installed,
                                     overlay=path, extra=base_inst.extra,
-                                    sha256=base_inst.sha256), row, fresh=True)
+                                    sha256=base_inst.sha256), row, fresh=True, way=Way.OVERLAY)
 
     def _built_base(self, pos: int) -> Obtained | None:
         """The stored source wheel of ``pos`` as an overlay base, or None when it is gone
         (removed by ``bisect gc``: forget it, so the ranking stops counting on it)."""
         r = self.s.ranking
-        row = self.s.existing(r.recipe.source_key(r.candidates[pos]))
+        found = self.s.keep.get(r.recipe.source_key(r.candidates[pos]))
+        row = found.row if found is not None else None
         if row is None or row.status is not ArtifactStatus.OK or not row.path:
             r.forget_stored()
             return None

@@ -133,7 +133,7 @@ _AHEAD: ContextVar[bool] = ContextVar("bisector_ahead", default=False)
 @contextmanager
 def flag_set(flag: ContextVar[bool]) -> Iterator[None]:
     """``flag`` true in this thread (its context) while the block runs: how work done ahead
-    of need marks itself (``made_ahead`` here, ``artifacts.building.builds_refused``)."""
+    of need marks itself (``made_ahead``)."""
     token = flag.set(True)
     try:
         yield

@@ -57,6 +57,27 @@ class ArtifactKind(enum.StrEnum):
     INSTALLED = "installed"  # a torch already installed here (--installed-base)
 
 
+class Way(enum.StrEnum):
+    """How a probe has its commit's torch, cheapest first: the one list of cost classes that
+    the search ranks by (:attr:`rank`: only the order counts), ``bisect plan`` prices
+    (``--cost WAY=SECONDS``), the run records (a probe's ``obtained_as`` fact) and reports
+    count. A way of the chain (``artifacts/ways.py``) carries one and predicts it
+    (``would``); the answer it gives says the one it took. The values are stored: never
+    rename one."""
+
+    CACHED = "cached"  # made before on this box, or nothing to make (the commit's tree)
+    BUCKET = "bucket"  # made by another box: from the team's object store
+    PREBUILT = "prebuilt"  # a wheel that exists without building (an index's, installed)
+    OVERLAY = "overlay"  # the commit's Python files over a nearby base
+    BUILD = "build"  # a source build
+    BROKEN = "broken"  # none: the commit does not build (a skip)
+
+    @property
+    def rank(self) -> int:
+        """Cheaper ways rank lower (the order of the members)."""
+        return list(Way).index(self)
+
+
 class ArtifactStatus(enum.StrEnum):
     OK = "ok"
     FAILED = "failed"  # the commit does not build: a fact, reused forever

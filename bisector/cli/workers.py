@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from bisector.base.errors import UsageError
+from bisector.base.kinds import Way
 from bisector.cli.config_file import ConfiguredCommand
 from bisector.cli.console import err, escape, out
 from bisector.cli.context import Ctx
@@ -137,8 +138,8 @@ def workers_cmd(c: Ctx, json_out: bool) -> None:
     fleet = data["fleet"]
     if fleet["obtained"]:
         got = fleet["obtained"]
-        words = {"cached": "local cache", "bucket": "object store", "prebuilt": "index",
-                 "overlay": "overlay", "build": "built", "broken": "unbuildable"}
+        words = {Way.CACHED: "local cache", Way.BUCKET: "object store", Way.PREBUILT: "index",
+                 Way.OVERLAY: "overlay", Way.BUILD: "built", Way.BROKEN: "unbuildable"}
         parts = [f"{got[k]} {words.get(k, k)}" for k in sorted(got, key=lambda k: -got[k])]
         rate = fleet["hit_rate"]
         out.print(f"packages of the last day's {sum(got.values())} probe(s): {', '.join(parts)}"

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bisector.base.errors import UsageError
+from bisector.base.kinds import Way
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ TORCHLET = Profile(
     overlay_install=("torchlet/*",),
     triton_pins=("ci/triton.txt", "ci/triton_version.txt"),
     # A C file and some Python: a build of seconds (make demo), an oracle of a second or two.
-    costs={"oracle": 5.0, "cached": 2.0, "prebuilt": 5.0, "overlay": 3.0, "build": 20.0},
+    costs={"oracle": 5.0, Way.CACHED: 2.0, Way.PREBUILT: 5.0, Way.OVERLAY: 3.0,
+           Way.BUILD: 20.0},
 )
 
 PYTORCH = Profile(
@@ -191,8 +193,8 @@ PYTORCH = Profile(
 GENERIC = Profile(name="generic", distribution=None, import_name=None, git_checkout=True,
                   build_env={"UV_NO_BUILD_ISOLATION": "0"}, derive_overlays=True,
                   assemble_pure=True, probe_tree="unpackaged",
-                  costs={"oracle": 10.0, "cached": 2.0, "prebuilt": 10.0, "overlay": 3.0,
-                         "build": 30.0})
+                  costs={"oracle": 10.0, Way.CACHED: 2.0, Way.PREBUILT: 10.0, Way.OVERLAY: 3.0,
+                         Way.BUILD: 30.0})
 COMPILED_SUFFIXES = (".c", ".cc", ".cpp", ".cxx", ".cu", ".pyx", ".rs", ".f90", ".go")
 COMPILED_BUILD_S = 600.0
 
@@ -202,8 +204,8 @@ COMPILED_BUILD_S = 600.0
 # (the oracle's dependencies only, made once) first on PATH. Detected when the bad commit has
 # none of PACKAGING. Priced as an oracle run and nothing to make.
 TREE = Profile(name="tree", distribution=None, import_name=None, probe_tree="always",
-               costs={"oracle": 10.0, "cached": 0.5, "prebuilt": 0.5, "overlay": 0.5,
-                      "build": 0.5})
+               costs={"oracle": 10.0, Way.CACHED: 0.5, Way.PREBUILT: 0.5, Way.OVERLAY: 0.5,
+                      Way.BUILD: 0.5})
 
 # The files whose absence at a commit's root means uv has nothing to build there.
 PACKAGING = ("pyproject.toml", "setup.py", "setup.cfg")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bisector.base.events import QuietEvents
+from bisector.base.kinds import Way
 from bisector.core import compile_failure
 from bisector.core.search import Verdict
 from bisector.core.verdict import Outcome, Polarity, Rules
@@ -149,7 +150,7 @@ def after(ctx: CulpritCheck, asked: Asked, position: int, sha: str) -> dict[str,
     facts, failing = _culprit_facts(ctx, sha)
     if not facts.get("torch"):  # no torch there: the probes' facts describe it all
         return {}
-    if ctx.source.kind(position) in ("build", "broken"):
+    if ctx.source.kind(position) in (Way.BUILD, Way.BROKEN):
         return {"environment_report": {"sha": sha, "error": (
             "the culprit's package is not made here any more (it would take a source "
             "build): the versions block comes from the facts its probes recorded")}}

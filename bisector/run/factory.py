@@ -23,7 +23,6 @@ import git
 
 from bisector.artifacts import remote
 from bisector.artifacts.build import Builder, BuildRun, HostBuilder
-from bisector.artifacts.building import builds_refused
 from bisector.artifacts.docker_build import DockerBuilder
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Obtained, Recipe, Sources, Unobtainable
@@ -152,9 +151,8 @@ def obtain_prebuilt(store: Store, repo: git.Repo, commit: str, wheel: Prebuilt,
                     policy: Policy) -> Obtained | Unobtainable:
     """One commit's prebuilt wheel outside a bisection (the watch's nightlies), through the
     chain every probe uses (local cache, object store, index; never a build)."""
-    with builds_refused():
-        return _lone(store, repo, commit, recipe, Sources({0: wheel}), events,
-                     policy).obtain(0)
+    lone = _lone(store, repo, commit, recipe, Sources({0: wheel}), events, policy)
+    return lone.obtain(0, lone.unbuilt)
 
 
 def obtain_commit(store: Store, repo: git.Repo, commit: str, recipe: Recipe,

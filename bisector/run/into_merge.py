@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bisector.artifacts.obtained import Obtained, Unobtainable
-from bisector.base.kinds import State
+from bisector.base.kinds import State, Way
 from bisector.core.search import Verdict
 from bisector.project import history, merges
 from bisector.run.pipeline import Source
@@ -156,11 +156,14 @@ class Beside:
         sha = self.sha(pos)
         return self.source.obtain_commit(sha, self.near())
 
+    def obtain_unbuilt(self, pos: int) -> Obtained | Unobtainable:
+        return self.source.obtain_unbuilt(pos) if pos < self.walked else self.obtain(pos)
+
     def cost(self, pos: int) -> int:
         return self.source.cost(pos if pos < self.walked else self.near())
 
-    def kind(self, pos: int) -> str:
-        return self.source.kind(pos) if pos < self.walked else "overlay"
+    def kind(self, pos: int) -> Way:
+        return self.source.kind(pos) if pos < self.walked else Way.OVERLAY
 
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         return self.source.obtain_commit(sha, near)

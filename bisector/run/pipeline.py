@@ -21,7 +21,7 @@ from typing import Protocol
 from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base.errors import LeaseLost
 from bisector.base.events import MEASURED, Events, QuietEvents, steps_to
-from bisector.base.kinds import ArtifactKind
+from bisector.base.kinds import Way
 from bisector.base.paths import logs_dir
 from bisector.core import perf, signature
 from bisector.core.search import Verdict
@@ -51,10 +51,14 @@ class Source(Protocol):
     """Where a probe's torch comes from (the artifact provider), and what each costs."""
 
     def obtain(self, pos: int) -> Obtained | Unobtainable: ...
+    def obtain_unbuilt(self, pos: int) -> Obtained | Unobtainable:
+        """:meth:`obtain` short of a source build: what is made ahead without a build slot
+        (run/prefetch.py); the probe builds it itself if it comes to that."""
+        ...
     def cost(self, pos: int) -> int: ...
-    def kind(self, pos: int) -> str:
-        """How ``pos`` would be obtained (``cached``, ``prebuilt``, ``overlay``, ``build``,
-        ``broken``), without obtaining it: what the prefetch weighs (run/prefetch.py)."""
+    def kind(self, pos: int) -> Way:
+        """How ``pos`` would be obtained, without obtaining it: what the prefetch weighs
+        (run/prefetch.py)."""
         ...
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         """A commit outside the candidates (a culprit's revert), obtained like ``near``."""
@@ -181,21 +185,6 @@ class NullRecorder:
         pass
 
 
-def obtained_as(got: Obtained | Unobtainable) -> str:
-    """The step ``bisect plan`` prices this probe's obtaining as: ``cached`` for a package
-    found made, ``bucket`` for one another box made (the team's object store), else how it
-    was made (``build``, ``prebuilt``, ``overlay``), ``broken`` for none."""
-    if isinstance(got, Unobtainable):
-        return "broken"
-    if got.origin:
-        return got.origin  # made by another box, downloaded from the team's bucket
-    kind = got.artifact.kind if got.artifact is not None else None
-    if not got.fresh or kind in (None, ArtifactKind.INSTALLED):
-        return "cached"
-    return {ArtifactKind.SOURCE: "build", ArtifactKind.PREBUILT: "prebuilt",
-            ArtifactKind.OVERLAY: "overlay"}.get(kind, "cached")
-
-
 class Pipeline:
     def __init__(
         self,
@@ -272,7 +261,7 @@ class Pipeline:
         # own duration leaves out): what the estimate of a run's time left is made of.
         probe_s = time.monotonic() - t0
         facts = {**run.facts, "artifact_fresh": got.fresh, "probe_s": round(probe_s, 3),
-                 "phases": phases(run, obtain_s, probe_s), "obtained_as": obtained_as(got)}
+                 "phases": phases(run, obtain_s, probe_s), "obtained_as": got.way}
         if gpu is not None:  # which GPU of which box: a performance search pairs within one
             facts["lane"] = f"{socket.gethostname()}/{gpu}"
         if isinstance(got, Obtained) and got.ahead:

@@ -30,12 +30,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from bisector.artifacts.building import builds_refused
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
 from bisector.base import defaults
 from bisector.base.clock import MONOTONIC, Clock
 from bisector.base.events import made_ahead
+from bisector.base.kinds import Way
 from bisector.base.paths import cache_dir
 from bisector.infra import cancel
 
@@ -52,16 +52,16 @@ class _Job:
     spans: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
 
-def pays(chance: float, kind: str, spare_builds: int) -> bool:
+def pays(chance: float, kind: Way, spare_builds: int) -> bool:
     """Is making this commit's torch ahead worth it? A download, an overlay or a stored wheel
     always is (the network and the disk idle during the oracle). A source build is a bet: only
     on a build slot no probe of the round needs (``--build-jobs`` beyond ``--jobs``: a build
     box's or idle cores' time), and only when its expected saving, ``chance`` times the build
     time the GPU would otherwise wait, exceeds the build time priced at
     :data:`defaults.SPECULATIVE_BUILD_PRICE` of the GPU's."""
-    if kind == "build":
+    if kind is Way.BUILD:
         return spare_builds > 0 and chance > defaults.SPECULATIVE_BUILD_PRICE
-    return kind != "broken"
+    return kind is not Way.BROKEN
 
 
 def disk_allows() -> bool:
@@ -75,11 +75,15 @@ def disk_allows() -> bool:
 class Prefetcher:
     """Makes ahead what the next probes need; a probe's :meth:`obtain` takes it."""
 
-    def __init__(self, obtain: Callable[[int], Answer], kind: Callable[[int], str],
+    def __init__(self, obtain: Callable[[int], Answer], kind: Callable[[int], Way],
                  prepare: Callable[[Installable], None] | None, slots: int,
                  spare_builds: int = 0, room: Callable[[], bool] = disk_allows,
-                 clock: Clock = MONOTONIC) -> None:
+                 clock: Clock = MONOTONIC,
+                 unbuilt: Callable[[int], Answer] | None = None) -> None:
         self._obtain, self.kind, self.prepare = obtain, kind, prepare
+        # What a job that may not build asks: the chain short of a source build (the provider's
+        # ``obtain_unbuilt``); None: ``obtain`` never builds.
+        self._unbuilt = unbuilt or obtain
         self.slots, self.spare_builds, self.room, self.clock = slots, spare_builds, room, clock
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="ahead")
         self._jobs: dict[int, _Job] = {}
@@ -99,8 +103,8 @@ class Prefetcher:
                     break
                 kind = self.kind(pos)
                 if pays(chance, kind, builds):
-                    wanted.append((pos, kind == "build"))
-                    builds -= kind == "build"
+                    wanted.append((pos, kind is Way.BUILD))
+                    builds -= kind is Way.BUILD
         with self._lock:
             chosen = [pos for pos, _ in wanted]
             for pos in [p for p in self._jobs if p not in chosen and p not in keep]:
@@ -114,13 +118,13 @@ class Prefetcher:
         return chosen
 
     def _make(self, job: _Job) -> None:
-        refused = contextlib.nullcontext() if job.may_build else builds_refused()
-        with job.scope.inside(), made_ahead(), refused:
+        obtain = self._obtain if job.may_build else self._unbuilt
+        with job.scope.inside(), made_ahead():
             try:
                 if job.scope.abandoned.is_set():
                     raise cancel.Stopped("no longer needed")
                 job.spans["obtain"] = (self.clock.now(), None)
-                got = self._obtain(job.position)
+                got = obtain(job.position)
                 job.spans["obtain"] = (job.spans["obtain"][0], self.clock.now())
             except BaseException as e:  # handed to the probe, which then obtains it itself
                 job.got.set_exception(e)

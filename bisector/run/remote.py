@@ -19,11 +19,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
-from bisector.artifacts.ranking import COST
 from bisector.base import defaults
 from bisector.base.errors import BisectorError, Cancelled, LeaseLost
 from bisector.base.events import Events
-from bisector.base.kinds import TaskState
+from bisector.base.kinds import TaskState, Way
 from bisector.core.search import Verdict
 from bisector.queue.routing import PROBE
 from bisector.queue.states import JobState
@@ -176,7 +175,7 @@ class Workers:
         the build enqueued first under a lock the probe shares: the GPU worker then finds the
         wheel built (in the cache the boxes share) instead of building it itself."""
         lock = build = None
-        if (r.cost(t.position) == COST["build"]
+        if (r.cost(t.position) == Way.BUILD.rank
                 and workers.live(self.store, self.build_route)):
             lock = f"bisector-task-{t.id}"
             build = self.queue.enqueue_build(t.id, queue=self.build_route, lock=lock)

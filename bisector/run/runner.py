@@ -78,7 +78,7 @@ class Runner:
         executor = means.executor
         self.prefetcher = None if means.prefetch <= 0 or means.workers is not None else \
             Prefetcher(source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle),
-                       means.prefetch, means.spare_builds)
+                       means.prefetch, means.spare_builds, unbuilt=source.obtain_unbuilt)
         self.pipeline = Pipeline(source.obtain if self.prefetcher is None
                                  else self.prefetcher.obtain, executor, oracle, rules,
                                  recorder, self.events, self.hunt)

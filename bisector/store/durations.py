@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Select, select
 
-from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, Way
 from bisector.store import models as m
 from bisector.store.db import Store
 
@@ -109,7 +109,7 @@ def probe_seconds(store: Store, repo_path: str, oracle_sha256: str | None = None
 
 # How a probe got its commit's package (the pipeline's ``obtained_as`` fact), for the steps
 # ``bisect plan`` prices besides builds (measured from artifacts) and oracle runs.
-OBTAINING = ("cached", "prebuilt", "overlay")
+OBTAINING = (Way.CACHED, Way.PREBUILT, Way.OVERLAY)
 
 
 def obtaining_seconds(store: Store, repo_path: str) -> dict[str, Measured]:

@@ -18,7 +18,6 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, cast
 
 import pytest
 from sqlalchemy import select
@@ -26,7 +25,7 @@ from sqlalchemy import select
 from bisector.app.demo.torchlet import SyntheticHistory, generate
 from bisector.artifacts import remote
 from bisector.artifacts.cache import file_sha256
-from bisector.artifacts.shared import Shared
+from bisector.artifacts.keepers import Keeper
 from bisector.base import defaults
 from bisector.base.events import QuietEvents
 from bisector.base.kinds import ArtifactKind, ArtifactStatus
@@ -235,7 +234,7 @@ class Notes(QuietEvents):
 def test_probe_threads_share_one_download(s3_bucket: str, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Four probe threads need one built wheel (a round's overlays on one base ask for it
-    through ``Shared.existing``): the object comes down once, the others wait for it."""
+    through ``Keeper.get``): the object comes down once, the others wait for it."""
     monkeypatch.setenv("BISECTOR_CACHE_DIR", str(tmp_path / "cache"))
     wheel = tmp_path / "made" / "torchlet-1.0-py3-none-any.whl"
     wheel.parent.mkdir()
@@ -248,9 +247,8 @@ def test_probe_threads_share_one_download(s3_bucket: str, tmp_path: Path,
                                      size=size))
     bucket = remote.parse(s3_bucket)
     events = Notes()
-    shared = Shared(artifacts, cast(Any, None), cast(Any, None), events,
-                    remote=remote.Remote(bucket, events.note))
-    shared.publish(row)  # box a's upload
+    keep = Keeper(artifacts, events, remote.Remote(bucket, events.note))
+    keep.put(row)  # box a's upload
     assert remote_rows.find(store, bucket.url, row.key) is not None
     wheel.unlink()  # this is box b: the row's path leads nowhere here
     start = threading.Barrier(4)
@@ -258,8 +256,8 @@ def test_probe_threads_share_one_download(s3_bucket: str, tmp_path: Path,
 
     def probe() -> None:
         start.wait()
-        found = shared.existing(row.key)
-        got.append(found.path if found is not None else None)
+        found = keep.get(row.key)
+        got.append(found.row.path if found is not None else None)
 
     threads = [threading.Thread(target=probe) for _ in range(4)]
     for t in threads:

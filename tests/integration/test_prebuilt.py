@@ -25,7 +25,7 @@ from bisector.artifacts.index import IndexClient, IndexFile, IndexProblem, parse
 from bisector.artifacts.obtained import Obtained, Recipe, Sources
 from bisector.artifacts.prebuilt import Discoverer
 from bisector.artifacts.provider import Provider
-from bisector.base.kinds import ArtifactKind
+from bisector.base.kinds import ArtifactKind, Way
 from bisector.executors.facts import learn_facts
 from bisector.executors.local import LocalExecutor
 from bisector.project.profiles import TORCHLET
@@ -145,7 +145,7 @@ def test_overlay_env_has_wheel_C_and_commit_python(home: Path, py_world: tuple) 
     prov = Provider(ArtifactStore(store), lambda: repo, cands, Recipe(TORCHLET, sys.executable),
                     Sources({base_pos: found.by_position[base_pos]}))
     target = cands.index(hist.main[175])
-    assert prov.kind(target) == "overlay"
+    assert prov.kind(target) is Way.OVERLAY
     got = prov.obtain(target)
     assert isinstance(got, Obtained) and got.artifact is not None
     assert got.artifact.kind is ArtifactKind.OVERLAY and got.fresh

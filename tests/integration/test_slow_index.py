@@ -18,7 +18,6 @@ import pytest
 from rich.console import Console
 
 from bisector.app.demo.index import IndexServer
-from bisector.artifacts.index import IndexClient
 from bisector.artifacts.prebuilt import Discoverer
 from bisector.artifacts.shared import Shared
 from bisector.artifacts.sources import Index
@@ -64,10 +63,10 @@ def test_a_slow_download_tells_bytes_speed_and_time_left(
     console = Console(file=io.StringIO(), width=400, color_system=None, force_terminal=False)
     heard = Heard(console)
     # Only the events and the client are used by a download; nothing is stored.
-    shared = Shared(cast(Any, None), cast(Any, None), cast(Any, None), heard)
+    shared = Shared(cast(Any, None), cast(Any, None), cast(Any, None), heard, cast(Any, None))
     dest = tmp_path / "wheels" / NAME
     try:
-        assert Index(shared, IndexClient)._download(
+        assert Index(shared)._download(
             0, f"{server.url}/nightly-cpu/files/{NAME}", NAME,
             hashlib.sha256(data).hexdigest(), dest)
     finally:

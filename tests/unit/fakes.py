@@ -17,6 +17,7 @@ from typing import Any
 from bisector.artifacts.build import BuildRun
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Obtained, Unobtainable
+from bisector.base.kinds import Way
 from bisector.core.verdict import Outcome, Polarity, Rules
 from bisector.executors.base import RunResult
 from bisector.infra import cancel
@@ -52,11 +53,14 @@ class FakeSource:
             return Unobtainable("build could not run: engine down", permanent=False)
         return Obtained(Installable(f"key{pos}", "fake"), None)
 
+    def obtain_unbuilt(self, pos: int) -> Obtained | Unobtainable:
+        return self.obtain(pos)
+
     def cost(self, pos: int) -> int:
         return 0
 
-    def kind(self, pos: int) -> str:
-        return "broken" if pos in self.broken else "prebuilt"
+    def kind(self, pos: int) -> Way:
+        return Way.BROKEN if pos in self.broken else Way.PREBUILT
 
     def obtain_commit(self, sha: str, near: int) -> Obtained | Unobtainable:
         self.obtained.append(sha)

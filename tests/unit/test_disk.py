@@ -21,7 +21,7 @@ from bisector.artifacts.obtained import Recipe
 from bisector.artifacts.provider import Provider
 from bisector.base.errors import UsageError
 from bisector.base.events import QuietEvents
-from bisector.base.kinds import ArtifactKind, ArtifactStatus, State
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, State, Way
 from bisector.base.paths import cache_dir, logs_dir
 from bisector.executors.base import env_name
 from bisector.infra.owner import owner_id
@@ -233,10 +233,10 @@ def test_a_removed_wheel_is_not_cached_for_the_provider(store: Store) -> None:
     provider = Provider(ArtifactStore(store), lambda: None, cands, recipe)  # type: ignore[arg-type,return-value]
     key = recipe.source_key(cands[1])
     wheel(store, cands[1], key, 100, 40)
-    assert provider.kind(1) == "cached"
+    assert provider.kind(1) is Way.CACHED
     cleanup.collect(store, max_size=None, older_than_s=30 * DAY, dry_run=False)
     fresh = Provider(ArtifactStore(store), lambda: None, cands, recipe)  # type: ignore[arg-type,return-value]
-    assert fresh.kind(1) == "build" and fresh.local.s.existing(key) is None
+    assert fresh.kind(1) is Way.BUILD and fresh.shared.keep.get(key) is None
     row = ArtifactStore(store).get(key)
     assert row is not None and row.path  # the row stays: history of which probe ran on what
 

@@ -18,8 +18,8 @@ from bisector.app.plan import (
     project_costs,
     simulate,
 )
-from bisector.artifacts.ranking import COST
 from bisector.base.errors import UsageError
+from bisector.base.kinds import Way
 from bisector.core.sampling import Kind, Sampling, sampling_for
 from bisector.core.search import Verdict
 from bisector.oracle.script import OracleMeta
@@ -34,13 +34,13 @@ COSTS = {**DEFAULT_COSTS, "oracle": 10.0, "build": 100.0}
 class Kinds:
     """The plan's view of the provider: every commit needs a build unless listed."""
 
-    other: dict[int, str] = field(default_factory=dict)
+    other: dict[int, Way] = field(default_factory=dict)
 
-    def kind(self, pos: int) -> str:
-        return self.other.get(pos, "build")
+    def kind(self, pos: int) -> Way:
+        return self.other.get(pos, Way.BUILD)
 
     def cost(self, pos: int) -> int:
-        return COST[self.kind(pos)]
+        return self.kind(pos).rank
 
     def safe_between(self, a: int, b: int) -> bool:
         return False  # every change between two commits needs a build
@@ -76,9 +76,9 @@ def test_stored_verdicts_that_already_answer_project_nothing() -> None:
 def test_a_commit_known_not_to_build_is_a_skip_without_an_oracle_run() -> None:
     # 0 good, 2 bad, 1 known broken: the search must probe 1, gets a skip, and ends on a
     # window; the broken commit is priced at its (zero) cost, never at an oracle run.
-    sims = simulate(3, Kinds({1: "broken"}), COSTS, {0: G, 2: B})
+    sims = simulate(3, Kinds({1: Way.BROKEN}), COSTS, {0: G, 2: B})
     assert sims == [(0, 0, 0.0), (0, 0, 0.0)]
-    paid = simulate(3, Kinds({1: "cached"}), COSTS, {0: G, 2: B})
+    paid = simulate(3, Kinds({1: Way.CACHED}), COSTS, {0: G, 2: B})
     assert paid == [(1, 0, COSTS["cached"] + COSTS["oracle"])] * 2
 
 
@@ -137,7 +137,7 @@ def test_confirmation_is_priced_only_when_a_culprit_is_named() -> None:
     assert [(r + 3, b + 1, s + COSTS["build"] + 3 * COSTS["oracle"]) for r, b, s in plain] \
         == confirmed
     # A search that ends on a window of skips confirms nothing.
-    assert simulate(3, Kinds({1: "broken"}), COSTS, {0: G, 2: B},
+    assert simulate(3, Kinds({1: Way.BROKEN}), COSTS, {0: G, 2: B},
                     sampling=Sampling(confirm_runs=1)) == [(0, 0, 0.0)] * 2
 
 
@@ -163,8 +163,8 @@ def test_a_flaky_oracle_costs_more_runs_than_probes_and_each_commit_is_obtained_
 def test_a_performance_oracle_pays_its_pairs_a_commit() -> None:
     n = 100
     sampling = Sampling(Kind.PERFORMANCE, max_runs=8, endpoint_runs=3)
-    rep = make_plan(Kinds({0: "cached"}), n, COSTS, [], [], [], [], sampling=sampling)
-    plain = make_plan(Kinds({0: "cached"}), n, COSTS, [], [], [], [])
+    rep = make_plan(Kinds({0: Way.CACHED}), n, COSTS, [], [], [], [], sampling=sampling)
+    plain = make_plan(Kinds({0: Way.CACHED}), n, COSTS, [], [], [], [])
     probes = plain.probes_max - 1  # the good endpoint is the reference, priced with each
     # Paired: every commit at its cap of pairs (max-runs 8, never under 7), each pair its own
     # run and the reference's beside it.

@@ -21,6 +21,7 @@ from typing import Any
 
 from bisector.app.report import paste
 from bisector.app.report.compiler_pass import oracle_words
+from bisector.base.kinds import ArtifactKind
 from bisector.oracle.command import reads_benchmark
 from bisector.oracle.manual import is_manual_source
 from bisector.oracle.script import argv_of
@@ -87,13 +88,13 @@ def steps(d: dict[str, Any], p: dict[str, Any] | None, saved_as: str, clone: str
                 f"cd {shlex.quote(clone.rstrip('/').rsplit('/', 1)[-1].removesuffix('.git'))}",
                 f"git checkout {sha}"]
     base = str((facts.get("overlay") or {}).get("base_commit") or "")
-    wheel = _wheel(d, sha if kind == "prebuilt" else base) if kind in ("prebuilt",
-                                                                       "overlay") else None
-    if kind == "prebuilt" and wheel is not None:
+    prebuilt, overlaid = kind == ArtifactKind.PREBUILT, kind == ArtifactKind.OVERLAY
+    wheel = _wheel(d, sha if prebuilt else base) if prebuilt or overlaid else None
+    if prebuilt and wheel is not None:
         lines = [*(checkout if argv_of(source) is not None else []),  # a command: in the tree
                  f"# the culprit is {wheel['kind']} {wheel['version']} itself",
                  _pip(package, str(wheel["version"]), index)]
-    elif kind == "overlay" and wheel is not None and _SHA.fullmatch(base):
+    elif overlaid and wheel is not None and _SHA.fullmatch(base):
         site = (f"$(python -c 'import {package}, os; "
                 f"print(os.path.dirname({package}.__path__[0]))')")
         lines = [*checkout,

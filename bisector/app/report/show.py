@@ -27,7 +27,7 @@ from bisector.app.report.result_text import (
 )
 from bisector.base import defaults, oracle_env
 from bisector.base.escape import code, fence, md
-from bisector.base.kinds import ArtifactKind, ArtifactStatus
+from bisector.base.kinds import ArtifactKind, ArtifactStatus, Way
 from bisector.core.verdict import Polarity
 from bisector.project import history
 from bisector.project.profiles import report_names as project_words
@@ -272,7 +272,7 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
     if (built := builds_line(d)) is not None:
         lines.append(built)
     paid = [p for p in d["probes"] if not p["reused"] and p.get("obtained")]
-    if fetched := sum(1 for p in paid if p["obtained"] == "bucket"):
+    if fetched := sum(1 for p in paid if p["obtained"] == Way.BUCKET):
         lines.append(f"- From the team's object store: {fetched} of {len(paid)} probes' "
                      f"packages (built or downloaded by another box)")
     for note in d["notes"]:
@@ -287,7 +287,7 @@ def show_markdown(d: dict[str, Any]) -> str:  # noqa: C901, PLR0912
         subject = md((p.get("subject") or "")[:60])
         reason = md(p["reason"][:80])
         how = p.get("artifact") or ""
-        if p.get("obtained") == "bucket":
+        if p.get("obtained") == Way.BUCKET:
             how += " (team bucket)"
         if p.get("gpu") is not None:
             how += f" (GPU {p['gpu']})"
