@@ -25,11 +25,11 @@ from bisector.infra.proc import sweep_probes
 from bisector.queue import need_queue
 from bisector.queue.routing import PROBE, Need, kind
 from bisector.run.config import Request, RunConfig
-from bisector.run.factory import open_bisection, stored_config
+from bisector.run.opened import open_bisection
 from bisector.run.policy import Policy
 from bisector.run.prepare import discover, prepare, record
 from bisector.run.remote import Workers
-from bisector.run.runner import Finished
+from bisector.run.runner import Finished, Runner
 from bisector.store import bisections, tasks, workers
 from bisector.store.db import Store, connection_lost
 from bisector.store.records import BisectionRecord
@@ -150,12 +150,11 @@ def run(store: Store, bisection: int | BisectionRecord, events: Events | None = 
     """Run (or continue) a stored bisection to its end (``enqueue``: see ``queue_for``);
     its row read once, here or by the caller."""
     events = events or QuietEvents()
-    rec = bisections.get(store, bisection) if isinstance(bisection, int) else bisection
-    bisection_id = rec.id
-    cfg = stored_config(store, rec)
+    opened = open_bisection(store, bisection, events, policy=policy)
+    bisection_id, cfg = opened.record.id, opened.cfg
     remote, width = queue_for(store, cfg, enqueue, events,
-                              Need.of(rec.environment, cfg.variant))
-    r = open_bisection(store, rec, events, remote, width, cfg, policy=policy)
+                              Need.of(opened.record.environment, cfg.variant))
+    r = Runner.of(opened, remote, width)
     sweep_leftovers(events)
     if r.means.contained:
         for name in sweep_orphans(client(), local_owner_alive):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +28,14 @@ from bisector.core.search import Verdict
 from bisector.infra import cancel
 from bisector.infra.owner import owner_id
 from bisector.infra.ticker import Ticker
-from bisector.oracle.script import Oracle
 from bisector.project import mirrors
 from bisector.run.config import RunConfig
-from bisector.run.factory import Parts, stored_config, stored_oracle
+from bisector.run.opened import Opened, open_bisection
 from bisector.run.policy import LOCAL, Policy
 from bisector.run.remote import Superseded, TaskRecorder
-from bisector.store import bisections, tasks, workers
+from bisector.store import tasks, workers
 from bisector.store.db import Store
-from bisector.store.runs import Key
+from bisector.store.records import BisectionRecord
 
 WATCH_S = 0.5  # how often the watcher asks whether to stop
 FENCE_EVERY = 4  # ... and every this many looks, whether the task is still this attempt's
@@ -69,16 +68,6 @@ class LogEvents(QuietEvents):
         self.say(f"{sha[:12]}: {verdict.value} ({how}){': ' + reason if reason else ''}")
 
 
-@dataclass
-class Context:
-    """What one bisection's probes need in this worker, made once from the store."""
-
-    cfg: RunConfig
-    oracle: Oracle
-    parts: Parts
-    key: Key
-
-
 class Host:
     """The worker process's side of a probe: its store, GPU, name and owner id."""
 
@@ -91,33 +80,32 @@ class Host:
         self.me = owner_id()
         self.worker_id: int | None = None
         self.events = LogEvents(say)
-        self._contexts: OrderedDict[int, Context] = OrderedDict()
+        self._contexts: OrderedDict[int, Opened] = OrderedDict()
 
-    def context(self, bisection_id: int) -> Context:
+    def context(self, bisection_id: int) -> Opened:
+        """The bisection as this box runs it (run/opened.py: its row read once), kept for the
+        next probes; its repository and Python made this box's own (:meth:`here`)."""
         if bisection_id in self._contexts:
             self._contexts.move_to_end(bisection_id)
             return self._contexts[bisection_id]
-        rec = bisections.get(self.store, bisection_id)
-        cfg = stored_config(self.store, bisection_id)
-        cands = bisections.candidates(self.store, bisection_id)
+        opened = open_bisection(self.store, bisection_id, self.events, here=self.here,
+                                policy=self.policy)
+        self._contexts[bisection_id] = opened
+        while len(self._contexts) > CONTEXTS:
+            self._contexts.popitem(last=False)
+        return opened
+
+    def here(self, cfg: RunConfig, rec: BisectionRecord, cands: list[str]) -> RunConfig:
+        """The stored configuration as this box runs it: its own mirror of the repository's
+        URL (or the clone at the coordinator's path) and its own Python of that version."""
         if cfg.repo_url:
-            cfg = replace(cfg, repo=self._mirror(cfg, cands, bisection_id))
+            cfg = replace(cfg, repo=self._mirror(cfg, cands, rec.id))
         elif not Path(cfg.repo).is_dir():
-            raise UsageError(f"the clone {cfg.repo} of bisection {bisection_id} is not on "
+            raise UsageError(f"the clone {cfg.repo} of bisection {rec.id} is not on "
                              f"this box ({self.name}) and the bisection has no repository "
                              f"URL: start it with --repo-url URL (or from a clone with an "
                              f"origin), or clone it at that path here")
-        cfg = replace(cfg, python=self._python(cfg, rec.environment, bisection_id))
-        oracle = stored_oracle(self.store, rec)
-        parts = Parts(self.store, cfg, cands,
-                      self.events, labels={"bisector.bisection": str(bisection_id)},
-                      bisection_id=bisection_id, walked=rec.n_candidates,
-                      policy=self.policy)
-        ctx = Context(cfg, oracle, parts, Key(rec.oracle_sha256, rec.env_fingerprint))
-        self._contexts[bisection_id] = ctx
-        while len(self._contexts) > CONTEXTS:
-            self._contexts.popitem(last=False)
-        return ctx
+        return replace(cfg, python=self._python(cfg, rec.environment, rec.id))
 
     def _python(self, cfg: RunConfig, environment: Mapping[str, Any], bisection_id: int) -> str:
         """The Python this box probes the bisection with: the one it was started with when

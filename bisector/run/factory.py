@@ -29,12 +29,11 @@ from bisector.artifacts.obtained import Obtained, Recipe, Sources, Unobtainable
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.artifacts.provider import Provider
 from bisector.artifacts.trees import Trees
-from bisector.base import defaults, extras
+from bisector.base import extras
 from bisector.base.errors import StoreError, UsageError
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import BuildPlace, ExecutorKind
 from bisector.base.paths import cache_dir, host_build_env
-from bisector.core.sampling import Kind, kind_of
 from bisector.core.verdict import Polarity, Rules
 from bisector.executors.base import Executor
 from bisector.executors.docker import DockerExecutor
@@ -45,16 +44,11 @@ from bisector.oracle.manual import Asks
 from bisector.oracle.script import Oracle, parse_metadata
 from bisector.project import history
 from bisector.project.profiles import Profile, get_profile
-from bisector.run.at_culprit import Asked
 from bisector.run.config import RunConfig, decode, legacy_rules
 from bisector.run.hunt import Hunt, hunt_for
 from bisector.run.into_merge import Beside
 from bisector.run.pipeline import NullRecorder, Pipeline, Recorder
 from bisector.run.policy import LOCAL, Policy
-from bisector.run.prior import FailurePrior
-from bisector.run.remote import Workers
-from bisector.run.runner import Runner
-from bisector.run.wiring import Judging, Means
 from bisector.store import answers, bisections
 from bisector.store import runs as run_store
 from bisector.store.artifacts import ArtifactStore
@@ -236,58 +230,6 @@ def stored_config(store: Store, rec: BisectionRecord | int) -> RunConfig:
                       rules=legacy_rules(rec.polarity, cfg.request.find_fix,
                                          oracle.meta.on_timeout.value))
     return cfg
-
-
-def open_bisection(store: Store, bisection: int | BisectionRecord, events: Events | None = None,
-                   remote: Workers | None = None, width: int | None = None,
-                   cfg: RunConfig | None = None, *, policy: Policy = LOCAL) -> Runner:
-    """Everything one stored bisection needs to run, built from the store alone, its row read
-    once (here, or by the caller that passes it and its ``cfg``); with ``remote``, its rounds
-    of ``width`` probes go to workers instead of this process."""
-    events = events or QuietEvents()
-    rec = bisections.get(store, bisection) if isinstance(bisection, int) else bisection
-    bisection_id = rec.id
-    cfg = cfg or stored_config(store, rec)
-    cands = bisections.candidates(store, bisection_id)
-    oracle = stored_oracle(store, rec)
-    parts = Parts(store, cfg, cands, events, labels={"bisector.bisection": str(bisection_id)},
-                  bisection_id=bisection_id, walked=rec.n_candidates, policy=policy)
-
-    def subject(sha: str) -> str:
-        try:
-            return history.commit_info(parts.repos(), sha).subject
-        except Exception:
-            return ""
-
-    slots = tuple(cfg.slots()) if remote is None else (None,) * (width or 1)
-    req = cfg.request
-    judging = Judging(
-        oracle, cfg.rules, confirm=req.confirm and not req.manual, reconfirm=req.reconfirm,
-        prior=FailurePrior(req.prior, parts.repos, req.command),
-        hunt=parts.hunt(oracle, run_store.Key(rec.oracle_sha256, rec.env_fingerprint)),
-        into_merge=into_merge(cfg, oracle),
-        at_culprit=Asked(environment=not req.manual,
-                         compiler=req.compiler_bisect and not req.manual))
-    means = Means(parts.source, parts.executor, slots, remote,
-                  prefetch=prefetch_slots(cfg, len(slots)),
-                  spare_builds=max(0, cfg.build_jobs - len(slots)),
-                  contained=parts.executor.contained or parts.builder.contained)
-    return Runner(store, rec, cands, judging, means, events=events, subject=subject)
-
-
-def prefetch_slots(cfg: RunConfig, width: int) -> int:
-    """Commits made ahead at once (run/prefetch.py): ``--prefetch``, else
-    :data:`defaults.PREFETCH_PER_SLOT` per probe slot."""
-    asked = cfg.request.prefetch
-    return defaults.PREFETCH_PER_SLOT * width if asked is None else asked
-
-
-def into_merge(cfg: RunConfig, oracle: Oracle) -> bool:
-    """Whether a first-parent culprit that is a merge is searched inside (run/into_merge.py):
-    asked for (the default), a first-parent walk (the ancestry path already holds what a
-    merge brings) and a deterministic oracle (the plain search's answer)."""
-    return (cfg.request.into_merge and cfg.first_parent
-            and kind_of(oracle.meta) is Kind.PLAIN)
 
 
 class Parts:

@@ -31,9 +31,10 @@ from bisector.oracle.manual import TakeBack
 from bisector.run import at_culprit, confirm, culprit_facts
 from bisector.run.into_merge import Inside, go_inside
 from bisector.run.lease import Lease
+from bisector.run.opened import Opened
 from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
 from bisector.run.prefetch import Prefetcher
-from bisector.run.remote import cancelled_message
+from bisector.run.remote import Workers, cancelled_message
 from bisector.run.strategies.base import Adopted, Conclusion, Round, View
 from bisector.run.wiring import Judging, Means
 from bisector.store import answers, bisections, durations
@@ -92,6 +93,14 @@ class Runner:
         self.strategy = judging.strategy(self.view)
         # A first-parent answer that is a merge: searched inside (run/into_merge.py).
         self.inside: Inside | None = None
+
+    @classmethod
+    def of(cls, opened: Opened, remote: Workers | None = None, width: int | None = None
+           ) -> Runner:
+        """The coordinator of an opened bisection (run/opened.py); with ``remote``, its rounds
+        of ``width`` probes go to workers instead of this process."""
+        return cls(opened.store, opened.record, opened.candidates, opened.judging(),
+                   opened.means(remote, width), events=opened.events, subject=opened.subject)
 
     @property
     def width(self) -> int:

@@ -1,7 +1,7 @@
 """What a :class:`~bisector.run.runner.Runner` is given, in two parts that change for different
 reasons: how a probe is judged (:class:`Judging`: the oracle, its rules, the search and what
 follows the answer) and where probes run (:class:`Means`: the artifacts, the executor, the slots
-or the queue, and how much is made ahead). ``run/factory.open_bisection`` fills both from a
+or the queue, and how much is made ahead). ``run/opened.Opened`` fills both from a
 stored bisection; tests fill them with fakes.
 """
 
