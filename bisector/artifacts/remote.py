@@ -76,8 +76,9 @@ class _TooLarge(Exception):
 
 
 @dataclass(frozen=True)
-class Bucket:
-    """Where a team's artifacts live: ``s3://BUCKET/PREFIX``."""
+class Address:
+    """Where a team's artifacts live: ``s3://BUCKET/PREFIX`` (the object store itself, as the
+    keepers use it, is ``keepers.Bucket``)."""
 
     name: str
     prefix: str
@@ -97,7 +98,7 @@ class Bucket:
             object_key == self.object_key(object_key.rsplit("/", 1)[-1])
 
 
-def parse(url: str, where: str = "--artifacts") -> Bucket:
+def parse(url: str, where: str = "--artifacts") -> Address:
     """``s3://BUCKET[/PREFIX]``, or a one-line error naming the fix."""
     m = re.fullmatch(r"s3://([^/]+)/?(.*)", url.strip())
     if m is None or not _BUCKET.match(m.group(1)):
@@ -107,7 +108,7 @@ def parse(url: str, where: str = "--artifacts") -> Bucket:
     if any(part in ("", ".", "..") for part in prefix.split("/")) and prefix:
         raise UsageError(f"{where} {url!r} has an empty or relative part in its prefix: give "
                          f"s3://BUCKET/PREFIX with plain folder names")
-    return Bucket(m.group(1), prefix)
+    return Address(m.group(1), prefix)
 
 
 def _client() -> Any:
@@ -128,10 +129,10 @@ class _Health:
         self.down_until = 0.0
 
 
-_HEALTH: dict[Bucket, _Health] = {}
+_HEALTH: dict[Address, _Health] = {}
 
 
-def _health(bucket: Bucket) -> _Health:
+def _health(bucket: Address) -> _Health:
     """The process's one memory of ``bucket``'s health: every :class:`Remote` of it made here
     (each provider of a command, each task of a worker) shares it, so one failure leaves the
     store alone :data:`RETRY_S` for all of them, not for the provider that saw it."""
@@ -142,7 +143,7 @@ def _health(bucket: Bucket) -> _Health:
 class Remote:
     """One bucket, as one run uses it: fetch by digest, push a file, a warning when down."""
 
-    def __init__(self, bucket: Bucket, warn: Callable[[str], None],
+    def __init__(self, bucket: Address, warn: Callable[[str], None],
                  part_bytes: int = PART_BYTES) -> None:
         self.bucket, self._warn, self.part_bytes = bucket, warn, part_bytes
         self._c: Any = None

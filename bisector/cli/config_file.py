@@ -35,7 +35,7 @@ from bisector.base.paths import read_toml, user_config_file
 from bisector.cli.helptext import command_rows, summary
 
 if TYPE_CHECKING:
-    from bisector.artifacts.remote import Bucket
+    from bisector.artifacts.remote import Address
 
 FILE_NAME = "bisector.toml"
 ALL = "defaults"
@@ -69,7 +69,7 @@ class Loaded:
         self.ignored: dict[Path, list[str]] = {}  # untrusted file -> keys
         self.links: set[Path] = set()  # untrusted because they are symbolic links
         # The user's [artifacts] url, checked: run/policy.py decides whether it is in force.
-        self.artifacts: Bucket | None = None
+        self.artifacts: Address | None = None
 
     def notes(self) -> list[str]:
         """One line per untrusted file whose keys were ignored."""
@@ -276,7 +276,7 @@ def load(group: click.Group, found: list[ConfigFile]) -> Loaded:  # noqa: C901, 
     return loaded
 
 
-def _artifacts(table: Any, path: Path) -> Bucket | None:
+def _artifacts(table: Any, path: Path) -> Address | None:
     """The user's ``[artifacts] url`` as a bucket (None: no URL), or a one-line error."""
     if not isinstance(table, dict) or not table.get("url"):
         return None

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from bisector.artifacts.remote import Bucket
+    from bisector.artifacts.remote import Address
 
 ENV = "BISECTOR_ARTIFACTS"
 
@@ -29,7 +29,7 @@ class Policy(NamedTuple):
     """A command's resolved choices that are not a bisection's (those are its ``Request``)."""
 
     # The team's object store for wheels; None: local work only.
-    artifacts: Bucket | None = None
+    artifacts: Address | None = None
 
 
 # No object store: what a caller that was given no policy (a test, a library use) works with.
@@ -37,7 +37,7 @@ LOCAL = Policy()
 
 
 def resolve(flag: str | None, environ: Mapping[str, str],
-            configured: Bucket | None = None) -> Policy:
+            configured: Address | None = None) -> Policy:
     """The policy in force: ``--artifacts`` (``flag``), else ``$BISECTOR_ARTIFACTS`` in
     ``environ``, else ``configured`` (the user's ``[artifacts] url``, checked as the file was
     read). A bad URL is one line naming where it came from."""
@@ -48,7 +48,7 @@ def resolve(flag: str | None, environ: Mapping[str, str],
     return Policy(configured)
 
 
-def _parse(url: str, where: str) -> Bucket:
+def _parse(url: str, where: str) -> Address:
     # lazy: only a command given an object store loads its URL parser (the artifacts floor)
     from bisector.artifacts.remote import parse
 
