@@ -51,7 +51,7 @@ from bisector.store.location import default_db as default_db
 from bisector.store.location import read_only, sqlite_path
 from bisector.store.location import url_from as url_from
 from bisector.store.peek import open_ro
-from bisector.store.trouble import check_sqlite_file, disk_full, full_line
+from bisector.store.trouble import check_sqlite_file, disk_full, full_line, store_trouble
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -129,14 +129,22 @@ class Store:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """One short unit of work, committed at the end: a crash loses nothing committed."""
+        """One short unit of work, committed at the end: a crash loses nothing committed.
+
+        A failure that is the store's condition, not a bug (SQLite damage a query met, a full
+        disk), leaves as the store's own :class:`StoreError` with its one line
+        (``store/trouble.py``): callers above the store (the CLI, the web view) catch that,
+        never the database library's exceptions."""
         conn = None if self.engine.dialect.name == "sqlite" else self.connect()
         s = self._sessions() if conn is None else self._sessions(bind=conn)
         try:
             yield s
             s.commit()
-        except BaseException:
+        except BaseException as e:
             s.rollback()
+            trouble = store_trouble(e, self.url) if isinstance(e, Exception) else None
+            if trouble is not None:
+                raise trouble from e
             raise
         finally:
             s.close()

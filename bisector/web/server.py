@@ -12,12 +12,10 @@ output can never run as a page. What it serves is redacted and printable
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.exc import DatabaseError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -31,12 +29,11 @@ from bisector.app.report import html as html_report
 from bisector.app.report import views
 from bisector.app.watch import table as watch_table
 from bisector.base import defaults, escape
-from bisector.base.errors import NotFoundError, UsageError
+from bisector.base.errors import NotFoundError, StoreError, UsageError
 from bisector.base.kinds import State
 from bisector.base.paths import cache_dir, logs_dir
 from bisector.store.db import Store
 from bisector.store.queries import Filters
-from bisector.store.trouble import store_trouble
 
 LOG_LIMIT = 2 * 2**20  # the last 2 MiB of a log: enough for any traceback, bounded for a page
 LIST_LIMIT = 200
@@ -221,11 +218,9 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
 
     async def store_failed(request: Request, exc: Exception) -> Response:
         """A damaged store, or one on a full disk, is one line saying so (503: the server is
-        fine, its store is not), never a bare 500; anything else is left to raise."""
-        line = store_trouble(exc, store.url)
-        if line is None:
-            raise exc
-        return PlainTextResponse(line.message, status_code=503)
+        fine, its store is not), never a bare 500: the store says it as its own error
+        (``Store.session``, ``store/trouble.py``), whatever database it is."""
+        return PlainTextResponse(str(getattr(exc, "message", exc)), status_code=503)
 
     routes = [
         Route("/", index), Route("/bisections/{bisection_id:int}", page),
@@ -243,8 +238,7 @@ def create_app(store: Store, allowed_hosts: Sequence[str] | None = None) -> Star
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)))
     return Starlette(routes=routes, middleware=middleware,
                      exception_handlers={NotFoundError: not_found, UsageError: bad_request,
-                                         DatabaseError: store_failed,
-                                         sqlite3.DatabaseError: store_failed})
+                                         StoreError: store_failed})
 
 
 def _jsonable(d: dict[str, Any]) -> Any:
