@@ -53,12 +53,13 @@ def test_the_web_view_answers_the_stores_error_with_503(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     from starlette.testclient import TestClient
 
+    from bisector.app.report import views
     from bisector.web import server
 
     def damaged(*_args: object, **_kw: object) -> list[object]:
         raise StoreError("/x/b.db is a damaged SQLite database (malformed): move it aside")
 
-    monkeypatch.setattr(server.views, "listing", damaged)
+    monkeypatch.setattr(views, "listing", damaged)  # what the list page reads
     got = TestClient(server.create_app(store), raise_server_exceptions=False).get("/")
     assert got.status_code == 503
     assert got.text == "/x/b.db is a damaged SQLite database (malformed): move it aside"
