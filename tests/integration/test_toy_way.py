@@ -1,8 +1,8 @@
 """A new way to a commit's package is one class and one line (docs/architecture.md, "One chain
 of ways"): a toy way, a folder of wheels one per commit, registered in ``provider.WAYS`` with
 one line, is used and priced by ``bisect start``, ``bisect plan``, ``bisect check --commit``
-and the watch's way to a torch (``run/factory.obtain_prebuilt``, the chain without a build),
-with no other file touched.
+and the watch's environment of a nightly (``app/watch/sources.environment``: the chain without
+a build), with no other file touched.
 """
 
 from __future__ import annotations
@@ -15,17 +15,17 @@ import git
 import pytest
 
 from bisector.app.demo.small_project import NAME, ORACLE, generate_small
+from bisector.app.watch.sources import Place, Torch, environment
 from bisector.artifacts import provider
 from bisector.artifacts.assemble import assemble, write
 from bisector.artifacts.cache import wheel_file_key
 from bisector.artifacts.installable import Installable
-from bisector.artifacts.obtained import Answer, Obtained, Recipe
+from bisector.artifacts.obtained import Answer, Obtained
 from bisector.artifacts.prebuilt import Prebuilt
 from bisector.artifacts.shared import Shared
 from bisector.base.kinds import Way
 from bisector.project.profiles import GENERIC
-from bisector.run.factory import obtain_prebuilt
-from bisector.run.policy import Policy
+from bisector.run.policy import LOCAL
 from bisector.store.db import open_store
 from tests.support import invoke
 
@@ -110,18 +110,18 @@ def test_a_toy_way_is_used_and_priced_by_start_plan_check_and_the_watch(
     # bisect check --commit: the chain of one commit asks the folder too (no build).
     Folder.served.clear()
     r = invoke("check", "--repo", str(hist.path), "--commit", hist.culprit,
-               "--python", sys.executable, "--", "python", "-c", ORACLE)
-    assert r.exit_code != 0 or "bad" in r.stdout.lower(), r.stdout + r.stderr
+               "--python", sys.executable, "--json", "--", "python", "-c", ORACLE)
+    assert r.exit_code == 1 and json.loads(r.stdout)["verdict"] == "bad", r.stdout + r.stderr
     assert Folder.served == [hist.culprit]
 
-    # The watch: its torch of a commit comes through the chain without a build, so the
-    # folder serves it before any index is asked.
+    # The watch: a nightly's environment (app/watch/sources.environment) comes through the
+    # chain without a build, so the folder serves it before any index is asked.
     Folder.served.clear()
     store = open_store(str(home / "data" / "bisector.db"), create=False)
     wheel = Prebuilt("nightly", "x.whl", "https://index.invalid/x.whl", "1.0", None,
                      commit=hist.main[-1])
-    got = obtain_prebuilt(store, git.Repo(hist.path), hist.main[-1], wheel,
-                          Recipe(GENERIC, sys.executable), policy=Policy())
-    assert isinstance(got, Obtained) and got.way is Way.PREBUILT
+    place = Place("nightly", git.Repo(hist.path), GENERIC, sys.executable, None)
+    torch = Torch("nightly", "1.0", hist.main[-1], wheel.url, wheel=wheel)
+    inst, _ = environment(store, torch, place, policy=LOCAL)
     assert Folder.served == [hist.main[-1]]
-    assert got.installable.wheel is not None and NAME in got.installable.wheel.name
+    assert inst.wheel is not None and NAME in inst.wheel.name
