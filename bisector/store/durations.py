@@ -107,7 +107,7 @@ def probe_seconds(store: Store, repo_path: str, oracle_sha256: str | None = None
     return _mean(seconds)
 
 
-# How a probe got its commit's package (the pipeline's ``obtained_as`` fact), for the steps
+# How a probe got its commit's package (its ``obtained_as`` fact, a Way), for the steps
 # ``bisect plan`` prices besides builds (measured from artifacts) and oracle runs.
 OBTAINING = (Way.CACHED, Way.PREBUILT, Way.OVERLAY)
 

@@ -131,7 +131,7 @@ def live(store: Store, queue: str | None = None,
 
 def origins(store: Store, since_s: float = 86400.0) -> dict[str, dict[str, int]]:
     """Per worker, how the probes it ran in the last ``since_s`` got their package (the
-    pipeline's ``obtained_as``: cached, bucket, prebuilt, overlay, build, broken); probes that
+    probe's ``obtained_as`` fact, a ``base/kinds.Way``: cached, bucket, prebuilt, ...); probes that
     adopted a verdict already stored ran nothing and are not counted."""
     after = datetime.now(UTC) - timedelta(seconds=since_s)
     with store.session() as s:
