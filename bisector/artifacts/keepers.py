@@ -3,10 +3,10 @@ manager apart from the fetch configs that only say where a build is).
 
 A keeper is asked by artifact key and filled after making: this box's cache (the SQL row and
 its file on disk), the team's object store (:class:`Bucket`, ``--artifacts``), and the stored
-fact that a commit does not build. :class:`Keeper` is what the ways of the chain (``ways.py``,
-``building.py``) see of them: ``get(key)`` (here, else from the bucket) and ``put(row)``
-(upload what this box made). :class:`Kept` and :class:`Broken` are the keepers' places in the
-chain (``provider.WAYS``). Nothing but this module names the bucket.
+fact that a commit does not build. :class:`Keeper` is what the ways of the chain
+(``sources.py``, ``building.py``) see of them: ``get(key)`` (here, else from the bucket) and
+``put(row)`` (upload what this box made). ``sources.Kept`` and ``sources.Broken`` are the
+keepers' places in the chain (``provider.WAYS``). Nothing but this module names the bucket.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from bisector.store.records import ArtifactRecord
 # What the object store holds: wheels (an overlay is remade from its base in seconds, an
 # installed torch is the box's own).
 SHARED_KINDS = frozenset({ArtifactKind.SOURCE, ArtifactKind.PREBUILT})
-
 
 
 @contextmanager
