@@ -42,10 +42,14 @@
 17. A repository with no Python packaging (a 40-commit C project): a first bisection with the
    command oracle ``sh check.sh`` (compile, run) vs ``git bisect run`` with the same oracle
    (bench/tree_project.py; BENCH_TREE_RUNS, BENCH_TREE_FUNCS).
+18. Questions of past bisections on a team's store (BENCH_QUERY_BISECTIONS, 100,000 bisections,
+   BENCH_QUERY_RUNS, 20 runs each), SQLite and PostgreSQL: every `bisect list` filter,
+   `--disagree`, `bisect commit` and the web list page vs ``SELECT count(*)`` of the same
+   table; goal each <= 300 ms (bench/queries_at_scale.py).
 
 ``python -m bench.run --only planning`` (repeatable) runs only the named sections: probes,
 rounds, demo, planning, env, builder, noisy, reuse, prior, small, gpu-overhead, changepoints, cli,
-perf-drift, flaky-regression, prefetch, reads, tree.
+perf-drift, flaky-regression, prefetch, reads, tree, queries.
 
 Sizes can be lowered for a quick look: BENCH_COMMITS, BENCH_WHEEL_MB, BENCH_C_FILES,
 BENCH_NOISY_HUNTS. Sections can be picked by name: ``python -m bench.run cli prior`` (``make
@@ -82,6 +86,7 @@ from bench.gpu_overhead import bench_gpu_overhead
 from bench.perf_drift import bench_perf_drift
 from bench.prefetch import bench_prefetch
 from bench.prior import bench_prior
+from bench.queries_at_scale import bench_queries
 from bench.read_commands import bench_reads
 from bench.small_project import bench_small_project
 from bench.tree_project import bench_tree_project
@@ -464,6 +469,7 @@ SECTIONS: dict[str, Callable[[Path], None]] = {
     "prefetch": lambda tmp: bench_prefetch(tmp, line),
     "reads": lambda _tmp: bench_reads(line),
     "tree": lambda tmp: bench_tree_project(tmp, line),
+    "queries": lambda tmp: bench_queries(tmp, line),
 }
 
 

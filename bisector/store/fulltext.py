@@ -66,8 +66,9 @@ def install(conn: Connection) -> None:
 
 def include_name(name: str | None, type_: str, parent_names: Any) -> bool:
     """For Alembic's comparisons: the index's tables, shadow tables and indexes are not
-    models."""
-    return not (name and name.startswith(PREFIX) and type_ in ("table", "index"))
+    models (nor store/bisection_text.py's documents)."""
+    return not (name and name.startswith((PREFIX, "bisection_text"))
+                and type_ in ("table", "index"))
 
 
 def _has_fts(conn: Connection) -> bool:

@@ -15,7 +15,7 @@ from bisector.base.paths import data_dir
 
 # The newest migration (migrations/versions): a store stamped otherwise is migrated by
 # store/db.py before anything reads it; the ORM-free reads of store/peek.py skip such a store.
-SCHEMA_HEAD = "0015"
+SCHEMA_HEAD = "0016"
 
 DEFAULT_FILE = "bisector.db"
 

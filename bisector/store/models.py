@@ -33,7 +33,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from bisector.store import fulltext
+from bisector.store import bisection_text, fulltext
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -214,6 +214,12 @@ def _run_text(_table: Any, conn: Connection, **_: Any) -> None:
 event.listen(RunRow.__table__, "after_create", _run_text)
 
 
+def _bisection_text(_table: Any, conn: Connection, **_: Any) -> None:
+    """A store made in one step gets the bisections' failure documents as migration 0016
+    makes them (their trigger is on ``probe``)."""
+    bisection_text.install(conn)
+
+
 class Probe(Base):
     """One step of one bisection: which commit, which run, the verdict (good/bad/skip) that run
     meant for this bisection, and whether it was paid for now or reused."""
@@ -239,12 +245,17 @@ class Probe(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
+event.listen(Probe.__table__, "after_create", _bisection_text)
+
+
 class GitCommit(Base):
     """What git said of a bisection's culprit when it was named (subject, author, pull request),
     so `bisect list --author/--culprit #PR` and `bisect commit` ask the store, not a clone that
     may be gone."""
 
     __tablename__ = "git_commit"
+    # Culprits named before the first facts were kept lack them (store/commits.py).
+    __table_args__ = (Index("ix_git_commit_created_at", "created_at"),)
     sha: Mapped[str] = mapped_column(String(40), primary_key=True)
     subject: Mapped[str] = mapped_column(Text)
     author: Mapped[str] = mapped_column(Text)

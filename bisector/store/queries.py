@@ -5,7 +5,7 @@ Each filter is a condition the database serves from an index (migration 0013): t
 oracle's name or its sha256's prefix, the culprit's sha prefix and the time range are ranges
 or equalities on ``bisection``; the author, the pull request and the paths come from the facts
 git gave when the culprit was named (``git_commit``, ``commit_path``); the failure text from
-the runs of the bisection's bad probes through the text index (store/fulltext.py). Only
+each bisection's document of its bad probes' runs (store/bisection_text.py). Only
 ``--repo`` (a substring of a path, in any case) is read row by row. What the filters mean:
 docs/store.md, "Querying".
 """
@@ -20,7 +20,7 @@ from sqlalchemy import ColumnElement, Connection, Select, and_, false, or_, sele
 
 from bisector.base import defaults
 from bisector.base.kinds import State
-from bisector.store import disagree, fulltext
+from bisector.store import bisection_text, disagree, fulltext
 from bisector.store import models as m
 from bisector.store.bisections import _record
 from bisector.store.db import Store
@@ -100,7 +100,7 @@ def conditions(f: Filters, conn: Connection, now: datetime | None = None
         where.append(b.created_at >= f.since)
     if f.until is not None:
         where.append(b.created_at < f.until)
-    if f.text:
+    if f.text and not bisection_text.made(conn):  # else statement() asks the documents
         r = m.RunRow
         where.append(b.id.in_(
             select(m.Probe.bisection_id).join(r, r.id == m.Probe.run_id)
@@ -132,9 +132,16 @@ def _state(state: str, now: datetime) -> ColumnElement[bool]:
 
 
 def statement(f: Filters, conn: Connection) -> Select[m.Bisection]:
-    """The one query: the matching bisections, newest first, one page."""
-    return (select(m.Bisection).where(*conditions(f, conn)).order_by(m.Bisection.id.desc())
-            .limit(f.limit).offset(f.offset))
+    """The one query: the matching bisections, newest first, one page. The failure text is
+    asked of each bisection's document (store/bisection_text.py), which on SQLite drives the
+    query in id order."""
+    q: Select[Any] = select(m.Bisection).where(*conditions(f, conn))
+    order: Any = m.Bisection.id
+    narrowed = (bisection_text.statement_for(conn, q, m.Bisection.id, f.text) if f.text
+                else None)
+    if narrowed is not None:
+        q, order = narrowed
+    return q.order_by(order.desc()).limit(f.limit).offset(f.offset)
 
 
 def bisections(store: Store, f: Filters) -> list[BisectionRecord]:

@@ -160,6 +160,13 @@ def test_old_culprits_get_their_facts_from_their_clones(backend: str,
     assert ids("--author", author.upper()) == {1}
     assert ids("--touching", changed[0]) == {1}
     assert _rows(db, "SELECT sha FROM git_commit") == [(culprit,)]
+    # The failure text of its bad probes, searched in the documents migration 0016 filled.
+    [(said,)] = _rows(db, "SELECT r.output_tail FROM probe p JOIN run r ON r.id = p.run_id "
+                          "WHERE p.verdict = 'bad' AND p.bisection_id = 1 ORDER BY p.seq "
+                          "LIMIT 1")
+    needle = next(line for line in said.splitlines() if len(line.strip()) >= 8).strip()
+    assert 1 in ids("--text", needle[:40].swapcase())
+    assert ids("--text", "no run ever said this") == set()
     # A second old culprit whose clone is gone: skipped, and the note still counts it.
     engine = sa.create_engine(db if "://" in db else f"sqlite:///{db}")
     with engine.begin() as con:
