@@ -13,7 +13,9 @@ samples.
 *after* is the shipped search: the very functions of ``bisector/core/perf_search.py``
 (``spread_of``, ``assess``, ``layout``) and ``core/paired.py``, driven by the same loop as
 ``Performance.decide``, then the confirmation of ``run/confirm.py`` (the culprit beside its
-parent, then its revert beside the parent, each sequential with the search's scale). *before*
+parent, the search's pairs of both counted under ``core/perf_confirm``'s guards, then its
+revert beside the parent, each sequential with the search's scale; ``BENCH_PERF_FRESH_ONLY=1``:
+fresh pairs alone, as before 2026-11-29's change). *before*
 is the rule it replaced, kept here as the baseline: a one-sided exact Wilcoxon test of the
 paired differences at 0.01, looked at 7, 14, 28 and 32 pairs, and the same confirmation on
 that schedule. Runs count the confirmation's. The *deterministic* figure is what ``git bisect``
@@ -47,6 +49,7 @@ SLOW_MODE_P = 0.2
 EXPECTED_RUNS = 120  # the drift reaches its full size after this many runs
 LOAD = 2.3  # another job on the GPU: runs this much slower while it is on (as on the H100)
 REVERT = -1  # the machine's position for the revert: the good level
+FRESH_ONLY = bool(os.environ.get("BENCH_PERF_FRESH_ONLY"))  # confirmation as before: no lent
 
 
 @dataclass(frozen=True)
@@ -148,13 +151,13 @@ class Hunt:
             if self.new:  # the shipped search, as Performance.decide calls it
                 got = strategy.search(runs, N, 1, self.cap, self.rule, False, lambda _: None,
                                       shown=self.shown)
-                step, spread = got.step, got.spread
+                step, spread, lent = got.step, got.spread, got.rule
             else:
-                step, spread = self._old_step(runs)
+                (step, spread), lent = self._old_step(runs), None
             if not isinstance(step, Next):
                 if not isinstance(step, Culprit):
                     return "unsure", self.m.t
-                return self.confirm(step.position, spread), self.m.t
+                return self.confirm(step.position, spread, lent), self.m.t
             rounds += 1
             for p in strategy.layout(list(step.positions), last, 1, rounds):
                 start, samples = self.m.run(p)
@@ -198,9 +201,10 @@ class Hunt:
         return Verdict.SKIP if k >= self.cap or len(rs) >= 2 * self.cap else None
 
     def beside(self, parent: int, refs: list[Any], test: int, spread: Any,
-               alpha_good: float | None = None) -> str:
+               alpha_good: float | None = None, claim: Any = None) -> str:
         """``parent, test, parent, ...``, the parent's runs shared by both checks: as
-        ``run/confirm.py``'s ``_beside``."""
+        ``run/confirm.py``'s ``_beside``; ``claim`` judges the culprit's check (the search's
+        pairs counted, ``core/perf_confirm.Claim``), else each look is ``judge_beside``."""
         from bisector.core import paired
 
         tests: list[paired.Timed] = []
@@ -216,7 +220,8 @@ class Hunt:
             run(parent, refs)
             if self.new:
                 rule = replace(self.rule, spread=spread)
-                got = paired.judge_beside(refs, tests, rule, alpha_good=alpha_good).verdict.value
+                got = (claim(refs, tests) if claim is not None else
+                       paired.judge_beside(refs, tests, rule, alpha_good=alpha_good)).verdict.value
                 if got != "undecided" or len(tests) >= 2 * self.cap:
                     return got
                 continue
@@ -226,11 +231,20 @@ class Hunt:
             if got != "undecided" or len(tests) >= self.cap:
                 return got
 
-    def confirm(self, c: int, spread: Any) -> str:
+    def confirm(self, c: int, spread: Any, lent: Any = None) -> str:
+        """The culprit beside its parent (the search's pairs of both counted, under
+        ``core/perf_confirm``'s guards, unless ``BENCH_PERF_FRESH_ONLY`` is set), then the
+        revert."""
+        from bisector.core import paired, perf_confirm
+
         refs: list[Any] = []
-        if self.beside(c - 1, refs, c, spread) != "bad":
+        claim = None
+        if self.new and lent is not None:
+            searched = perf_confirm.lent(lent, c, c - 1)
+            claim = perf_confirm.Claim(replace(lent, spread=spread),
+                                       None if FRESH_ONLY else searched)
+        if self.beside(c - 1, refs, c, spread, claim=claim) != "bad":
             return "unsure"
-        from bisector.core import paired
 
         fixed = paired.REVERT_ALPHA if self.new else None
         if self.beside(c - 1, refs, REVERT, spread, fixed) == "bad":  # the revert did not fix

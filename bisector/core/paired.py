@@ -106,6 +106,9 @@ class Rule:
     direction: Direction
     threshold: float
     spread: Scale | None = None  # the search's scale, handed to its confirmation
+    # the search's paired differences of each commit it ran, (position, differences), also
+    # handed to its confirmation (core/perf_confirm: the culprit's and its parent's count)
+    searched: tuple[tuple[int, tuple[float, ...]], ...] = ()
 
     def oriented(self, value: float) -> float:
         """``value`` on a log scale where larger is worse."""
@@ -277,7 +280,7 @@ def _spread(groups: list[list[tuple[float, float]]], clip: float) -> tuple[float
     return (math.sqrt(ss / dof) if dof else math.inf), dof
 
 
-def _shared(k: int) -> float:
+def shared(k: int) -> float:
     """How much more the mean of ``k`` pairs of one commit varies than ``k`` independent
     pairs would: made one after another (reference, run, reference, run, ...), neighbouring
     pairs share a reference run, so the mean's variance is (2k - 1/2) / (3k/2) times the
@@ -300,7 +303,7 @@ def compare(diffs: Sequence[float], rule: Rule, spread: Scale, alpha: float = AL
     if sd <= 0:  # every pair alike to the last digit: the sign of the shift says it all
         t = math.copysign(math.inf, mean - rule.margin) if mean != rule.margin else 0.0
     else:
-        t = (mean - rule.margin) / (sd * math.sqrt(_shared(k) / k))
+        t = (mean - rule.margin) / (sd * math.sqrt(shared(k) / k))
     # lazy: only performance oracles need scipy; stdtr is Student's t CDF, a ufunc (fast)
     from scipy.special import stdtr  # type: ignore[import-untyped]
 
@@ -315,11 +318,11 @@ def compare(diffs: Sequence[float], rule: Rule, spread: Scale, alpha: float = AL
 
 def judge_beside(refs: Sequence[Timed], tests: Sequence[Timed], rule: Rule,
                  alpha: float = CONFIRM_ALPHA, alpha_good: float | None = None) -> Paired:
-    """A confirmation's fresh runs of ``tests`` beside ``refs`` (the culprit beside its
-    parent): judged by their own pairs alone, never the search's (which chose the culprit, so
-    an unlucky run there would confirm itself), with the search's plain scale
-    (``rule.spread``) pooled with these runs' own, so a clear change is confirmed by one
-    fresh pair."""
+    """A confirmation's fresh runs of ``tests`` beside ``refs`` (the revert beside the
+    parent; the culprit's claim, which also counts the search's pairs under guards, is
+    :func:`bisector.core.perf_confirm.judge`): judged by their own pairs alone, with the
+    search's plain scale (``rule.spread``) pooled with these runs' own, so a clear change is
+    decided by one fresh pair."""
     pairs = paired_runs(refs, tests, rule)
     own = scale(refs, [pairs], rule)
     # The claim is judged as the pairs are, by the plain spread (pooled() keeps no robust

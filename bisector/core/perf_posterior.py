@@ -52,7 +52,7 @@ hunts (0 with this, and 6 % fewer runs)."""
 
 TEMPER = 0.6
 """Each pair's log-likelihood is scaled by this: neighbouring pairs share a reference run, so
-``k`` pairs carry about ``3k/4`` independent ones' worth (:func:`bisector.core.paired._shared`),
+``k`` pairs carry about ``3k/4`` independent ones' worth (:func:`bisector.core.paired.shared`),
 and less again where a machine has a slow mode: a run in it lands between the two levels,
 which a normal of the plain scale takes for more evidence than it is."""
 

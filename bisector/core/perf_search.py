@@ -203,7 +203,12 @@ def search(by_pos: dict[int, list[Run]], n: int, width: int, cap: int, base: pai
                                        [r.timed for r in valid_runs(runs, like)], rule)
                  for p, runs in by_pos.items() if p > 0 and any(r.own for r in runs)}
         step, after = placed(by_pos, n, width, cap, pairs, rule, known, prior_of(True))
-        return done(step, after=after)
+        if isinstance(step, Next):
+            return done(step, after=after)
+        # every commit's pairs lent to the confirmation, which counts the culprit's and its
+        # parent's beside its fresh ones (core/perf_confirm)
+        lent = tuple((p, tuple(ds)) for p, ds in sorted(pairs.items()) if ds)
+        return done(step, after=after, rule=replace(rule, searched=lent))
     if wanted:
         return done(Next(tuple(wanted)))
     return done(next_step(n, known, width=max(1, width - 1), prior=prior_of(ready)))

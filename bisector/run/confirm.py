@@ -11,7 +11,9 @@ commit).
 A flaky oracle's runs are weighed, not voted on (:mod:`bisector.core.confirmation`), and the
 search's own runs of the culprit and its parent count toward the first group: its answer is
 mostly confirmed without a fresh run, and the record says how many of the search's runs stood
-in (``from_search``).
+in (``from_search``). A performance oracle's search lends its pairs of the culprit and its
+parent, which count beside at least one fresh pair of the two while the fresh pairs agree with
+them (:mod:`bisector.core.perf_confirm`; the record's ``search_pairs``).
 
 Confirmation runs are kept as samples under the bisection's key, tagged
 ``facts["confirmation"]`` (never reusable verdicts, never probes), and the sampling searches
@@ -29,7 +31,7 @@ from bisector.artifacts.obtained import Obtained, Unobtainable
 from bisector.base import defaults
 from bisector.base.events import Events
 from bisector.base.kinds import State
-from bisector.core import noisy, paired, perf, sampling
+from bisector.core import noisy, paired, perf, perf_confirm, sampling
 from bisector.core.confirmation import Confirmation, Seen, confirm_rounds, owed, searched, weigh
 from bisector.core.search import Verdict
 from bisector.core.signature import FAILURE_FACT
@@ -161,12 +163,15 @@ class _Reference:
         self.tick(self.keep, self.timed)
 
 
-def _beside(ctx: CulpritCheck, ref: _Reference, test: Side, rule: paired.Rule,
-            cap: int, alpha_good: float | None = None) -> tuple[Seen, paired.Paired | None]:
+Look = Callable[[Sequence[paired.Timed], Sequence[paired.Timed]], paired.Paired]
+
+
+def _beside(ctx: CulpritCheck, ref: _Reference, test: Side, look: Look,
+            cap: int) -> tuple[Seen, paired.Paired | None]:
     """A performance oracle's paired check of ``test`` beside the parent: one run of it
-    between two of the parent's, again after each undecided look (sequential, as the
-    search: :func:`paired.judge_beside` with the search's scale, so a clear change is
-    decided by one fresh pair), up to ``cap`` pairs. None when either cannot be obtained."""
+    between two of the parent's, again after each undecided ``look`` at the parent's and its
+    runs (sequential, as the search, with the search's scale, so a clear change is decided by
+    one fresh pair), up to ``cap`` pairs. None when either cannot be obtained."""
     keep_t, pipe_t, got_t = _group(ctx, test[2], test[3])
     if isinstance(ref.got, Unobtainable) or isinstance(got_t, Unobtainable):
         return keep_t.seen, None
@@ -177,7 +182,7 @@ def _beside(ctx: CulpritCheck, ref: _Reference, test: Side, rule: paired.Rule,
         pipe_t.probe(test[0], test[1], gpu=ctx.gpu)
         ref.tick(keep_t, tests)
         ref.run()
-        got = paired.judge_beside(ref.timed, tests, rule, alpha_good=alpha_good)
+        got = look(ref.timed, tests)
         if got.verdict is not perf.PerfVerdict.UNDECIDED or len(keep_t.facts) >= cap:
             return keep_t.seen, got
 
@@ -186,8 +191,11 @@ def _confirm_paired(ctx: CulpritCheck, position: int, rule: paired.Rule) -> dict
     """Confirmation of a performance culprit, paired: the culprit run beside its parent
     must be worse by more than the threshold (else "not reproducible"; undecided at the
     cap: "inconclusive"), and its revert on the bad endpoint beside the parent must not.
-    Fresh runs only: the search's runs of the culprit chose it, so an unlucky one would
-    confirm itself; what the search lends is its scale (``rule.spread``)."""
+    The search lends its scale (``rule.spread``) and its pairs of the culprit and the parent
+    (``rule.searched``), which count in the culprit's check only beside at least one fresh
+    pair, while the fresh pairs agree with them and show the change on their own too
+    (:mod:`bisector.core.perf_confirm`): the search chose the culprit from those pairs, so a
+    slowdown that came and went there must not confirm itself."""
     cands = ctx.candidates
     # Twice a search's pairs: the confirmation is the claim, and a change at twice the
     # threshold on a box with a slow mode can take more than 32 fresh pairs to show.
@@ -197,7 +205,8 @@ def _confirm_paired(ctx: CulpritCheck, position: int, rule: paired.Rule) -> dict
     pp = parent_at(ctx, position)
     parent = _Reference(ctx, (pp, cands[pp], lambda: ctx.source.obtain(pp), "parent"))
     culprit: Side = (position, cands[position], lambda: ctx.source.obtain(position), "culprit")
-    seen, got = _beside(ctx, parent, culprit, rule, cap)
+    claim = perf_confirm.Claim(rule, perf_confirm.lent(rule, position, pp))
+    seen, got = _beside(ctx, parent, culprit, claim, cap)
     verdict = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
         got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
     status = {Verdict.BAD: Confirmation.CONFIRMED,
@@ -211,6 +220,9 @@ def _confirm_paired(ctx: CulpritCheck, position: int, rule: paired.Rule) -> dict
         "change": None if got is None or got.change is None else round(got.change, 4),
         "p_value": got.p_value if got else None,
     }
+    lent = claim.record()
+    if lent is not None:  # the search's pairs of both: how many, and whether they counted
+        out["search_pairs"] = lent
     revert = ctx.revert(cands[position], cands[-1])
     if revert is None:
         out["revert"] = dict(NO_REVERT)
@@ -218,7 +230,8 @@ def _confirm_paired(ctx: CulpritCheck, position: int, rule: paired.Rule) -> dict
         n = len(cands)
         reverted: Side = (n - 1, revert, lambda: ctx.source.obtain_commit(revert, n - 1),
                           "revert")
-        seen, got = _beside(ctx, parent, reverted, rule, cap, paired.REVERT_ALPHA)
+        seen, got = _beside(ctx, parent, reverted, lambda refs, tests: paired.judge_beside(
+            refs, tests, rule, alpha_good=paired.REVERT_ALPHA), cap)
         said = {perf.PerfVerdict.BAD: Verdict.BAD, perf.PerfVerdict.GOOD: Verdict.GOOD}.get(
             got.verdict if got else perf.PerfVerdict.UNDECIDED, Verdict.SKIP)
         out["revert"] = {"applied": True, "sha": revert, "verdict": said.value,

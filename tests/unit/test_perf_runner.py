@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Callable
@@ -13,13 +14,14 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from bisector.artifacts.installable import Installable
 from bisector.base.errors import EndpointError, UsageError
 from bisector.base.kinds import State
-from bisector.core import paired, perf
+from bisector.core import paired, perf, perf_confirm
 from bisector.core import perf_search as pure
 from bisector.core.perf_search import Run
 from bisector.core.search import Verdict
@@ -31,7 +33,7 @@ from bisector.run.prepare import prepare
 from bisector.run.strategies import perf as perf_search
 from bisector.run.strategies.base import Round
 from bisector.store import runs as run_store
-from bisector.store.db import Store
+from bisector.store.db import Store, open_store
 from bisector.store.records import BisectionRecord, NewRun
 from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
 
@@ -143,6 +145,51 @@ def test_a_culprit_that_does_not_hold_up_is_never_done(store: Store) -> None:
     assert rec.culprit_sha == cands[12]
     assert rec.result["confirmation"]["status"] == "not reproducible"
     assert rec.state is State.NOT_REPRODUCIBLE and State.NOT_REPRODUCIBLE.exit_code == 13
+
+
+def test_the_search_s_pairs_of_the_culprit_and_parent_save_fresh_pairs(
+        store: Store, migrated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 10 % slowdown against 5 %, runs moving 4 %: the search's own pairs of the culprit and
+    its parent count in its confirmation (beside at least one fresh pair, agreeing with the
+    fresh ones): fewer fresh pairs than the same confirmation on fresh pairs alone."""
+    cands = shas(20)
+
+    def confirmation(stored: Store) -> dict[str, Any]:
+        ex = Timer(cands, 12, 1.10, 21, spread=0.04)
+        rec = confirmed_after(stored, ex, cands, lambda: None)
+        assert rec.state is State.DONE and rec.culprit_sha == cands[12]
+        return dict(rec.result["confirmation"])
+
+    lent = confirmation(store)
+    shutil.copy(migrated, tmp_path / "alone.db")
+    other = open_store(str(tmp_path / "alone.db"))
+    with monkeypatch.context() as m:  # the same hunt, its confirmation on fresh pairs alone
+        m.setattr(perf_confirm, "lent", lambda *_: None)
+        alone = confirmation(other)
+    other.engine.dispose()
+    assert lent["status"] == alone["status"] == "confirmed"
+    searched = lent["search_pairs"]
+    assert searched["counted"] and not searched["contradicted"]
+    assert searched["culprit"] >= 1 and searched["parent"] >= 1
+    assert "search_pairs" not in alone
+    assert 1 <= lent["pairs"] < alone["pairs"]
+
+
+def test_a_slowdown_only_the_search_saw_is_never_done(store: Store) -> None:
+    """A 12 % slowdown against 5 % that went away once the search answered (another job's
+    load that left): the search's pairs of the culprit show the step, the fresh ones none.
+    They contradict the search's, which are set aside: not reproducible, never done."""
+    cands = shas(20)
+    ex = Timer(cands, 12, 1.12, 9, spread=0.02)
+
+    def gone() -> None:
+        ex.slowdown = 1.0
+
+    rec = confirmed_after(store, ex, cands, gone)
+    conf = rec.result["confirmation"]
+    assert rec.culprit_sha == cands[12]
+    assert conf["status"] == "not reproducible" and rec.state is State.NOT_REPRODUCIBLE
+    assert conf["search_pairs"]["contradicted"]
 
 
 class OneFastRun(Timer):
