@@ -129,6 +129,50 @@ def go_inside(walk: Conclusion, candidates: list[str], walked: int, repo_path: s
     return Inside(walk, walked, inner, frozenset(i + 1 for i in same), repo_path)
 
 
+class IntoMerge:
+    """The runner's side of the search inside a merge: whether to go in (the walk answered a
+    merge and ``--into-merge`` holds), the view the search reads (the walk's, or the merge's
+    candidates), the answer with the commit inside beside it, and the way back to the walk
+    when a manual answer of the walk is taken back."""
+
+    def __init__(self, walk: View, enabled: bool, candidates: list[str], repo_path: str,
+                 store_extra: Callable[[Sequence[str]], None],
+                 note: Callable[[str], None]) -> None:
+        self.walk, self.enabled, self.candidates = walk, enabled, candidates
+        self.repo_path, self.store_extra, self.note = repo_path, store_extra, note
+        self.inside: Inside | None = None
+
+    @property
+    def view(self) -> View:
+        """What the search reads now: the walk, or the merge's candidates once inside."""
+        return self.walk if self.inside is None else self.inside.view(self.walk)
+
+    def enter(self, walk: Conclusion) -> bool:
+        """The walk answered: go on among the commits its merge brings (True, the search
+        inside asked from now on); False when there is no merge or the user said no."""
+        if not self.enabled or self.inside is not None:
+            return False
+        inside = go_inside(walk, self.candidates, self.walk.offset + len(self.walk.candidates),
+                           self.repo_path, self.store_extra)
+        if inside is None:
+            return False
+        self.inside = inside
+        self.note(f"the first-parent culprit {inside.merge[:12]} is a merge bringing "
+                  f"{len(inside.candidates) - 2} commit(s): searching among them "
+                  f"(--no-into-merge stops at the merge)")
+        return True
+
+    def answer(self, found: Conclusion, terms: tuple[str, str]) -> Conclusion:
+        """The bisection's answer: the walk's, with what was found inside beside it."""
+        return found if self.inside is None else self.inside.answer(found, terms)
+
+    def taken_back(self, position: int) -> None:
+        """A manual answer at ``position`` was taken back: one of the walk's takes the search
+        back to the walk (its answer may change, and with it the merge)."""
+        if self.inside is not None and position < self.inside.offset:
+            self.inside = None
+
+
 class Beside:
     """The walk's source, with the positions past the walk (the commits inside a merge)
     obtained like the merge: from the cache, as an overlay on the merge's base when only

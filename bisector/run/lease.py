@@ -15,15 +15,17 @@ restarting) is tried again at the next; the runner decides whether the lease sur
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from types import TracebackType
 
 from bisector.base import defaults
 from bisector.base.clock import MONOTONIC, Clock
-from bisector.base.errors import BusyError
+from bisector.base.errors import BusyError, Cancelled, LeaseLost
 from bisector.base.kinds import State
 from bisector.infra import cancel
 from bisector.infra.owner import owner_alive, owner_id
 from bisector.infra.ticker import Ticker
+from bisector.run.remote import cancelled_message
 from bisector.store import bisections, claims
 from bisector.store.db import Store
 
@@ -82,6 +84,33 @@ class Lease:
         if not self.cancelled.is_set():
             self.cancelled.set()
             cancel.stop_all()  # probes in this process; a queue's are stopped by cancel
+
+    def check(self) -> None:
+        """Stop if the lease was lost, or if `bisect cancel` asked (between rounds)."""
+        if self.lost.is_set():
+            raise LeaseLost(f"bisection {self.id} was taken over by another process; this one "
+                            f"stops")
+        if self.cancel_asked():
+            raise Cancelled(cancelled_message(self.id))
+
+    def cancel_asked(self) -> bool:
+        """Did `bisect cancel` ask (seen by the watcher, or in the store now)?"""
+        return self.cancelled.is_set() or bisections.cancel_requested(self.store, self.id)
+
+    def regain(self, e: BaseException, note: Callable[[str], None]) -> None:
+        """The database went away in the middle of a store call (a PostgreSQL restart):
+        wait for it (``defaults.STORE_RETRY_S``), then carry on if the lease is still ours.
+        Every run finished so far is stored; a round cut short is run again from what is."""
+        note(f"the store {self.store.url} went away; waiting for it to come back")
+        if not self.store.reachable():
+            self.store.retry_s = 0.0  # gone for good: nothing more waits for it
+            raise self.store.lost(e, self.id) from None
+        if not bisections.beat(self.store, self.id, me=self.me):
+            raise LeaseLost(f"bisection {self.id} was taken over by another process while the "
+                            f"store was away; this one stops")
+        if not self.cancelled.is_set():
+            cancel.reset()  # a round stopped by the failure is run again, not cancelled
+        note("the store is back: carrying on")
 
     def stop_beating(self) -> None:
         self._watcher.stop()
