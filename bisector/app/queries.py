@@ -19,8 +19,8 @@ from bisector.base.kinds import State
 from bisector.store.queries import Filters
 
 # The words a list takes (``disagree``: a flag on the command line, ``1`` in a URL).
-FIELDS = ("state", "oracle", "repo", "culprit", "touching", "author", "since", "until", "text",
-          "disagree")
+FIELDS = ("state", "oracle", "repo", "culprit", "pr", "touching", "author", "since", "until",
+          "text", "disagree")
 AGE = re.compile(r"(\d+)([smhdw])")
 AGE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 HEX = re.compile(r"[0-9a-f]{4,40}")
@@ -40,6 +40,12 @@ def parse(values: Mapping[str, str | bool | None], limit: int = 50, offset: int 
     if v["state"] and v["state"] not in {s.value for s in State}:
         raise bad("state", f"not a state: give one of {', '.join(s.value for s in State)}")
     culprit, pr = _culprit(v["culprit"], bad)
+    if v["pr"]:  # --pr N: the culprit's pull request, as --culprit '#N'
+        if not (v["pr"].lstrip("#").isdigit() and len(v["pr"]) < 11):
+            raise bad("pr", "give a pull request number, e.g. 143328")
+        if pr is not None and culprit == "" and pr != int(v["pr"].lstrip("#")):
+            raise bad("pr", f"and --culprit {v['culprit']!r} name two pull requests")
+        pr = int(v["pr"].lstrip("#"))
     touching = v["touching"].removeprefix("./").strip("/")
     if v["touching"] and (not touching or v["touching"].startswith("/") or ".." in
                           touching.split("/")):

@@ -43,6 +43,7 @@ def _filter(name: str, metavar: str, text: str) -> Callable[[Callable[..., Any]]
 @_filter("repo", "TEXT", "Only clones whose path holds TEXT (any case).")
 @_filter("culprit", "SHA|#PR", "Only this culprit: a sha prefix (4 hex digits or more; the "
          "commit inside a merge too) or its pull request.")
+@_filter("pr", "N", "Only culprits of this pull request (the same as --culprit '#N').")
 @_filter("touching", "PATH", "Only culprits that changed PATH (a file, or a folder above "
          "one), as git said when they were named.")
 @_filter("author", "TEXT", "Only culprits whose author's name or email holds TEXT.")

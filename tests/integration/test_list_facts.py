@@ -4,6 +4,7 @@ is gone since (or a page of 200 culprits, a git call each) still shows it."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from bisector.base.kinds import State
 from bisector.store import bisections, commits
 from bisector.store.db import open_store
 from bisector.store.queries import Filters
+from tests.support import invoke, one_line_error
 
 CULPRIT = "ab" * 20
 
@@ -48,3 +50,10 @@ def test_the_pull_request_comes_from_the_stored_facts(db: str) -> None:
         assert rows[ids[1]]["culprit_pr"] is None  # no facts, no clone: nothing to say
     finally:
         store.engine.dispose()
+    # --pr N: the culprit's pull request, as --culprit '#N'.
+    for args in (("--pr", "4242"), ("--culprit", "#4242")):
+        r = invoke("--db", db, "list", "--format", "json", *args)
+        assert r.exit_code == 0, r.stderr
+        assert [row["id"] for row in json.loads(r.stdout)] == [ids[0]]
+    assert json.loads(invoke("--db", db, "list", "--pr", "4243", "--json").stdout) == []
+    one_line_error(invoke("--db", db, "list", "--pr", "abc"), "--pr 'abc': give a pull request")
