@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from bisector.store import workers
 from bisector.store.db import open_store
 from tests import fleet_world
 from tests.fleet_world import grow, plant_replacement
-from tests.integration.test_workers import FAST, Fleet
+from tests.integration.test_workers import FAST, Fleet, _wait
 from tests.support import BISECT, ROOT, one_line_error, run_cli
 
 pytestmark = pytest.mark.integration
@@ -35,12 +34,9 @@ def test_a_worker_probes_from_its_own_mirror_of_the_url(pg_url: str, tmp_path: P
     fleet = Fleet(pg_url, tmp_path / "logs")
     with fleet_world.git_server(hist.path, tmp_path / "served") as url:
         try:
-            time.sleep(0.5)
-            fleet.start(range(1))
+            fleet.start(range(1))  # the daemon answers already: git_server waited for it
             store = open_store(pg_url)
-            deadline = time.time() + 60
-            while not workers.live(store) and time.time() < deadline:
-                time.sleep(0.2)
+            _wait("a live worker", lambda: workers.live(store))
             coord_env = {**os.environ, "BISECTOR_HOME": str(tmp_path / "coordinator"),
                          "BISECTOR_CACHE_DIR": str(tmp_path / "coordinator" / "cache")}
             done = subprocess.run(
@@ -98,9 +94,7 @@ def test_a_worker_mirror_ignores_replace_refs_the_server_grows(pg_url: str, tmp_
         try:
             fleet.start(range(1))
             store = open_store(pg_url)
-            deadline = time.time() + 60
-            while not workers.live(store) and time.time() < deadline:
-                time.sleep(0.2)
+            _wait("a live worker", lambda: workers.live(store))
             first = bisect(hist.main[4])  # the culprit lies beyond: its bad end passes
             assert first.returncode == 7, first.stderr + fleet.log_tail()
             assert list((box / "cache" / "mirrors").glob("*/HEAD")), fleet.log_tail()

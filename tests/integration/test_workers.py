@@ -53,15 +53,24 @@ def _history(path: Path, seed: int = SEED) -> SyntheticHistory:
                     side_branch_at=None)
 
 
-def _oracle(path: Path, marks: Path, sleep_s: float) -> Path:
-    """torchlet_norm, slowly, leaving a mark per run (commit and pid) while it runs."""
+def _oracle(path: Path, marks: Path, sleep_s: float = 0.0,
+            held: tuple[Path, set[str]] | None = None) -> Path:
+    """torchlet_norm, leaving a mark per run (commit and pid) while it runs, then ending after
+    ``sleep_s``; or, ``held`` (a gate file, the commits that pass freely), every other commit's
+    run waits until the test writes the gate: it stays in flight until the test says, however
+    loaded the machine (a kill or a cancel can never come after it ended)."""
     marks.mkdir(parents=True, exist_ok=True)
+    gate, free = (str(held[0]), sorted(held[1])) if held else (None, [])
     path.write_text(f'''"""torchlet's norm, judged slowly; marks where it runs."""
 import os, pathlib, sys, time
 import torchlet
-mark = pathlib.Path({str(marks)!r}) / f"{{os.environ['BISECTOR_COMMIT']}}-{{os.getpid()}}"
+commit = os.environ['BISECTOR_COMMIT']
+mark = pathlib.Path({str(marks)!r}) / f"{{commit}}-{{os.getpid()}}"
 mark.write_text("")
-time.sleep({sleep_s})
+gate = {gate!r}
+end = time.monotonic() + (900 if gate and commit not in {free!r} else {sleep_s})
+while time.monotonic() < end and not (gate and os.path.exists(gate)):
+    time.sleep(0.05)
 ok = abs(torchlet.norm([3.0, 4.0]) - 5.0) < 1e-9
 mark.rename(mark.with_suffix(".done"))
 sys.exit(0 if ok else 1)
@@ -208,8 +217,10 @@ def _check_clean(store: Store, bisection_id: int, figures: dict[str, Any]) -> No
 def test_four_workers_survive_a_kill_9_mid_probe(fast: None, pg_url: str, tmp_path: Path,
                                                  fleet: Fleet) -> None:
     hist = _history(tmp_path / "repo")
-    marks = tmp_path / "marks"
-    oracle = _oracle(tmp_path / "slow_norm_marked.py", marks, sleep_s=4)
+    marks, gate = tmp_path / "marks", tmp_path / "go"
+    # The probes past the endpoints hold until the gate opens: the kill comes mid-probe.
+    oracle = _oracle(tmp_path / "slow_norm_marked.py", marks,
+                     held=(gate, {hist.main[0], hist.main[-1]}))
     fleet.start(range(4))
     store = open_store(pg_url)
     _wait("4 live workers", lambda: len(workers.live(store)) == 4)
@@ -227,7 +238,8 @@ def test_four_workers_survive_a_kill_9_mid_probe(fast: None, pg_url: str, tmp_pa
     seen = workers.listing(store)
     assert any(w.pid == victim and w.commit_sha == sha for w in seen), seen
     fleet.kill(victim)
-    _wait("the killed worker's oracle to die", lambda: not _alive(oracle_pid), timeout=15)
+    _wait("the killed worker's oracle to die", lambda: not _alive(oracle_pid), timeout=120)
+    gate.write_text("")  # the other probes, and the killed one's retry, run at once
 
     stdout, stderr = coord.communicate(timeout=600)
     assert coord.returncode == 0, stderr + fleet.log_tail()
@@ -256,8 +268,9 @@ def test_four_workers_survive_a_kill_9_mid_probe(fast: None, pg_url: str, tmp_pa
 def test_all_workers_killed_then_restarted_finish_the_bisection(
         fast: None, pg_url: str, tmp_path: Path, fleet: Fleet) -> None:
     hist = _history(tmp_path / "repo")
-    marks = tmp_path / "marks"
-    oracle = _oracle(tmp_path / "slow_norm_marked.py", marks, sleep_s=4)
+    marks, gate = tmp_path / "marks", tmp_path / "go"
+    oracle = _oracle(tmp_path / "slow_norm_marked.py", marks,
+                     held=(gate, {hist.main[0], hist.main[-1]}))
     first = fleet.start(range(4))
     store = open_store(pg_url)
     _wait("4 live workers", lambda: len(workers.live(store)) == 4)
@@ -268,11 +281,14 @@ def test_all_workers_killed_then_restarted_finish_the_bisection(
         fleet.kill(pid)
     for _sha, pid in running:
         _wait("the oracles of the killed workers to die", lambda p=pid: not _alive(p),
-              timeout=15)
+              timeout=120)
     _wait("every probe process of the killed workers to die",
-          lambda: not _probe_processes(set(first)), timeout=15)
-    time.sleep(2)
-    assert coord.poll() is None  # the coordinator waits for workers; it does not give up
+          lambda: not _probe_processes(set(first)), timeout=120)
+    _wait("no live worker", lambda: not workers.live(store), timeout=120)
+    # No worker left, and the coordinator, which looks every BISECTOR_TASK_POLL_S, waits for
+    # workers; it does not give up.
+    assert coord.poll() is None
+    gate.write_text("")
     fleet.start(range(4))
     stdout, stderr = coord.communicate(timeout=600)
     assert coord.returncode == 0, stderr + fleet.log_tail()
@@ -294,32 +310,44 @@ def test_all_workers_killed_then_restarted_finish_the_bisection(
 
 def test_cancel_stops_the_probe_in_flight_and_resume_finishes(
         fast: None, pg_url: str, tmp_path: Path, fleet: Fleet) -> None:
+    """Nothing here waits for a time: the probes past the endpoints hold until the test opens
+    their gate, so the cancel always finds them in flight, and every wait is for a thing the
+    test sees happen (a mark, a dead process, an idle worker); the deadlines only turn a hang
+    into a failure. (It failed on a loaded machine when a 6 s oracle ended before the cancel.)
+    """
     hist = _history(tmp_path / "repo")
-    marks = tmp_path / "marks"
-    oracle = _oracle(tmp_path / "slow_norm_marked.py", marks, sleep_s=6)
+    marks, gate = tmp_path / "marks", tmp_path / "go"
+    oracle = _oracle(tmp_path / "slow_norm_marked.py", marks,
+                     held=(gate, {hist.main[0], hist.main[-1]}))
     fleet.start(range(2))
     store = open_store(pg_url)
     _wait("2 live workers", lambda: len(workers.live(store)) == 2)
     coord = _coordinator(fleet, hist, oracle, "--enqueue")
-    _wait("the endpoints", lambda: len(list(marks.glob("*.done"))) >= 2, timeout=300)
-    running = _wait("an oracle run", lambda: _running(marks), timeout=120)
+    _wait("the endpoints", lambda: len(list(marks.glob("*.done"))) >= 2, timeout=600)
+    running = _wait("an oracle run", lambda: _running(marks), timeout=600)
     bid = bisections.listing(store, 1)[0].id
     r = run_cli("--db", pg_url, "cancel", str(bid), "--json")
     assert r.returncode == 0, r.stderr
     stopped = json.loads(r.stdout)["stopped"]
     assert {s["commit"] for s in stopped} >= {sha for sha, _ in running}
-    _, stderr = coord.communicate(timeout=60)
+    _, stderr = coord.communicate(timeout=600)
     assert coord.returncode == 130, stderr
     assert f"bisection {bid} was cancelled" in stderr and f"bisect resume {bid}" in stderr
     for _sha, pid in running:
-        _wait("the cancelled oracle to die", lambda p=pid: not _alive(p), timeout=15)
+        _wait("the cancelled oracle to die", lambda p=pid: not _alive(p), timeout=120)
     assert bisections.get(store, bid).state.value == "cancelled"
-    time.sleep(1)
+    # Each worker is done with its cancelled job (idle again: whatever it would write is
+    # written by now), and none wrote a verdict for it.
+    _wait("the workers to be idle", lambda: all(
+        w.task_id is None for w in workers.listing(store)), timeout=120)
+    for sha, pid in running:  # no cancelled run ended
+        assert not (marks / f"{sha}-{pid}.done").exists()
     with store.engine.connect() as c:
         judged = {sha for (sha,) in c.execute(text("SELECT commit_sha FROM run"))}
     assert not judged & {s["commit"] for s in stopped}  # no verdict for a cancelled probe
     again = run_cli("--db", pg_url, "cancel", str(bid))
     assert again.returncode == 0 and "no probe was in flight" in again.stderr
+    gate.write_text("")  # the resumed probes run at once
     r = run_cli("--db", pg_url, "resume", str(bid), "--json", timeout=600)
     assert r.returncode == 0, r.stderr + fleet.log_tail()
     assert json.loads(r.stdout)["culprit"]["sha"] == hist.culprit
