@@ -7,11 +7,16 @@ commits, the oracle PyTorch's benchmark command for the range's models with the 
 policy's threshold, everything else as given (``--repo`` the PyTorch clone, ``--python``,
 ``--gpus``...). A range already bisected in this store (the same oracle and endpoints) is not
 bisected again: it is named with its id.
+
+``bisect start --from-report`` and the watch's report suites walk a report the same way, through
+:func:`each_range`: each range in turn, looked up in the store as it is reached (after the
+previous range's bisection was started, so a report naming one range twice starts it once).
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,6 +34,30 @@ class Planned:
     report_id: str
     items: tuple[tuple[Range, Request], ...]
     skipped: tuple[str, ...]  # series of the report not bisected, each with why
+
+
+@dataclass(frozen=True)
+class Reached:
+    """One range of a report as the walk reaches it."""
+
+    number: int  # from 1
+    total: int
+    range: Range
+    request: Request  # what ``bisect start`` would have been given for it
+    found: int | None  # the bisection of this store already made of it, if any
+
+    @property
+    def said(self) -> str:
+        return describe(self.range)
+
+
+def each_range(store: Callable[[], Store], planned: Planned) -> Iterator[Reached]:
+    """Each range of the report in turn, with the bisection this store already has of it;
+    looked up only when the range is reached, so what the caller started for an earlier
+    range counts (``store``: opened on first use)."""
+    total = len(planned.items)
+    for number, (r, req) in enumerate(planned.items, 1):
+        yield Reached(number, total, r, req, already(store(), req))
 
 
 def read_text(source: str) -> str:

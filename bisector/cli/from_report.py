@@ -46,16 +46,14 @@ def start_all(c: Ctx, req: Request, source: str, json_out: bool, enqueue: bool |
 
     planned = _planned(req, source)
     worst = 0
-    n = len(planned.items)
-    for i, (r, one) in enumerate(planned.items, 1):
-        err.print(f"[bold]range {i} of {n}[/] of report {_shown(planned.report_id or '?')}: "
-                  f"{_shown(from_report.describe(r))}")
-        found = from_report.already(c.store(), one)
-        if found is not None:
-            err.print(f"  already bisected as #{found}: bisect show {found}")
+    for step in from_report.each_range(c.store, planned):
+        err.print(f"[bold]range {step.number} of {step.total}[/] of report "
+                  f"{_shown(planned.report_id or '?')}: {_shown(step.said)}")
+        if step.found is not None:
+            err.print(f"  already bisected as #{step.found}: bisect show {step.found}")
             continue
         try:
-            carry_out(partial(_one, c, one, enqueue), json_out, db_flag)
+            carry_out(partial(_one, c, step.request, enqueue), json_out, db_flag)
         except SystemExit as e:  # an unsure answer's own code: the next range still runs
             worst = max(worst, int(e.code or 0))
     if worst:

@@ -59,16 +59,15 @@ def report_pass(p: Pass, suite: Suite, bisect: bool) -> None:
         except BisectorError as e:
             p.say(f"{suite.name}: {f.name}: {e.message}")
             continue
-        for r, req in planned.items:
-            found = from_report.already(p.store, req)
+        for step in from_report.each_range(lambda: p.store, planned):
+            found = step.found
             if found is None:
                 try:
-                    _store, found = app.create(lambda: p.store, req)
+                    _store, found = app.create(lambda: p.store, step.request)
                 except BisectorError as e:
-                    p.say(f"{suite.name}: {f.name}: {from_report.describe(r)}: {e.message}")
+                    p.say(f"{suite.name}: {f.name}: {step.said}: {e.message}")
                     continue
                 p.report.started.append(found)
-                p.say(f"{suite.name}: {f.name}: started bisection {found} for "
-                      f"{from_report.describe(r)}")
+                p.say(f"{suite.name}: {f.name}: started bisection {found} for {step.said}")
             if bisect:
                 run_one(p, found, f"{suite.name}: {f.name}")
