@@ -241,6 +241,29 @@ def _probes(db: Path, bisection: int) -> list[str]:
     return [r[0] for r in rows]
 
 
+def oracles_running(controller: int) -> set[str]:
+    """Commits whose oracle runs now for the controller process ``controller`` (its pid): the
+    live processes marked with its ``BISECTOR_PROBE`` (infra/proc.reaped) that carry a
+    ``BISECTOR_COMMIT``, read from /proc. What a test waits for to stop a run mid-probe, rather
+    than a time that is "well inside the next run" only on an idle machine."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            env = dict(item.split(b"=", 1) for item in
+                       Path(f"/proc/{entry}/environ").read_bytes().split(b"\0") if b"=" in item)
+        except OSError:
+            continue
+        mark, commit = env.get(b"BISECTOR_PROBE"), env.get(b"BISECTOR_COMMIT")
+        if mark is None or commit is None or not _alive(int(entry)):
+            continue
+        owner = mark.decode(errors="replace").split("|", 1)[0].split(":")
+        if len(owner) > 1 and owner[1] == str(controller):
+            found.add(commit.decode())
+    return found
+
+
 def wait_for(cond: Any, timeout: float = 120.0, every: float = 0.2) -> Any:
     """Poll ``cond()`` until it is truthy or ``timeout`` passes; its last value."""
     end = time.time() + timeout

@@ -14,13 +14,22 @@ import json
 import signal
 import sqlite3
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import BISECT, ROOT, _probes, git, invoke, one_line_error, run_cli
+from tests.support import (
+    BISECT,
+    ROOT,
+    _probes,
+    git,
+    invoke,
+    one_line_error,
+    oracles_running,
+    run_cli,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,10 +105,9 @@ def test_a_killed_tree_bisection_resumes_to_the_same_answer(home: Path,
                              "--good", shas[0], "--bad", shas[-1], "--no-confirm", "--", "sh",
                              "-c", "sleep 1; sh check.sh"],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and (not db.exists() or len(_probes(db, 1)) < 3):
-        time.sleep(0.2)
-    time.sleep(0.5)  # inside the next oracle run
+    # Three probes stored, then killed while the oracle of a probe not stored yet runs.
+    assert wait_for(lambda: db.exists() and len(_probes(db, 1)) >= 3)
+    assert wait_for(lambda: oracles_running(proc.pid) - set(_probes(db, 1)))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = _probes(db, 1)
