@@ -34,6 +34,7 @@ from tests.support import (
     invoke,
     one_line_error,
     run_cli,
+    wait_for,
 )
 from tests.support import git as git_in
 
@@ -329,10 +330,18 @@ def test_list_does_not_show_a_dead_run_as_running(home: Path, hist: SyntheticHis
                              "--good", hist.main[2], "--bad", hist.main[20], "--oracle",
                              str(ROOT / "tests/oracles/slow_norm.py")], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline and not db.exists():
-        time.sleep(0.2)
-    time.sleep(2)
+
+    def running() -> bool:  # its row says running: the run is under way, owned by proc
+        if not db.exists():
+            return False
+        try:
+            with sqlite3.connect(db) as con:
+                row = con.execute("SELECT state FROM bisection WHERE id = 1").fetchone()
+        except sqlite3.OperationalError:  # the store is still being made
+            return False
+        return row is not None and row[0] == "running"
+
+    assert wait_for(running), "the run never started"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     rows = json.loads(run_cli("--db", str(db), "list", "--json").stdout)
