@@ -1,9 +1,10 @@
 """``bisect plan``: what a bisection will cost, before anything is spent.
 
-The projection runs the real search (the same ``next_step`` and the same cost ranking a run
-uses) against every possible culprit position, or an even sample of them on long ranges, and
-adds up per-step costs. So "expected source builds" is not a guess from counts: it is what the
-search would do, averaged over where the culprit might be, with the worst case beside it.
+The projection runs the real search (the shipped strategies, app/plan_walk.py, and the same
+cost ranking a run uses) against every possible culprit position, or an even sample of them on
+long ranges, and adds up per-step costs. So "expected source builds" is not a guess from
+counts: it is what the search would do, averaged over where the culprit might be, with the
+worst case beside it.
 
 It starts from what a run would start from: every reusable verdict already stored for the
 range (a run seeds its search with them before its first probe, so they cost nothing and rule
@@ -21,7 +22,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from bisector.app.costs import (
     DEFAULT_COSTS,
@@ -36,6 +37,7 @@ from bisector.app.costs import (
     unrun_oracle,
 )
 from bisector.app.overlap import with_prefetch
+from bisector.app.plan_walk import Ranking, Reuse, consistent_culprits, searches, walk
 from bisector.artifacts.nightly_urls import DIRECT, LISTED
 from bisector.base import defaults
 from bisector.base.events import Events, QuietEvents
@@ -49,7 +51,7 @@ from bisector.core.sampling import (
     perf_max_runs,
     sampling_for,
 )
-from bisector.core.search import Culprit, Next, Verdict, next_step
+from bisector.core.search import Verdict
 from bisector.project.profiles import GENERIC, get_profile
 from bisector.run.config import Request
 from bisector.run.factory import Parts
@@ -65,8 +67,8 @@ from bisector.store import runs as run_store
 from bisector.store.db import Store
 
 # Re-exported: the CLI and the tests price through ``bisect plan``'s module.
-__all__ = ["DEFAULT_COSTS", "PlanReport", "describe_source", "human", "make_plan", "parse_costs",
-           "plan_for", "price", "project_costs", "simulate"]
+__all__ = ["DEFAULT_COSTS", "PlanReport", "consistent_culprits", "describe_source", "human",
+           "make_plan", "parse_costs", "plan_for", "price", "project_costs", "simulate"]
 
 SAMPLE = 256
 # Simulated hunts of a flaky oracle (each one random): fewer, since each is the shipped search,
@@ -78,38 +80,6 @@ NOISY_SAMPLE = 24
 # A performance probe takes about core/paired.TYPICAL_PAIRS pairs: its runs and as many of the
 # reference's beside them.
 PERF_MEAN_RUNS = 2 * paired.TYPICAL_PAIRS
-
-
-class Ranking(Protocol):
-    """What the projection needs of the artifact provider: how each commit would be obtained
-    (a :class:`Way`) and the rank the search uses."""
-
-    def kind(self, pos: int) -> Way: ...
-    def cost(self, pos: int) -> int: ...
-    def safe_between(self, a: int, b: int) -> bool: ...
-
-
-class _Reuse:
-    """The ranking as it changes during one simulated run: a commit built from source becomes
-    an overlay base (build once, overlay many), so a later commit whose difference to it is
-    overlay-safe is an overlay, not a second build, exactly as the provider does it."""
-
-    def __init__(self, provider: Ranking) -> None:
-        self.provider = provider
-        self.built: list[int] = []
-
-    def kind(self, pos: int) -> Way:
-        k = self.provider.kind(pos)
-        if k is Way.BUILD and any(self.provider.safe_between(b, pos) for b in self.built):
-            return Way.OVERLAY
-        return k
-
-    def cost(self, pos: int) -> int:
-        return self.kind(pos).rank
-
-    def paid(self, pos: int, kind: Way) -> None:
-        if kind is Way.BUILD:
-            self.built.append(pos)
 
 
 @dataclass
@@ -151,33 +121,6 @@ class PlanReport:
         return d
 
 
-def consistent_culprits(n: int, known: Mapping[int, Verdict]) -> list[int]:
-    """Positions the first bad commit can still be at, given verdicts already known: after
-    every good, at or before every bad (a skip rules out nothing). Empty when they contradict
-    each other (then a run stops as soon as it sees that)."""
-    goods = [p for p, v in known.items() if v is Verdict.GOOD]
-    bads = [p for p, v in known.items() if v is Verdict.BAD]
-    return list(range(max([0, *goods]) + 1, min([n - 1, *bads]) + 1))
-
-
-def _walk(n: int, provider: Ranking, culprit: int, seeded: Mapping[int, Verdict]
-          ) -> tuple[list[tuple[int, Way]], bool]:
-    """The positions a deterministic search probes when the culprit is at ``culprit``, each
-    with how it was obtained then, and whether the search names a culprit (a window of skips
-    is not confirmed)."""
-    verdicts = dict(seeded)
-    now = _Reuse(provider)
-    probed = []
-    while isinstance(s := next_step(n, verdicts, cost=now.cost), Next):
-        for p in s.positions:
-            k = now.kind(p)
-            probed.append((p, k))
-            now.paid(p, k)
-            verdicts[p] = (Verdict.SKIP if k is Way.BROKEN else
-                           Verdict.BAD if p >= culprit else Verdict.GOOD)
-    return probed, isinstance(s, Culprit)
-
-
 def _confirmation(provider: Ranking, costs: Mapping[str, float], culprit: int,
                   sampling: Sampling, runs: int | None = None) -> tuple[int, int, float]:
     """(runs, builds, seconds) of confirming ``culprit``: it and its parent again (both already
@@ -216,13 +159,13 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
         per_probe = 2 * perf_max_runs(sampling.max_runs) if worst else PERF_MEAN_RUNS
         first = provider.kind(0)
         fixed = (1, int(first is Way.BUILD), costs[first] + costs["oracle"])
-    if not isinstance(next_step(n, seeded, cost=provider.cost), Next):
+    if not searches(n, provider.cost, seeded):
         return [(0, 0, 0.0)]  # the stored verdicts already answer: a run only reports them
     culprits = consistent_culprits(n, seeded) or list(range(1, n))
     out = []
     for culprit in culprits[::max(1, len(culprits) // SAMPLE)]:
         runs, builds, seconds = fixed
-        probed, named = _walk(n, provider, culprit, seeded)
+        probed, named = walk(n, provider, culprit, seeded)
         for _, k in probed:
             seconds += costs[k]
             if k is not Way.BROKEN:
@@ -249,7 +192,7 @@ def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
     culprits = list(range(1, n))
     out = []
     for culprit in culprits[::max(1, len(culprits) // NOISY_SAMPLE)]:
-        now = _Reuse(provider)
+        now = Reuse(provider)
         got: dict[int, Way] = {}
         reports: list[tuple[int, bool]] = []
         while True:
@@ -398,7 +341,7 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         culprits = consistent_culprits(n, known) or list(range(1, n))
         runs = PERF_MEAN_RUNS if report.sampling == Kind.PERFORMANCE.value else 1
         report.seconds_prefetch_mean = with_prefetch(
-            report.seconds_mean, lambda c: _walk(n, parts.provider, c, known)[0],
+            report.seconds_mean, lambda c: walk(n, parts.provider, c, known)[0],
             culprits[::max(1, len(culprits) // SAMPLE)], table, runs,
             max(0, cfg.build_jobs - cfg.width), cfg.width)
     return report

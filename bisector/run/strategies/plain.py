@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from bisector.core.lookahead import next_rounds
-from bisector.core.search import Next, Verdict, next_step, remaining_estimate
+from bisector.core.search import Next, Step, Verdict, next_step, remaining_estimate
 from bisector.core.verdict import Rules
 from bisector.run.hunt import Hunt, judged
 from bisector.run.strategies.base import (
     Adopted,
+    Conclusion,
     Decision,
     Round,
     View,
@@ -71,6 +72,10 @@ def known(view: View) -> tuple[dict[int, Verdict], Adopted]:
 
 
 class Plain:
+    """The plain search. What it reads of the store is three methods (:meth:`begin`,
+    :meth:`known`, :meth:`answer`): ``bisect plan`` runs this very search over simulated
+    verdicts by giving them other bodies (app/plan_walk.py)."""
+
     def __init__(self, view: View) -> None:
         self.view = view
         self.round: int | None = None  # the last round number used (read on the first ask)
@@ -79,11 +84,9 @@ class Plain:
     def decide(self) -> Decision:
         v = self.view
         if self.round is None:
-            # Read when first asked, after the runner settled what workers finished unseen.
-            self.in_flight = dict(bisections.get(v.store, v.record.id).in_flight or {})
-            self.round = max(run_store.last_round(v.store, v.record.id),
-                             int(self.in_flight.get("round", 0)))
-        have, adopted = known(v)
+            self.in_flight, last = self.begin()
+            self.round = max(last, int(self.in_flight.get("round", 0)))
+        have, adopted = self.known()
         flying = v.mine(dict.fromkeys(self.in_flight.get("positions", ()), True))
         positions = tuple(p for p in flying if p not in have)
         number = int(self.in_flight.get("round", 0)) if positions else self.round + 1
@@ -93,17 +96,32 @@ class Plain:
             step = next_step(v.n, have, width=v.width, cost=v.cost,
                              prior=prior_for(v, ready))
             if not isinstance(step, Next):
-                return Decision(answer_for(v, step), adopted, None)
+                return Decision(self.answer(step), adopted, None)
             positions = step.positions
         self.round = max(self.round, number)
         return Decision(Round(number, tuple(v.offset + p for p in positions),
                               remaining_estimate(v.n, have)), adopted, number)
 
+    def begin(self) -> tuple[dict[str, Any], int]:
+        """The round stored as in flight and the last round stored: read when first asked,
+        after the runner settled what workers finished unseen."""
+        v = self.view
+        return (dict(bisections.get(v.store, v.record.id).in_flight or {}),
+                run_store.last_round(v.store, v.record.id))
+
+    def known(self) -> tuple[dict[int, Verdict], Adopted]:
+        """What is known now (:func:`known`)."""
+        return known(self.view)
+
+    def answer(self, step: Step) -> Conclusion:
+        """The answer of the search that ended in ``step``."""
+        return answer_for(self.view, step)
+
     def ahead(self, r: Round) -> list[tuple[int, float]]:
         """Round ``r``'s later positions, then every commit the next round may probe, by the
         chance of each way ``r`` can come out (:func:`bisector.core.lookahead.next_rounds`)."""
         v = self.view
-        have, _ = known(v)
+        have, _ = self.known()
         ready = have.get(0) is Verdict.GOOD and have.get(v.n - 1) is Verdict.BAD
         mine = [p - v.offset for p in r.positions if v.offset <= p < v.offset + v.n]
         # The endpoints' round ends well only one way: good, then bad (its prior is then read
