@@ -29,7 +29,6 @@ from bisector.base.errors import Cancelled, LeaseLost
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import State
 from bisector.core.search import Verdict
-from bisector.executors.base import prepare
 from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
 from bisector.run import confirm, ending, slots
@@ -37,7 +36,6 @@ from bisector.run.into_merge import IntoMerge
 from bisector.run.lease import Lease
 from bisector.run.manual import take_back
 from bisector.run.opened import Opened
-from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
 from bisector.run.prefetch import Prefetcher
 from bisector.run.remote import Workers, cancelled_message
 from bisector.run.strategies.base import Adopted, Conclusion, Round, View
@@ -73,21 +71,13 @@ class Runner:
         self.subject = subject
         self.lease = lease or Lease(store, record.id)
         self.key = run_store.Key(record.oracle_sha256, record.env_fingerprint)
-        # A flaky oracle's runs are samples: every probe runs and each run is kept.
-        recorder = (SampleRecorder if oracle.meta.sampled else StoreRecorder)(
-            store, record.id, self.key, self.lease.me)
         # The judge of failing runs (run/hunt.py): every probe, stored verdict and
         # confirmation run of this bisection is judged through the same one.
         self.hunt = judging.hunt
-        # What the next probes need, made while the oracles run (run/prefetch.py): here only,
-        # workers obtain on their own boxes.
-        executor = means.executor
-        self.prefetcher = None if means.prefetch <= 0 or means.workers is not None else \
-            Prefetcher(source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle),
-                       means.prefetch, means.spare_builds, unbuilt=source.obtain_unbuilt)
-        self.pipeline = Pipeline(source.obtain if self.prefetcher is None
-                                 else self.prefetcher.obtain, executor, oracle, rules,
-                                 recorder, self.events, self.hunt)
+        self.prefetcher: Prefetcher | None
+        self.prefetcher, self.pipeline = slots.probing(store, record.id, self.key,
+                                                       self.lease.me, judging, means,
+                                                       self.events)
         self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.workers = means.workers

@@ -13,14 +13,36 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any
 
+from bisector.base.events import Events
+from bisector.executors.base import prepare
 from bisector.infra import cancel
+from bisector.run.pipeline import Pipeline, SampleRecorder, StoreRecorder
+from bisector.run.prefetch import Prefetcher
+from bisector.run.wiring import Judging, Means
 from bisector.store import durations
+from bisector.store import runs as run_store
 from bisector.store.db import Store
 from bisector.store.records import BisectionRecord
 
 # Probe one position on one slot (its GPU, or None); raises only when it could not (a bug, a
 # lost lease): a verdict, even skip, is stored by the probe itself (what it returns is not read).
 Probe = Callable[[int, str | None], Any]
+
+
+def probing(store: Store, bisection_id: int, key: run_store.Key, me: str, judging: Judging,
+            means: Means, events: Events) -> tuple[Prefetcher | None, Pipeline]:
+    """The pipeline every probe of this bisection run here goes through, and the prefetcher
+    that feeds it what the next probes need while the oracles run (run/prefetch.py; None
+    with ``--prefetch 0`` or workers: they obtain on their own boxes)."""
+    oracle, source, executor = judging.oracle, means.source, means.executor
+    # A flaky oracle's runs are samples: every probe runs and each run is kept.
+    recorder = (SampleRecorder if oracle.meta.sampled else StoreRecorder)(
+        store, bisection_id, key, me)
+    ahead = None if means.prefetch <= 0 or means.workers is not None else \
+        Prefetcher(source.obtain, source.kind, lambda inst: prepare(executor, inst, oracle),
+                   means.prefetch, means.spare_builds, unbuilt=source.obtain_unbuilt)
+    return ahead, Pipeline(source.obtain if ahead is None else ahead.obtain, executor, oracle,
+                           judging.rules, recorder, events, judging.hunt)
 
 
 def run_here(positions: Sequence[int], slots: Sequence[str | None], probe: Probe) -> None:
