@@ -31,7 +31,7 @@ test: $(STAMP) ## Run lint, types, the docs site (strict) and every test this ma
 	$(BIN)/ruff check bisector tests proofs migrations bench scripts
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
-	$(BIN)/pytest -m "not gpu" -n 4 --dist loadfile --durations=20 \
+	$(BIN)/pytest -m "not gpu" -n 4 --dist loadfile --no-loadscope-reorder --durations=20 \
 	  $$(docker info >/dev/null 2>&1 && echo --run-docker)
 
 test-unit: $(STAMP) ## Only the fast, pure tests

@@ -79,14 +79,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.docker)
         if item.get_closest_marker("docker") and not config.getoption("--run-docker"):
             item.add_marker(skip_docker)
-    # The longest files first: xdist hands files out in this order, so the one that builds the
-    # Docker images (minutes on a fresh machine) starts at once instead of ending the run.
+    # The longest files first: xdist hands files out in this order (make test passes
+    # --no-loadscope-reorder, else xdist reorders them by their number of tests), so the
+    # one that builds the Docker images (minutes on a fresh machine) starts at once and no
+    # long file is left to end the run alone on one worker while the others are idle.
     items.sort(key=lambda item: LONG_FIRST.get(Path(str(item.fspath)).name, len(LONG_FIRST)))
 
 
+# Measured with --durations (a whole run's per-file sums, longest first); a file missing here
+# only runs later, never not at all.
 LONG_FIRST = {name: i for i, name in enumerate((
-    "test_docker.py", "test_workers.py", "test_watch_perf.py", "test_bisect.py",
-    "test_prebuilt.py", "test_web.py", "test_web_truth.py", "test_faults.py",
+    "test_docker.py", "test_faults.py", "test_fleet.py", "test_workers.py", "test_watch.py",
+    "test_bisect.py", "test_from_report.py", "test_object_store.py", "test_prebuilt.py",
+    "test_watch_perf.py", "test_prefetch.py", "test_manual_undo.py", "test_small_projects.py",
+    "test_worker_mirror.py", "test_demo_nightlies.py", "test_du_gc.py", "test_watch_order.py",
+    "test_tree_repos.py", "test_submodules.py", "test_web.py", "test_web_truth.py",
+    "test_confirm_reuse.py", "test_installed_base.py", "test_at_culprit.py",
+    "test_plan_measured.py", "test_probe_phases.py", "test_flaky.py", "test_oracle_env_runs.py",
+    "test_overlay_truth.py", "test_dist.py",
     # The other half of the Docker tests: it waits for the images the first half builds, so
     # it comes once a worker has had a first file's worth of other work.
     "test_docker_stops.py"))}
