@@ -12,6 +12,10 @@ because a periodic job would wait in the queue behind probes that take an hour.
 
 SIGTERM (``systemctl stop``) lets the probe in hand finish for ``WORKER_SHUTDOWN_S``, then
 aborts it and hands it back; a second signal kills the worker.
+
+``burst`` (rq's ``--burst``, Procrastinate's ``wait=False``): take the jobs waiting now, one
+after the other, and return once none is left; a test drains the queue in its own process
+and then asserts, instead of starting a worker and polling for what it did.
 """
 
 from __future__ import annotations
@@ -45,10 +49,12 @@ def listened(kinds: Sequence[str], offer: Offer) -> list[str]:
             *([*offer.build_queues(), q.BUILD_QUEUE] if q.BUILD_QUEUE in kinds else [])]
 
 
-def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | None,
+def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | None,  # noqa: PLR0913
           say: Callable[[str], None], pythons: Sequence[str] = (),
-          shutdown_s: float = defaults.WORKER_SHUTDOWN_S, policy: Policy) -> None:
-    """Run a worker until it is stopped; ``policy``: the command's (its object store)."""
+          shutdown_s: float = defaults.WORKER_SHUTDOWN_S, policy: Policy,
+          burst: bool = False) -> None:
+    """Run a worker until it is stopped (``burst``: until no job waits); ``policy``: the
+    command's (its object store)."""
     offer = read_offer(gpu, pythons)
     q.ensure_schema(store)
     host_name = socket.gethostname()
@@ -66,22 +72,24 @@ def serve(store: Store, *, gpu: str | None, queues: Sequence[str], name: str | N
         + (f"; it offers {offer.words()}" if q.PROBE_QUEUE in queues else ""))
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
     try:
-        asyncio.run(_main(qapp, store, host.worker_id, listen, name, say, shutdown_s))
+        asyncio.run(_main(qapp, store, host.worker_id, listen, name, say, shutdown_s, burst))
     finally:
         workers.stop(store, host.worker_id)
         say(f"worker {name} stopped")
 
 
 async def _main(qapp: procrastinate.App, store: Store, worker_id: int, queues: list[str],
-                name: str, say: Callable[[str], None], shutdown_s: float) -> None:
+                name: str, say: Callable[[str], None], shutdown_s: float,
+                burst: bool = False) -> None:
     async with qapp.open_async():
         side = asyncio.create_task(_beat(qapp, store, worker_id, say), name="bisector-beat")
         try:
             await qapp.run_worker_async(
-                queues=queues, name=name, concurrency=1, wait=True,
+                queues=queues, name=name, concurrency=1, wait=not burst,
                 update_heartbeat_interval=defaults.WORKER_BEAT_S,
                 stalled_worker_timeout=defaults.WORKER_STALE_S,
-                shutdown_graceful_timeout=shutdown_s, install_signal_handlers=True)
+                # a burst runs inside its caller (a test): the caller's signals stay its own
+                shutdown_graceful_timeout=shutdown_s, install_signal_handlers=not burst)
         finally:
             side.cancel()
             with contextlib.suppress(asyncio.CancelledError):

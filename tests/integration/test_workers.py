@@ -358,6 +358,38 @@ def test_cancel_stops_the_probe_in_flight_and_resume_finishes(
     print("CRASH-FIGURES cancel", json.dumps({**figures, "cancelled": len(stopped)}))
 
 
+def test_a_burst_worker_drains_the_waiting_probes_in_process_and_returns(
+        fast: None, pg_url: str, tmp_path: Path, fleet: Fleet) -> None:
+    """A worker with ``burst`` (rq's ``burst=True``, Procrastinate's ``wait=False``) run in
+    this process takes the probe jobs a coordinator queued, one after the other, and returns
+    once none waits: the test then asserts what it did, with no worker process to start and
+    no polling for its results."""
+    from bisector.run.policy import LOCAL
+    from bisector.worker.process import serve
+
+    hist = _history(tmp_path / "repo")
+    oracle = _oracle(tmp_path / "norm_marked.py", tmp_path / "marks")
+    store = open_store(pg_url)
+    _coordinator(fleet, hist, oracle, "--enqueue")  # no worker yet: its first round waits
+    queued = _wait("the first round's probes in the queue", lambda: [
+        t for b in bisections.listing(store, 1) for t in tasks.of_bisection(store, b.id)
+        if t.state is TaskState.QUEUED])
+    said: list[str] = []
+    serve(store, gpu=None, queues=("probe",), name="burst", say=said.append, policy=LOCAL,
+          burst=True)  # returns: nothing waits any more
+    done = {t.id: t for t in tasks.get(store, [t.id for t in queued])}
+    assert all(t.state is TaskState.DONE and t.verdict and t.run_id for t in done.values()), \
+        (done, said)
+    verdicts = {t.commit_sha: t.verdict for t in done.values()}
+    if hist.main[0] in verdicts:  # the endpoints: good, then bad
+        assert verdicts[hist.main[0]] == "good"
+    if hist.main[-1] in verdicts:
+        assert verdicts[hist.main[-1]] == "bad"
+    [me] = [w for w in workers.listing(store) if w.name == "burst"]
+    assert me.state.value == "stopped" and me.jobs == len(queued), said
+    assert said[-1] == "worker burst stopped"
+
+
 def test_two_bisections_side_by_side_share_the_workers_and_their_verdicts(
         fast: None, pg_url: str, tmp_path: Path, fleet: Fleet) -> None:
     """Two coordinators at once over overlapping ranges, one oracle: each finds the culprit,
