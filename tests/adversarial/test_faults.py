@@ -139,8 +139,10 @@ def test_a_postgres_restart_mid_round_is_a_pause(home: Path, world: SyntheticHis
         # Past both endpoints, an oracle run of a search round in progress: the server goes.
         assert wait_for(lambda: len(list(marks.glob("*.done"))) >= 2 and _running(marks),
                         timeout=300), proc.stderr
+        in_flight = set(_running(marks))
         cluster.stop()
-        time.sleep(6)  # the run ends (and wants its verdict stored) while the server is away
+        # The runs in flight end (and want their verdicts stored) while the server is away.
+        assert wait_for(lambda: not in_flight & set(_running(marks)), timeout=120)
         cluster.start()
         out, err = proc.communicate(timeout=300)
     finally:
