@@ -163,6 +163,7 @@ class Flood:
 
     def __init__(self) -> None:
         self.sent = 0
+        self.ended = threading.Event()  # a GET's flood stopped: its client went, or 1 GiB
         flood = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -177,6 +178,7 @@ class Flood:
                     while flood.sent < 2**30:
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                         flood.sent += len(chunk)
+                flood.ended.set()
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -214,7 +216,7 @@ def test_a_download_stops_at_the_recorded_size(s3_bucket: str, tmp_path: Path,
         seen.clear()
         assert not cut.fetch(key, "a" * 64, dest, recorded, lambda done, _: seen.append(done))
         assert max(seen, default=0) <= recorded and "larger than" in warned[-1], warned
-        time.sleep(0.5)
+        assert flood.ended.wait(120)  # the server saw the client go (or sent its 1 GiB)
         assert flood.sent < 64 * 2**20, f"{flood.sent} bytes sent for a {recorded} row"
         assert not list(dest.parent.iterdir())
     finally:
