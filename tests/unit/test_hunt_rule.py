@@ -65,7 +65,7 @@ class Failing(FakeExecutor):
 
 def runner(store: Store, bid: int, cands: list[str], ex: FakeExecutor, *,
            any_failure: bool = False) -> Runner:
-    """The runner ``run/factory.open_bisection`` makes, with the judge of failing runs it gets."""
+    """The runner ``Runner.of`` makes of ``run/opened.open_bisection``, with its judge."""
     rec = bisections.get(store, bid)
     key = run_store.Key(rec.oracle_sha256, rec.env_fingerprint)
     hunt = hunt_for(store, key, cands, Rules(), ORACLE, any_failure=any_failure,
