@@ -16,7 +16,9 @@ Kept by the database itself, whoever writes a probe (a controller, a worker): a 
 yet; a bisection deleted takes its document along. Migration 0016 makes both and fills the
 documents of the bisections already stored (:data:`SQLITE_FILL`); a store made in one step gets
 them from :func:`install`. The meaning is fulltext.py's: a case-insensitive substring of a bad
-probe's reason or output tail. The cost: a second copy of bad runs' distinct texts.
+probe's reason or output tail (a needle with a newline may also span a reason's end and its
+output's start, one document holding both). The cost: a second copy of bad runs' distinct
+texts.
 """
 
 from __future__ import annotations
