@@ -106,8 +106,4 @@ def already(store: Store, req: Request) -> int | None:
     makes it: its dependencies and timeout included) and endpoints, if any."""
     sha = oracle_for("", req.command, timeout=req.timeout, dependencies=req.dependency,
                      threshold=req.threshold).sha256
-    for b in bisections.listing(store, 100_000):
-        if (b.oracle_sha256 == sha and b.good_sha.startswith(req.good.lower())
-                and b.bad_sha.startswith(req.bad.lower())):
-            return b.id
-    return None
+    return bisections.same_range(store, sha, req.good, req.bad)

@@ -114,6 +114,24 @@ def listing(store: Store, limit: int) -> list[BisectionRecord]:
         return [_record(b) for b in rows]
 
 
+def _is_hex(text: str) -> bool:
+    return 0 < len(text) <= 40 and all(c in "0123456789abcdef" for c in text)
+
+
+def same_range(store: Store, oracle_sha256: str, good: str, bad: str) -> int | None:
+    """The newest bisection with this oracle whose endpoints start with ``good`` and ``bad``
+    (a report may give short shas): one indexed query (ix_bisection_oracle_sha256), where
+    ``--from-report`` once scanned every row in Python."""
+    good, bad = good.lower(), bad.lower()
+    if not all(_is_hex(x) for x in (good, bad)):
+        return None  # a ref, or LIKE's own wildcards: never a pattern over every row
+    with store.session() as s:
+        return s.scalar(select(m.Bisection.id).where(
+            m.Bisection.oracle_sha256 == oracle_sha256,
+            m.Bisection.good_sha.like(good + "%"), m.Bisection.bad_sha.like(bad + "%"))
+            .order_by(m.Bisection.id.desc()).limit(1))
+
+
 def unfinished(store: Store) -> list[BisectionRecord]:
     """Bisections that may still run (running, or interrupted and waiting for ``resume``):
     what they need on disk must outlive ``bisect gc``."""

@@ -274,6 +274,34 @@ def test_the_store_answers_from_its_indexes(made: Made) -> None:
         store.engine.dispose()
 
 
+def test_already_bisected_is_one_store_query(made: Made) -> None:
+    """``--from-report``'s "this range was bisected" asks the store once (short shas as a
+    report gives them), no scan of every bisection in Python; a LIKE wildcard in a sha is
+    never a pattern."""
+    store = open_store(made.db, create=False, reads_only=True)
+    statements: list[str] = []
+
+    def seen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        statements.append(statement)
+
+    try:
+        norm = bisections.get(store, made.ids["norm"])
+        sa.event.listen(store.engine, "before_cursor_execute", seen)
+        found = bisections.same_range(store, norm.oracle_sha256, norm.good_sha[:10].upper(),
+                                      norm.bad_sha[:12])
+        assert found == made.ids["norm"]
+        assert len(statements) == 1 and "bisection" in statements[0].lower()
+        assert bisections.same_range(store, norm.oracle_sha256, "%", "%") is None
+        assert bisections.same_range(store, "0" * 64, norm.good_sha, norm.bad_sha) is None
+        # The other oracle's bisection of the same range is not this one.
+        command = bisections.get(store, made.ids["command"])
+        assert bisections.same_range(store, command.oracle_sha256, norm.good_sha,
+                                     norm.bad_sha) == made.ids["command"]
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", seen)
+        store.engine.dispose()
+
+
 def test_the_web_view_takes_the_same_filters_and_pages(made: Made) -> None:
     """`bisect serve` over real HTTP: /api/bisections takes the list's filters as query
     parameters and links its next page; the list page keeps them in its URL; a commit has its
