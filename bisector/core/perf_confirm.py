@@ -7,8 +7,9 @@ two. Confirmation runs the culprit beside its parent afresh (one pair at a time,
 save fresh runs where the claim is near the threshold. But the search chose the culprit
 *because* of those pairs: a slowdown that came and went while the search measured (another job
 on the GPU, a throttled clock) is in them, and an unlucky run there would confirm itself. A
-confirmation that pooled them freely, tried on ``make bench`` section 13, ended ``done`` on a
-slowdown that did not hold up. So the search's pairs count only under three guards:
+confirmation that pooled them freely, tried before, ended ``done`` on a slowdown that did not
+hold up (``test_a_culprit_that_does_not_hold_up_is_never_done``). So the search's pairs count
+only under three guards:
 
 - **fresh pairs first**: nothing is confirmed on the search's runs alone, and they count only
   from :data:`FRESH_PAIRS` fresh pairs on (fresh pairs alone decide from the first, as before);
@@ -26,7 +27,8 @@ margin, so the fresh test alone almost never passes at :data:`FRESH_ALPHA` howev
 search's pairs look; a right one near the threshold is told in fewer fresh pairs than
 :data:`~bisector.core.paired.CONFIRM_ALPHA` alone would take. A fresh test that says *not*
 worse by the threshold is the fresh pairs' own verdict at the confirmation's level, as before:
-the search's pairs never make a culprit look better or worse than its fresh runs say.
+the search's pairs never turn a fresh ``good`` into ``bad``, only bring a ``bad`` the fresh pairs
+show on their own sooner.
 
 Pure: no I/O, no clock.
 """
