@@ -34,8 +34,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures as rpt  # type: ignore[import-untyped]
-from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
 
 from bisector.core.perf import Direction, median
 
@@ -91,6 +89,10 @@ def noise(values: Sequence[float]) -> float:
 
 
 def _candidates(x: np.ndarray, min_builds: int) -> list[int]:
+    # Lazy, as core/perf.py's scipy: ruptures imports scipy.stats (a second of CPU), and every
+    # `bisect tick` imports this module while most series are too short to ever get here.
+    import ruptures as rpt  # type: ignore[import-untyped]
+
     n = len(x)
     sigma = max(noise(list(x)), 1e-6)
     algo = rpt.BottomUp(model="l1", min_size=min_builds, jump=1).fit(x.reshape(-1, 1))
@@ -118,6 +120,8 @@ def _refine(x: np.ndarray, cuts: list[int], min_builds: int) -> list[int]:
 
 def _test(x: np.ndarray, lo: int, cut: int, hi: int) -> tuple[float, float]:
     """(the p-value, the relative step in log space) between x[lo:cut] and x[cut:hi]."""
+    from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
+
     left, right = x[lo:cut], x[cut:hi]
     if np.ptp(x[lo:hi]) == 0:
         return 1.0, 0.0

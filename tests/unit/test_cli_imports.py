@@ -80,3 +80,17 @@ def test_a_store_is_made_and_opened_without_alembic(tmp_path: Path) -> None:
     code = (f"from bisector.store.db import open_store\nopen_store({str(db)!r})\n"
             f"open_store({str(db)!r})\ndone()")
     assert heavy(loaded(code, tmp_path)) == ["sqlalchemy"]
+
+
+def test_the_watch_loads_no_changepoint_library_until_a_series_is_long_enough(
+        tmp_path: Path) -> None:
+    """Every `bisect tick` imports the watch (and so core/changepoint), but most series are too
+    short for a step: ruptures and SciPy's stats (a second of CPU a tick) wait for one."""
+    mods = loaded("import bisector.app.watch.tick\n"
+                  "from bisector.core import changepoint\n"
+                  "assert changepoint.detect([1.0] * 5, 0.1) == []\ndone()", tmp_path)
+    assert not {"scipy", "ruptures"} & mods, sorted({"scipy", "ruptures"} & mods)
+    long = loaded("from bisector.core import changepoint\n"
+                  "changepoint.detect([1.0, 1.1, 0.9, 1.0, 2.0, 2.1, 1.9, 2.0], 0.1)\ndone()",
+                  tmp_path)
+    assert {"scipy", "ruptures"} <= long
