@@ -4,6 +4,10 @@ A revert that stays bad says the culprit is not the whole story (run/confirm.py)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
 import git
 
 from bisector.project import history
@@ -74,3 +78,29 @@ def git_parents(repo_path: str, sha: str) -> list[str]:
         return [p.hexsha for p in history.open_repo(repo_path).commit(sha).parents]
     except Exception:
         return []
+
+
+class Clone(Protocol):
+    """What confirming a culprit asks of git: handed to the runner (``Runner(clone=...)``),
+    so a test without a clone passes a fake instead of replacing the runner's methods."""
+
+    def revert(self, culprit: str, onto: str) -> str | None:
+        """The culprit's revert on ``onto`` (the bad endpoint), or None (not clean)."""
+        ...
+
+    def parents(self, sha: str) -> Sequence[str]:
+        """A commit's git parents, first parent first: confirmation runs the culprit's own."""
+        ...
+
+
+@dataclass(frozen=True)
+class GitClone:
+    """The bisection's clone on this box, as confirmation asks it (:class:`Clone`)."""
+
+    path: str
+
+    def revert(self, culprit: str, onto: str) -> str | None:
+        return make_revert(self.path, culprit, onto)
+
+    def parents(self, sha: str) -> list[str]:
+        return git_parents(self.path, sha)

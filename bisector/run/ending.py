@@ -11,7 +11,6 @@ the bisection, fixed when the runner starts, so the runner hands over one value,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bisector.base.errors import EndpointError, LeaseLost
@@ -20,6 +19,7 @@ from bisector.base.kinds import State
 from bisector.core.search import Verdict
 from bisector.executors.base import Executor
 from bisector.infra import cancel
+from bisector.project.revert import Clone
 from bisector.run import at_culprit, confirm, culprit_facts
 from bisector.run.lease import Lease
 from bisector.run.pipeline import Source
@@ -44,8 +44,7 @@ class Ending:
     gpu: str | None  # the first probe slot: confirmation and the culprit's helpers run there
     width: int  # probes a round: the prior's saving is counted in rounds this wide
     here: bool  # False when the probes ran on workers: nothing runs at the culprit here
-    revert: Callable[[str, str], str | None]  # (culprit, onto) -> the revert commit, or None
-    parents: Callable[[str], Sequence[str]]  # a commit's git parents (the culprit's own)
+    clone: Clone  # the culprit's revert and git parents (project/revert.py)
 
     @property
     def key(self) -> run_store.Key:
@@ -57,8 +56,8 @@ class Ending:
         j = self.judging
         return confirm.CulpritCheck(self.store, self.key, self.record.id,
                                     list(walk.candidates), self.source, self.executor,
-                                    j.oracle, j.rules, self.events, self.gpu, self.revert,
-                                    j.reconfirm, j.hunt, self.parents)
+                                    j.oracle, j.rules, self.events, self.gpu,
+                                    self.clone.revert, j.reconfirm, j.hunt, self.clone.parents)
 
 
 def finish(end: Ending, answer: Conclusion, walk: View, lease: Lease) -> BisectionRecord:

@@ -11,9 +11,11 @@ its evidence, reaches the same answer. The answer is then confirmed (when asked)
 
 The loop's side jobs live with what they serve: the search inside a merge the walk answered
 (:class:`~bisector.run.into_merge.IntoMerge`), ``back`` at a manual prompt
-(:func:`~bisector.run.manual.take_back`), a round's threads on this box
-(:func:`~bisector.run.slots.run_here`) and what follows the answer
-(:class:`~bisector.run.ending.Ending`).
+(:func:`~bisector.run.manual.take_back`), verdicts judged elsewhere logged as reused probes
+(:func:`~bisector.run.adopting.adopt`), a round's threads on this box
+(:func:`~bisector.run.slots.run_here`), what follows the answer
+(:class:`~bisector.run.ending.Ending`) and the clone's git (a
+:class:`~bisector.project.revert.Clone`, handed in with the :class:`Judging`).
 
 With a :class:`~bisector.run.remote.Workers` (workers on a PostgreSQL store) the K probes of a
 round are K queue jobs run by K workers instead of K threads here; this process stays the
@@ -28,17 +30,18 @@ from dataclasses import dataclass
 from bisector.base.errors import Cancelled, LeaseLost
 from bisector.base.events import Events, QuietEvents
 from bisector.base.kinds import State
-from bisector.core.search import Verdict
 from bisector.infra import cancel
 from bisector.oracle.manual import TakeBack
-from bisector.run import confirm, ending, slots
+from bisector.project.revert import Clone, GitClone
+from bisector.run import ending, slots
+from bisector.run.adopting import adopt
 from bisector.run.into_merge import IntoMerge
 from bisector.run.lease import Lease
 from bisector.run.manual import take_back
 from bisector.run.opened import Opened
 from bisector.run.prefetch import Prefetcher
 from bisector.run.remote import Workers, cancelled_message
-from bisector.run.strategies.base import Adopted, Conclusion, Round, View
+from bisector.run.strategies.base import Conclusion, Round, View
 from bisector.run.wiring import Judging, Means
 from bisector.store import bisections
 from bisector.store import runs as run_store
@@ -69,11 +72,9 @@ class Runner:
         self.slots = list(means.slots) or [None]
         self.events: Events = events or QuietEvents()
         self.subject = subject
+        self.clone: Clone = judging.clone or GitClone(record.repo_path)  # confirmation's git
         self.lease = lease or Lease(store, record.id)
         self.key = run_store.Key(record.oracle_sha256, record.env_fingerprint)
-        # The judge of failing runs (run/hunt.py): every probe, stored verdict and
-        # confirmation run of this bisection is judged through the same one.
-        self.hunt = judging.hunt
         self.prefetcher: Prefetcher | None
         self.prefetcher, self.pipeline = slots.probing(store, record.id, self.key,
                                                        self.lease.me, judging, means,
@@ -81,10 +82,10 @@ class Runner:
         self._seq = run_store.last_seq(store, record.id)  # a resumed run counts on
         # Set: each round's probes go to workers through a queue (``run/remote.py``).
         self.workers = means.workers
-        walk = candidates[:record.n_candidates]
+        walk = candidates[:record.n_candidates]  # judging.hunt: one judge of failing runs
         self.view = self.walk_view = View(store, record, walk, self.key, rules, oracle.meta,
                                           self.width, source.cost if self.width == 1 else None,
-                                          judging.prior, self.hunt)
+                                          judging.prior, judging.hunt)
         self.strategy = judging.strategy(self.view)
         # A first-parent answer that is a merge: searched inside (run/into_merge.py).
         n = record.n_candidates
@@ -141,7 +142,8 @@ class Runner:
         while True:
             self.check_lease()
             decision = self.strategy.decide()
-            self.adopt(decision.adopted, decision.adopted_round)
+            adopt(self.store, self.record.id, self.me, decision.adopted,
+                  decision.adopted_round, self.events)
             if isinstance(decision.then, Conclusion):
                 if self.merge.enter(decision.then):  # the walk answered a merge: search it
                     self.search(self.merge.view)
@@ -162,33 +164,6 @@ class Runner:
         self.view = view
         self.strategy = self.judging.strategy(view)
 
-    # -- verdicts --------------------------------------------------------------------------
-
-    def adopt(self, adopted: Adopted, round_: int | None) -> None:
-        """Log verdicts judged elsewhere as reused probes, labelled with the round they
-        informed, so ``bisect log`` shows them."""
-        if not run_store.adopt(self.store, self.record.id, self.lease.me,
-                              [a for a, _ in adopted], round_):
-            raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
-        for a, reason in adopted:
-            self.events.probe_done(a.position, a.commit_sha, Verdict(a.verdict), reason, 0.0,
-                                   True)
-
-    # -- probes ----------------------------------------------------------------------------
-
-    def dispatch(self, positions: tuple[int, ...], round_: int, left: int) -> None:
-        """Run a round's probes: on workers through the queue, else on this box's slots."""
-        eta = slots.time_left(self.store, self.record, self.width, left)
-        for pos in positions:
-            self._seq += 1
-            sha = self.candidates[pos]
-            self.events.probe_start(self._seq, pos, sha, self.subject(sha), left, eta)
-        if self.workers is not None:
-            self.workers.run(self, positions, round_)
-            return
-        slots.run_here(positions, self.slots, lambda pos, gpu: self.pipeline.probe(
-            pos, self.candidates[pos], gpu=gpu, round_=round_))
-
     # -- the answer ------------------------------------------------------------------------
 
     def finish(self, answer: Conclusion) -> BisectionRecord:
@@ -198,34 +173,32 @@ class Runner:
         return ending.finish(self.answering(), answer, self.walk_view, self.lease)
 
     def answering(self) -> ending.Ending:
-        """What follows the answer needs of this bisection (tests replace ``revert``)."""
+        """What follows the answer needs of this bisection (read when it comes)."""
         return ending.Ending(self.store, self.record, self.judging, self.source,
                              self.pipeline.executor, self.events, self.slots[0], self.width,
-                             self.workers is None, self.revert, self.parents)
-
-    def confirming(self) -> confirm.CulpritCheck:
-        return self.answering().check(self.walk_view)
+                             self.workers is None, self.clone)
 
     def check_lease(self) -> None:
         self.lease.check()
 
     def run_round(self, r: Round) -> None:
-        """Note the round as in flight (the lease must still be ours), then run it."""
+        """Note the round as in flight (the lease must still be ours), then run its probes:
+        on workers through the queue, else on this box's slots."""
         if not bisections.set_in_flight(self.store, self.record.id, me=self.lease.me,
                                         round_=r.number, positions=r.positions):
             raise LeaseLost(f"bisection {self.record.id} was taken over by another process")
         self.events.round_start(r.number, self.width, r.left)
         if self.prefetcher is not None:
             self.prefetcher.ahead(self.strategy.ahead(r), keep=r.positions)
-        self.dispatch(r.positions, r.number, r.left)
-
-    def revert(self, culprit: str, onto: str) -> str | None:
-        """The culprit's revert on the bad endpoint, made in the clone (None: not clean)."""
-        return confirm.make_revert(self.record.repo_path, culprit, onto)
-
-    def parents(self, sha: str) -> list[str]:
-        """A commit's git parents in the clone: confirmation runs the culprit's own."""
-        return confirm.git_parents(self.record.repo_path, sha)
+        eta = slots.time_left(self.store, self.record, self.width, r.left)
+        for pos in r.positions:
+            self._seq += 1
+            sha = self.candidates[pos]
+            self.events.probe_start(self._seq, pos, sha, self.subject(sha), r.left, eta)
+        if self.workers is not None:
+            return self.workers.run(self, r.positions, r.number)
+        slots.run_here(r.positions, self.slots, lambda pos, gpu: self.pipeline.probe(
+            pos, self.candidates[pos], gpu=gpu, round_=r.number))
 
     # -- what the queue's dispatch reads (:class:`~bisector.run.remote.Coordinator`) --------
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from bisector.core.verdict import Rules
 from bisector.executors.base import Executor
 from bisector.oracle.script import Oracle
+from bisector.project.revert import Clone
 from bisector.run.at_culprit import Asked
 from bisector.run.hunt import Hunt
 from bisector.run.pipeline import Source
@@ -38,6 +39,8 @@ class Judging:
     into_merge: bool = False  # a first-parent culprit that is a merge: search inside it
     # What runs at a culprit once the answer is written (run/at_culprit.py).
     at_culprit: Asked = field(default_factory=Asked)
+    # Confirmation's git (the culprit's revert and parents); None: the bisection's clone here.
+    clone: Clone | None = None
 
 
 @dataclass(frozen=True)

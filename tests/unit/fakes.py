@@ -166,12 +166,27 @@ def new_bisection(store: Store, candidates: list[str], *, owner: str | None = No
         notes=[])
 
 
+@dataclass(frozen=True)
+class FakeClone:
+    """Confirmation's git without a clone (project/revert.Clone): the culprit's revert is
+    ``reverted`` (None: it does not apply), a commit's parents ``parent_of`` it (else none)."""
+
+    reverted: str | None = None
+    parent_of: dict[str, list[str]] = field(default_factory=dict)
+
+    def revert(self, culprit: str, onto: str) -> str | None:
+        return self.reverted
+
+    def parents(self, sha: str) -> list[str]:
+        return self.parent_of.get(sha, [])
+
+
 def make_runner(store: Store, bisection_id: int, candidates: list[str], executor: FakeExecutor,
                 *, source: FakeSource | None = None, width: int = 1,
                 gpus: bool = True, rules: Rules | None = None,
                 lease: Lease | None = None, oracle: Oracle = ORACLE,
-                confirm: bool = False) -> Runner:
+                confirm: bool = False, clone: FakeClone | None = None) -> Runner:
     slots: list[str | None] = [str(i) for i in range(width)] if gpus else [None] * width
     return Runner(store, bisections.get(store, bisection_id), candidates,
-                  Judging(oracle, rules or Rules(), confirm=confirm),
+                  Judging(oracle, rules or Rules(), confirm=confirm, clone=clone),
                   Means(source or FakeSource(), executor, tuple(slots)), lease=lease)

@@ -28,6 +28,7 @@ from bisector.store.db import Store
 from bisector.store.records import NewRun
 from tests.unit.fakes import (
     ORACLE,
+    FakeClone,
     FakeExecutor,
     FakeSource,
     make_runner,
@@ -39,7 +40,7 @@ REVERT = "e" * 40
 
 
 def with_revert(runner: Runner, sha: str | None) -> Runner:
-    runner.revert = lambda culprit, onto: sha  # type: ignore[method-assign]
+    runner.clone = FakeClone(sha)
     return runner
 
 
@@ -329,7 +330,7 @@ def test_a_group_obtains_its_commit_once_and_a_revert_that_does_not_build_runs_o
     r = with_revert(make_runner(store, bid, cands, ex, oracle=thrice, source=src), REVERT)
     # Sure of a regression between 8 and 11, never having run 9 or 10: a fresh group each.
     around = Posterior.from_observations(20, 0.2, 0.2, [(8, False)] * 12 + [(11, True)] * 12)
-    c = confirm.confirm(r.confirming(), 10, posterior=around)
+    c = confirm.confirm(r.answering().check(r.walk_view), 10, posterior=around)
     assert src.obtained == [10, 9, REVERT]  # once per group, not once per run
     assert len(ex.calls) == 6 and all(call.commit != REVERT for call in ex.calls)
     assert [x["verdict"] for x in c["revert"]["runs"]] == ["skip"]
@@ -342,8 +343,8 @@ def test_the_parent_confirmed_is_the_culprits_git_parent(store: Store) -> None:
     cands = shas(64)
     bid = new_bisection(store, cands)
     ex = FakeExecutor(cands, 40)
-    r = with_revert(make_runner(store, bid, cands, ex, confirm=True), None)
-    r.parents = lambda sha: ["f" * 40, cands[37]] if sha == cands[40] else []  # type: ignore[method-assign]
+    r = make_runner(store, bid, cands, ex, confirm=True,
+                    clone=FakeClone(None, {cands[40]: ["f" * 40, cands[37]]}))
     rec = r.run().record
     c = rec.result["confirmation"]
     assert c["status"] == "confirmed" and c["parent_sha"] == cands[37]

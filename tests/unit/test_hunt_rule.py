@@ -24,7 +24,7 @@ from bisector.run.wiring import Judging, Means
 from bisector.store import bisections
 from bisector.store import runs as run_store
 from bisector.store.db import Store
-from tests.unit.fakes import ORACLE, FakeExecutor, FakeSource, new_bisection, shas
+from tests.unit.fakes import ORACLE, FakeClone, FakeExecutor, FakeSource, new_bisection, shas
 
 WINDOW = range(18, 24)  # the import is broken here, fixed at 24
 CULPRIT = 31  # the regression hunted
@@ -236,9 +236,9 @@ def test_a_confirmation_run_that_fails_differently_says_so(store: Store) -> None
     hunt = hunt_for(store, run_store.Key(rec.oracle_sha256, rec.env_fingerprint), cands,
                     Rules(), ORACLE, any_failure=False, bisection_id=bid)
     ex = Scripted(cands, said)
-    runner = Runner(store, rec, cands, Judging(ORACLE, Rules(), hunt=hunt, confirm=True),
+    runner = Runner(store, rec, cands, Judging(ORACLE, Rules(), hunt=hunt, confirm=True,
+                                               clone=FakeClone()),  # no clone
                     Means(FakeSource(), ex))
-    runner.revert = lambda culprit, onto: None  # type: ignore[method-assign]  # no clone
     done = runner.run()
     again = done.record.result["confirmation"]["culprit"]
     assert again and again[0]["verdict"] == "skip"

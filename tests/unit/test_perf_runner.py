@@ -35,7 +35,7 @@ from bisector.run.strategies.base import Round
 from bisector.store import runs as run_store
 from bisector.store.db import Store, open_store
 from bisector.store.records import BisectionRecord, NewRun
-from tests.unit.fakes import ORACLE, FakeExecutor, make_runner, new_bisection, shas
+from tests.unit.fakes import ORACLE, FakeClone, FakeExecutor, make_runner, new_bisection, shas
 
 PERF = replace(ORACLE, content=b"# perf\n", meta=replace(ORACLE.meta, threshold=0.05))
 
@@ -72,8 +72,8 @@ def test_a_planted_slowdown_is_found_with_medians_and_changes(store: Store) -> N
     cands = shas(120)
     bid = new_bisection(store, cands, oracle=PERF)
     ex = Timer(cands, 77, 1.3, 1)
-    r = make_runner(store, bid, cands, ex, oracle=PERF, confirm=True)
-    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+    r = make_runner(store, bid, cands, ex, oracle=PERF, confirm=True,
+                    clone=FakeClone())
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[77]
     pf = rec.result["perf"]
@@ -101,8 +101,8 @@ def test_a_drifting_machine_still_gets_the_right_culprit(store: Store) -> None:
     oracle = replace(PERF, meta=replace(PERF.meta, threshold=0.2))
     bid = new_bisection(store, cands, oracle=oracle)
     ex = Timer(cands, 27, 1.5, 7, drift=0.03)
-    r = make_runner(store, bid, cands, ex, oracle=oracle, confirm=True)
-    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+    r = make_runner(store, bid, cands, ex, oracle=oracle, confirm=True,
+                    clone=FakeClone())
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[27]
     ref = rec.result["perf"]["reference"]
@@ -115,8 +115,8 @@ def confirmed_after(store: Store, ex: Timer, cands: list[str],
     """A bisection with confirmation (no revert) whose executor is told, by ``on_answer``,
     when the search has answered: what it runs from then on is confirmation."""
     bid = new_bisection(store, cands, oracle=PERF)
-    r = make_runner(store, bid, cands, ex, oracle=PERF, confirm=True)
-    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+    r = make_runner(store, bid, cands, ex, oracle=PERF, confirm=True,
+                    clone=FakeClone())
     real = perf_search.Performance.decide
 
     def then(self: perf_search.Performance) -> object:
@@ -414,8 +414,8 @@ def test_find_fix_finds_the_commit_that_made_it_faster(store: Store) -> None:
     bid = new_bisection(store, cands, oracle=PERF)
     ex = Timer(cands, 41, 0.7, 5)  # 30 % faster from position 41 on
     r = make_runner(store, bid, cands, ex, oracle=PERF, rules=Rules(find_fix=True),
-                    confirm=True)
-    r.revert = lambda culprit, onto: None  # type: ignore[method-assign]
+                    confirm=True,
+                    clone=FakeClone())
     rec = r.run().record
     assert rec.state is State.DONE and rec.culprit_sha == cands[41]
     pf = rec.result["perf"]
