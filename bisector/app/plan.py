@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bisector.app import plan_perf
 from bisector.app.costs import (
     DEFAULT_COSTS,
     describe_source,
@@ -178,6 +179,26 @@ def simulate(n: int, provider: Ranking, costs: dict[str, float],
     return out
 
 
+def simulate_perf(n: int, provider: Ranking, costs: Mapping[str, float],
+                  model: plan_perf.Model, sampling: Sampling) -> list[tuple[int, int, float]]:
+    """(runs, builds, seconds) of each of the performance search's simulated hunts
+    (:mod:`bisector.app.plan_perf`: the shipped search over runs with the oracle's noise),
+    each commit obtained once however often it runs, as the provider would then, and the
+    confirmation a named culprit owes."""
+    out = []
+    for culprit, seed in plan_perf.hunts(n):
+        got = plan_perf.hunt(model, n, culprit, seed, lambda p: provider.kind(p) is Way.BROKEN)
+        now, builds, seconds = Reuse(provider), 0, got.runs * costs["oracle"]
+        for p in got.obtained:
+            k = now.kind(p)
+            now.paid(p, k)
+            builds, seconds = builds + (k is Way.BUILD), seconds + costs[k]
+        c_runs, c_builds, c_seconds = (0, 0, 0.0) if got.named is None else \
+            _confirmation(provider, costs, got.named, sampling)
+        out.append((got.runs + c_runs, builds + c_builds, seconds + c_seconds))
+    return out
+
+
 def simulate_flaky(n: int, provider: Ranking, costs: Mapping[str, float],
                    sampling: Sampling, seed: int = 0) -> list[tuple[int, int, float]]:
     """(runs, builds, seconds) of :data:`NOISY_SAMPLE` simulated hunts of the flaky search (the
@@ -229,17 +250,24 @@ def make_plan(  # noqa: PLR0913
     unmapped: list[str], prebuilt: list[dict[str, Any]], notes: list[str],
     known: Mapping[int, Verdict] | None = None,
     cost_sources: dict[str, dict[str, Any]] | None = None, sampling: Sampling = PLAIN,
+    perf: plan_perf.Model | None = None,
 ) -> PlanReport:
+    """``perf``: a performance oracle's threshold and noise; given, its expected figures are
+    the shipped search's over simulated runs (:func:`simulate_perf`), not a flat
+    :data:`PERF_MEAN_RUNS` a probed commit."""
     kinds: Counter[str] = Counter(provider.kind(p) for p in range(n))
-    sims = simulate(n, provider, costs, known, sampling)
+    measured = sampling.kind is Kind.PERFORMANCE and perf is not None
+    sims = (simulate_perf(n, provider, costs, perf, sampling) if perf is not None and measured
+            else simulate(n, provider, costs, known, sampling))
     if sampling.kind is Kind.PERFORMANCE:  # the worst case prices every probe at the cap
-        sims_max = simulate(n, provider, costs, known, sampling, worst=True)
+        sims_max = [*simulate(n, provider, costs, known, sampling, worst=True),
+                    *(sims if measured else [])]
     else:
         sims_max = sims
     runs = [r for r, _, _ in sims]
     builds = [b for _, b, _ in sims]
     secs = [s for _, _, s in sims]
-    notes = [*notes, *_sampling_notes(sampling)]
+    notes = [*notes, *_sampling_notes(sampling, perf if measured else None)]
     return PlanReport(
         candidates=n, kinds=kinds, prebuilt=prebuilt, missing=missing, unmapped=unmapped,
         probes_mean=sum(runs) / len(runs), probes_max=max(r for r, _, _ in sims_max),
@@ -256,7 +284,7 @@ def prebuilt_sources(prebuilt: list[dict[str, Any]]) -> dict[str, int]:
     return {LISTED: counts[LISTED], DIRECT: counts[DIRECT]}
 
 
-def _sampling_notes(sampling: Sampling) -> list[str]:
+def _sampling_notes(sampling: Sampling, perf: plan_perf.Model | None = None) -> list[str]:
     """What the projection assumed about an oracle that is not right every time."""
     out = []
     if sampling.kind is Kind.FLAKY:
@@ -264,6 +292,11 @@ def _sampling_notes(sampling: Sampling) -> list[str]:
                    f"{sampling.fp:.0%} false positives and {sampling.fn:.0%} false negatives, "
                    f"{sampling.endpoint_runs} runs of each endpoint, confidence "
                    f"{sampling.confidence}; stored runs of this oracle are not counted")
+    elif perf is not None:
+        out.append(f"performance oracle, paired: priced by {plan_perf.HUNTS} simulated hunts "
+                   f"of the shipped search, a change of {plan_perf.CHANGE:g} times the "
+                   f"threshold ({perf.threshold:.0%}); {perf.noise.describe()}; at most twice "
+                   f"max-runs pairs a commit")
     elif sampling.kind is Kind.PERFORMANCE:
         out.append(f"performance oracle, paired: {PERF_MEAN_RUNS} runs a commit on average "
                    f"({paired.TYPICAL_PAIRS} of its own, as many of the good endpoint's "
@@ -324,6 +357,10 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         prebuilt.append({"position": cands.index(sha) if sha in cands else None,
                          "commit": sha, "kind": "installed", "filename": cfg.installed.site})
     found = p.discovery
+    meta = p.oracle.meta
+    perf = None if meta.threshold is None else plan_perf.Model(
+        meta.threshold, plan_perf.noise_of(run_store.samples(store, key, cands)),
+        meta.max_runs, cfg.rules.find_fix)
     prior = planned(FailurePrior(cfg.request.prior, parts.repos, cfg.request.command), store,
                     key, cands, cfg.rules, cfg.width)
     report = make_plan(
@@ -331,7 +368,7 @@ def plan_for(store: Store, req: Request, costs: dict[str, float],
         missing=[pb.filename for pb in found.missing] if found else [],
         unmapped=[f"{pb.filename}: {pb.reason}" for pb in found.unmapped] if found else [],
         prebuilt=prebuilt, notes=notes, known=known, cost_sources=sources,
-        sampling=sampling_for(p.oracle.meta, cfg.request.confirm))
+        sampling=sampling_for(meta, cfg.request.confirm), perf=perf)
     # Both figures: plain bisection's projection and the prior's (a range before the bad
     # endpoint has run: its failure is the evidence).
     report.prior = {**prior, "projection": projection(prior, len(cands), report.probes_mean)}
