@@ -25,6 +25,8 @@ class Ctx:
     # The store of the command running now, as ``cli()`` resolved it (--db, $BISECTOR_DB, the
     # default): what ``main()`` names when a query meets a damaged page.
     last_db: str | None = None
+    # The store the command opened, if any: what ``main()`` closes before the process exits.
+    opened: Store | None = None
 
     def __init__(self, db: str, debug: bool, policy: Policy,
                  config_files: list[ConfigFile] | None = None) -> None:
@@ -48,6 +50,7 @@ class Ctx:
         if self._store is None:
             self._store = open_store(self.db, create=create, reads_only=reads_only)
             self._whole = not reads_only
+            Ctx.opened = self._store
         elif not reads_only and self._store.read_only and (path := sqlite_path(self.db)):
             raise StoreError(read_only_line(path))  # opened to read as it is, now to write
         elif not reads_only and not self._whole and (path := sqlite_path(self.db)):
