@@ -27,8 +27,8 @@ from bisector.store.db import Store
 from bisector.store.records import NewRun
 from tests.support import git as run_git
 from tests.unit.fakes import ORACLE, FakeExecutor, FakeSource, new_bisection, shas
-from tests.unit.test_noisy_runner import FLAKY, liar
-from tests.unit.test_perf_runner import PERF, Timer
+from tests.unit.run.test_noisy_runner import FLAKY, liar
+from tests.unit.run.test_perf_runner import PERF, Timer
 
 
 class Fixed(FailurePrior):
