@@ -14,6 +14,7 @@ import pytest
 from bisector.artifacts.installable import Installable
 from bisector.artifacts.obtained import Answer, Obtained, Unobtainable
 from bisector.base import defaults
+from bisector.base.kinds import Way
 from bisector.core.lookahead import next_rounds
 from bisector.core.prior import Prior
 from bisector.core.search import Next, Verdict, next_step
@@ -61,11 +62,12 @@ def test_one_gpu_prepares_the_two_midpoints_at_even_odds() -> None:
 
 
 def test_a_source_build_is_made_ahead_only_on_a_spare_slot_when_it_pays() -> None:
-    assert pays(0.01, "prebuilt", 0) and pays(0.01, "overlay", 0) and pays(0.5, "cached", 0)
-    assert not pays(1.0, "broken", 3)
-    assert not pays(0.5, "build", 0)  # every build slot serves the round's own probes
-    assert pays(0.5, "build", 1)
-    assert not pays(defaults.SPECULATIVE_BUILD_PRICE, "build", 1)
+    assert pays(0.01, Way.PREBUILT, 0) and pays(0.01, Way.OVERLAY, 0)
+    assert pays(0.5, Way.CACHED, 0)
+    assert not pays(1.0, Way.BROKEN, 3)
+    assert not pays(0.5, Way.BUILD, 0)  # every build slot serves the round's own probes
+    assert pays(0.5, Way.BUILD, 1)
+    assert not pays(defaults.SPECULATIVE_BUILD_PRICE, Way.BUILD, 1)
 
 
 @dataclass
