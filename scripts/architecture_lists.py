@@ -1,10 +1,10 @@
 """Write docs/architecture.md's module lists by floor from the code, between its markers.
 
-The floors are ``tests/unit/test_layers.py``'s ``FLOORS`` (the authority the layering test
-enforces, each with its comment); the modules are the ``.py`` files of each package folder as
-they are on disk. A hand-written list went stale with every move (issue 51: two module names
-the page gave no longer existed), so the page's lists are this script's output and
-``tests/unit/test_architecture_doc.py`` fails when they differ from what it would write.
+The floors are the layering test's ``FLOORS`` (``tests/**/test_layers.py``: the authority the
+test enforces, each with its comment); the modules are the ``.py`` files of each package
+folder as they are on disk. A hand-written list went stale with every move (issue 51: two
+module names the page gave no longer existed), so the page's lists are this script's output
+and ``test_architecture_doc.py`` fails when they differ from what it would write.
 
     python scripts/architecture_lists.py          # rewrite the lists in place
     python scripts/architecture_lists.py --check  # exit 1 when the page is out of date
@@ -19,7 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
-LAYERS = ROOT / "tests" / "unit" / "test_layers.py"
+# The layering test, wherever the tests' folders put it (they mirror bisector/'s).
+LAYERS = next(iter(sorted(ROOT.glob("tests/**/test_layers.py"))),
+              ROOT / "tests" / "unit" / "test_layers.py")
 BEGIN = "<!-- modules by floor: written by scripts/architecture_lists.py, do not edit -->"
 END = "<!-- end of the modules by floor -->"
 
