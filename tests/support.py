@@ -380,16 +380,28 @@ def bisect_installed_base(repo: Path, shas: dict[str, str], python: str, db: Pat
     return data
 
 
+def run_cache(base: Path) -> Path:
+    """The run's shared cache (tests/conftest.py's ``shared_cache``) seen from ``base``, a
+    folder ``tmp_path_factory.mktemp`` made: a module fixture runs before any ``home``."""
+    basetemp = base.parent
+    root = basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+    cache = root / "shared" / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
 def built_world(base: Path, root: Path, releases: bool = False,
                 **gen: Any) -> SyntheticHistory:
     """A generated history whose nightly (and, with ``releases``, release) wheels are
-    published into ``root``; built with a cache and home of their own under ``base``, so the
-    test's own runs start with nothing cached."""
+    published into ``root``; built with a home of its own under ``base`` and the run's shared
+    cache, where a nightly's wheel is keyed by its version (a probe's own build of a commit is
+    keyed apart, so the test's own runs still find none of theirs cached): the modules that
+    publish the same nightlies (the demo history's every 16 commits) build each once a run."""
     # lazy: only the tests of the nightly path build wheels this way
     from bisector.app.demo.nightlies import publish
 
     mp = pytest.MonkeyPatch()
-    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
+    mp.setenv("BISECTOR_CACHE_DIR", str(run_cache(base)))
     mp.setenv("BISECTOR_HOME", str(base / "build-home"))
     try:
         hist = generate(base / "repo", **gen)

@@ -48,3 +48,28 @@ def test_the_demo_of_the_nightly_path(home: Path) -> None:
     labels = re.findall(r'class="nightly-label"[^>]*>([^<]+)<', html.read_text())
     assert len(labels) == len(d["prebuilts"]) and all(
         re.fullmatch(r"\d{4}-\d{2}-\d{2}", s) for s in labels)
+
+
+def test_publishing_the_same_nightlies_again_builds_none(
+        home: Path, private_cache: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nightly's (and a release's) wheel is taken from the cache under its versioned key:
+    a second ``bisect demo --nightlies``, or another test module publishing the same history,
+    builds nothing, and serves the same files byte for byte."""
+    from bisector.app.demo import nightlies
+    from bisector.app.demo.torchlet import generate
+
+    hist = generate(tmp_path / "repo", commits=8, culprit=5, broken=(), release_at=(1, 6),
+                    side_branch_at=None, nightly_every=4)
+    first = nightlies.publish(hist, tmp_path / "a", releases=True)
+    assert len(first) == len(hist.nightlies) + len(hist.tags) >= 3
+
+    def no_build(*_: object, **__: object) -> None:
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(nightlies, "build_wheel", no_build)
+    assert nightlies.publish(hist, tmp_path / "b", releases=True) == first
+    for name in first:
+        (a,) = (tmp_path / "a").rglob(name)
+        (b,) = (tmp_path / "b").rglob(name)
+        assert a.read_bytes() == b.read_bytes() and a.parent.name == b.parent.name

@@ -22,7 +22,8 @@ from packaging.version import Version
 
 from bisector.app.demo.index import IndexServer
 from bisector.app.demo.torchlet import SyntheticHistory
-from bisector.artifacts.build import BuildResult, build_wheel
+from bisector.artifacts.build import BuildResult, build_key, build_wheel, cached_build
+from bisector.artifacts.cache import artifact_key
 from bisector.base.errors import BuildError
 from bisector.project.profiles import TORCHLET
 
@@ -31,6 +32,20 @@ def _built(res: BuildResult, what: str) -> Path:
     if not res.ok or res.wheel is None:
         raise BuildError(f"building the demo's {what} failed: {res.log_tail[-300:]}")
     return res.wheel
+
+
+def _wheel(repo: git.Repo, sha: str, version: str, what: str) -> Path:
+    """The wheel of ``sha`` versioned ``version``: from the content-addressed cache when built
+    before (under build_wheel's own key for a version given), else built now. A second
+    ``bisect demo --nightlies``, and the test modules that publish the same nightlies, build
+    none of them again."""
+    _, settings = build_key(TORCHLET, sha, sys.executable)
+    cached = cached_build(artifact_key("source", sha, {**settings, "version": version}), sha,
+                          settings)
+    if cached is not None and cached.wheel is not None:
+        return cached.wheel
+    return _built(build_wheel(repo, sha, TORCHLET, python=sys.executable, version=version),
+                  what)
 
 
 def publish(hist: SyntheticHistory, root: Path, index: str = "nightly-cpu",
@@ -46,16 +61,14 @@ def publish(hist: SyntheticHistory, root: Path, index: str = "nightly-cpu",
         if m is None:
             raise BuildError(f"the demo's nightly {nightly_sha[:12]} has no __version__")
         base = Version(m.group(1)).base_version
-        wheel = _built(build_wheel(repo, nightly_sha, TORCHLET, python=sys.executable,
-                                   version=f"{base}.dev{stamp}+cpu"), f"nightly {stamp}")
+        wheel = _wheel(repo, nightly_sha, f"{base}.dev{stamp}+cpu", f"nightly {stamp}")
         shutil.copy(wheel, files / wheel.name)
         out[wheel.name] = main_sha
     if releases:
         rel = root / "release" / "files"
         rel.mkdir(parents=True, exist_ok=True)
         for tag, sha in hist.tags.items():
-            wheel = _built(build_wheel(repo, sha, TORCHLET, python=sys.executable,
-                                       version=tag[1:]), f"release {tag}")
+            wheel = _wheel(repo, sha, tag[1:], f"release {tag}")
             shutil.copy(wheel, rel / wheel.name)
             out[wheel.name] = sha
     return out
