@@ -9,8 +9,13 @@ project" and the bisection stopped at its good endpoint (exit 7).
 The same oracle both ways, ``sh check.sh``: ``git bisect run`` in a clone (its checkout moves
 from commit to commit), ``bisect start -- sh check.sh`` with nothing made before (a new
 BISECTOR_HOME each run: its store, its one environment, its exported trees), where each probe
-runs in a private copy of the commit's exported tree. Median of BENCH_TREE_RUNS runs each,
-interleaved, in one run; the ratio is bisector's over git's.
+runs in a private copy of the commit's exported tree. The headline is that command as typed,
+its confirmation included (the culprit and its parent run again: runs git never makes); the
+same with ``--no-confirm`` (the search alone: the two endpoints git trusts, then the search's
+probes) and a second bisection on the same store follow. Each bisector line also gives its own
+time: the wall time less its oracle runs' (imports, store, environment, exports, reports).
+Median of BENCH_TREE_RUNS runs each, interleaved, in one run; the ratio is bisector's over
+git's.
 """
 
 from __future__ import annotations
@@ -94,20 +99,43 @@ def _git_bisect(clone: Path, good: str, bad: str) -> tuple[float, str]:
     return took, found
 
 
+@dataclass(frozen=True)
+class Ran:
+    took: float  # wall seconds of the whole command
+    culprit: str
+    runs: int  # oracle runs: the probes' and the confirmation's
+    own: float  # the wall time less the oracle runs': bisector's own
+
+
 def _bisector(home: Path, repo: Path, good: str, bad: str,
-              oracle: tuple[str, ...] = ORACLE) -> tuple[float, str, int]:
+              oracle: tuple[str, ...] = ORACLE, confirm: bool = True) -> Ran:
     env = {**os.environ, "BISECTOR_HOME": str(home)}
     for k in ("BISECTOR_CACHE_DIR", "BISECTOR_DB"):
         env.pop(k, None)
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "bisector", "start", "--repo", str(repo),
-                        "--good", good, "--bad", bad, "--no-confirm", "--json", "--", *oracle],
+                        "--good", good, "--bad", bad, *([] if confirm else ["--no-confirm"]),
+                        "--json", "--", *oracle],
                        env=env, capture_output=True, text=True, check=False)
     took = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(r.stderr.strip().splitlines()[-1:])
     d = json.loads(r.stdout)
-    return took, d["culprit"]["sha"], sum(not p["reused"] for p in d["probes"])
+    probes = [p for p in d["probes"] if not p["reused"]]
+    checked = (d["result"] or {}).get("confirmation") or {}
+    again = [*checked.get("culprit", []), *checked.get("parent", []),
+             *(checked.get("revert") or {}).get("runs", [])]
+    oracle_s = sum(p["duration_s"] for p in probes) + sum(_run_s(home, a["run"]) for a in again)
+    return Ran(took, d["culprit"]["sha"], len(probes) + len(again), took - oracle_s)
+
+
+def _run_s(home: Path, run_id: int) -> float:
+    """A confirmation run's oracle seconds, from the store the bisection wrote."""
+    import sqlite3
+
+    with sqlite3.connect(home / "data" / "bisector.db") as db:
+        row = db.execute("SELECT duration_s FROM run WHERE id = ?", (run_id,)).fetchone()
+    return float(row[0]) if row and row[0] is not None else 0.0
 
 
 def bench_tree_project(tmp: Path, show: Callable[[str, str], None]) -> None:
@@ -120,36 +148,42 @@ def bench_tree_project(tmp: Path, show: Callable[[str, str], None]) -> None:
     clone = tmp / "tree-c-git"
     subprocess.run(["git", "clone", "-q", str(hist.path), str(clone)], check=True)
     theirs: list[float] = []
-    cold: list[float] = []
-    warm: list[float] = []
-    right, probes = True, 0
+    rows: dict[str, list[Ran]] = {"default": [], "search": [], "warm": []}
+    right = True
     for i in range(runs):  # interleaved: a busy machine weighs on both alike
         took, found = _git_bisect(clone, hist.main[0], hist.main[-1])
         theirs.append(took)
         right &= found == hist.culprit
-        home = tmp / f"tree-home-{i}"
+        homes = (tmp / f"tree-home-{i}", tmp / f"tree-home-{i}-search")
         try:
-            took, found, probes = _bisector(home, hist.path, hist.main[0], hist.main[-1])
-            cold.append(took)
-            right &= found == hist.culprit
+            # As typed: `bisect start -- sh check.sh`, its confirmation included.
+            rows["default"].append(_bisector(homes[0], hist.path, hist.main[0], hist.main[-1]))
+            # The search alone, also with nothing made before.
+            rows["search"].append(_bisector(homes[1], hist.path, hist.main[0], hist.main[-1],
+                                            confirm=False))
             # The same store and environment, another oracle (so no verdict is reused):
             # what a second bisection on this box pays.
-            took, found, _ = _bisector(home, hist.path, hist.main[0], hist.main[-1],
-                                       ("sh", "./check.sh"))
-            warm.append(took)
-            right &= found == hist.culprit
+            rows["warm"].append(_bisector(homes[1], hist.path, hist.main[0], hist.main[-1],
+                                          ("sh", "./check.sh"), confirm=False))
         except RuntimeError as e:
             show("bisect start -- sh check.sh", f"failed: {e}")
             return
         finally:
-            shutil.rmtree(home, ignore_errors=True)
+            for home in homes:
+                shutil.rmtree(home, ignore_errors=True)
+    right &= all(r.culprit == hist.culprit for done in rows.values() for r in done)
     base = statistics.median(theirs)
     show("baseline: git bisect run sh check.sh", f"{base:.2f}s")
     wrong = "" if right else " WRONG CULPRIT"
-    for label, times in ((f"bisect start, nothing made before ({probes} probes)", cold),
-                         ("bisect start, store and environment made before", warm)):
-        mine = statistics.median(times)
-        show(label, f"{mine:.2f}s -> ratio {mine / base:.1f}x{wrong}")
+    labels = {"default": "bisect start, nothing made before, as typed (confirmation on)",
+              "search": "the same with --no-confirm (the search alone)",
+              "warm": "--no-confirm, store and environment made before"}
+    for key, label in labels.items():
+        done = rows[key]
+        mine = statistics.median(r.took for r in done)
+        own = statistics.median(r.own for r in done)
+        show(f"{label}, {done[-1].runs} oracle runs",
+             f"{mine:.2f}s -> ratio {mine / base:.1f}x{wrong} (own time {own:.2f}s)")
     oracle = statistics.median(_timed_oracle(clone, hist.main[-1]) for _ in range(runs))
     show("floor: the oracle alone at the bad commit, once", f"{oracle:.2f}s")
 
