@@ -279,8 +279,12 @@ def test_show_names_the_walk_and_counts_only_builds_it_paid_for(
     shown = run_cli("--db", str(db), "show", "1").stdout
     assert "(ancestry-path)" in shown and "(first-parent)" not in shown
     assert "Source builds:" in shown
-    # Another oracle over the same commits: every wheel comes from the cache.
-    second = start(db, hist.path, hist.main[50], hist.main[62], str(ORACLES / "slow_norm.py"))
+    # Another oracle over the same commits (the same check, another file: no verdict of the
+    # first is reused, and no 1.5 s a run as slow_norm's): every wheel comes from the cache.
+    other = home / "norm_again.py"
+    other.write_text("import sys\nimport torchlet\n"
+                     "sys.exit(0 if abs(torchlet.norm([3.0, 4.0]) - 5.0) < 1e-9 else 1)\n")
+    second = start(db, hist.path, hist.main[50], hist.main[62], str(other))
     assert second.returncode == 0, second.stderr
     d = json.loads(second.stdout)
     assert d["probes"] and all(not p["reused"] for p in d["probes"])
