@@ -27,11 +27,18 @@ import psycopg
 import pytest
 from sqlalchemy import func, select
 
-from bisector.app.demo.nightlies import publish
-from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.app.demo.torchlet import SyntheticHistory
 from bisector.store import models as m
 from bisector.store.db import open_store
-from tests.support import BISECT, ROOT, _alive, run_cli, wait_for
+from tests.support import (
+    BISECT,
+    ROOT,
+    _alive,
+    built_world,
+    run_cli,
+    staged_nightlies,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.adversarial, pytest.mark.e2e]
 
@@ -260,18 +267,10 @@ class Nightlies:
 @pytest.fixture(scope="module")
 def nightlies(tmp_path_factory: pytest.TempPathFactory) -> Nightlies:
     base = tmp_path_factory.mktemp("faults-watch")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BISECTOR_CACHE_DIR", str(base / "cache"))
-    mp.setenv("BISECTOR_HOME", str(base / "build-home"))
-    try:
-        hist = generate(base / "repo", commits=30, culprit=20, broken=(), release_at=None,
-                        side_branch_at=None, nightly_every=12)
-        publish(hist, base / "stage")
-    finally:
-        mp.undo()
-    stamps = [stamp for _n, _m, stamp in hist.nightlies]
-    staged = sorted((base / "stage" / "nightly-cpu" / "files").glob("*.whl"))
-    return Nightlies(hist, [next(w for w in staged if f".dev{s}+" in w.name) for s in stamps])
+    # Nightlies at main 0 and 12 are test_watch's too: built_world builds them once a run.
+    hist = built_world(base, base / "stage", commits=30, culprit=20, broken=(),
+                       release_at=None, side_branch_at=None, nightly_every=12)
+    return Nightlies(hist, staged_nightlies(hist, base / "stage"))
 
 
 def _watch(tmp_path: Path, n: Nightlies, wheel: Path, *, notify: str = "",
