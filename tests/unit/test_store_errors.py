@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from bisector.base.errors import StoreError
@@ -30,9 +31,21 @@ def _met(message: str) -> OperationalError:
 DAMAGED = r"b\.db is a damaged SQLite database \(database disk image is malformed\): move it"
 
 
-def test_damage_a_query_meets_leaves_the_session_as_the_stores_one_line(store: Store) -> None:
-    with pytest.raises(StoreError, match=DAMAGED), store.session():
-        raise _met("database disk image is malformed")
+def _damage(store: Store, path: Path) -> None:
+    """Every page after the first overwritten, as a disk or a copy gone wrong leaves a file:
+    the next statement reads them."""
+    store.engine.dispose()
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        f.seek(4096)
+        f.write(b"\xff" * (size - 4096))
+
+
+def test_damage_a_query_meets_leaves_the_session_as_the_stores_one_line(
+        store: Store, tmp_path: Path) -> None:
+    _damage(store, tmp_path / "b.db")
+    with pytest.raises(StoreError, match=DAMAGED), store.session() as s:
+        s.execute(text("SELECT count(*) FROM bisection")).all()
 
 
 def test_a_full_disk_leaves_the_session_as_the_stores_one_line(store: Store) -> None:
@@ -49,20 +62,17 @@ def test_anything_else_leaves_the_session_as_it_was_raised(store: Store) -> None
         raise ValueError("a bug")
 
 
-def test_the_web_view_answers_the_stores_error_with_503(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_web_view_answers_the_stores_error_with_503(store: Store, tmp_path: Path) -> None:
     from starlette.testclient import TestClient
 
-    from bisector.app.report import views
     from bisector.web import server
 
-    def damaged(*_args: object, **_kw: object) -> list[object]:
-        raise StoreError("/x/b.db is a damaged SQLite database (malformed): move it aside")
-
-    monkeypatch.setattr(views, "listing", damaged)  # what the list page reads
-    got = TestClient(server.create_app(store), raise_server_exceptions=False).get("/")
+    app = server.create_app(store)
+    _damage(store, tmp_path / "b.db")  # damaged under a running view
+    got = TestClient(app, raise_server_exceptions=False).get("/")
     assert got.status_code == 503
-    assert got.text == "/x/b.db is a damaged SQLite database (malformed): move it aside"
+    assert "b.db is a damaged SQLite database" in got.text and "move it aside" in got.text
+    assert "Traceback" not in got.text and "sqlalchemy" not in got.text.lower()
 
 
 def test_the_web_view_names_no_database_librarys_error() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -97,22 +98,21 @@ def test_a_bad_object_store_is_one_line_before_anything_runs(
     one_line_error(invoke("--db", str(clean), *args, "du", env=env), needle, 2)
 
 
-class _Down(Exception):
-    pass
-
-
-class _DeadClient:
-    """An S3 client whose every request fails as a store that is down does."""
-
-    def get_object(self, **_: object) -> Any:
-        raise _Down("connection refused")
+def _refusing_port() -> int:
+    """A port of 127.0.0.1 nothing listens on: a store that is down refuses as it does."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def test_two_providers_in_one_process_share_the_stores_down_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One provider's failure leaves the store alone for the next provider of the process
     (a worker's next task, a command's second commit) too: no new wait on a dead store."""
-    monkeypatch.setattr(remote, "_client", _DeadClient)
+    for k, v in {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{_refusing_port()}",
+                 "AWS_ACCESS_KEY_ID": "bisector-test", "AWS_SECRET_ACCESS_KEY": "test",
+                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
     policy = Policy(remote.parse(f"s3://down-{os.getpid()}-{id(tmp_path)}/p"))
     first = factory.remote_for(policy, QuietEvents())
     second = factory.remote_for(policy, QuietEvents())
