@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import os
 import pickle
+import re
 import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -34,9 +37,29 @@ ORACLES = ROOT / "tests" / "oracles"
 
 # -- the CLI ---------------------------------------------------------------------------------
 
-# Commands that only read: run in-process (a new interpreter costs a second of CPU each, and
-# the suite runs dozens), with the same exit codes and outputs as the installed ``bisect``.
-READ_ONLY = frozenset({"show", "list", "log", "watch", "du", "workers", "plan", "oracles"})
+# Commands run in-process, with the same exit codes and outputs as the installed ``bisect``: a
+# new interpreter costs most of a second of CPU (its imports, its exit), and the suite runs
+# hundreds of bisections. Those that read, and those that bisect once called from the test's
+# own thread; a test that needs a process of its own (a signal, a kill, several at once)
+# starts one with subprocess and BISECT.
+# ``tick`` stays a process of its own: a bisection it leaves behind is running while the
+# process that started it lives, and a test's process never ends.
+IN_PROCESS = frozenset({"show", "list", "log", "watch", "du", "workers", "plan", "oracles",
+                        "start", "resume", "check", "cancel", "trust"})
+# The variables bisector.base.defaults reads once, on import: a call that sets one otherwise
+# than this process imported it with runs in a process of its own, where it counts.
+_DEFAULTS_PY = (ROOT / "bisector" / "base" / "defaults.py").read_text()
+IMPORT_TIME_VARS = frozenset(re.findall(r'os\.environ\.get\("(\w+)"', _DEFAULTS_PY))
+importlib.import_module("bisector.base.defaults")  # read now, with the values below
+_AS_IMPORTED = {var: os.environ.get(var) for var in IMPORT_TIME_VARS}
+
+
+def _in_process(args: Sequence[str], env: dict[str, str] | None) -> bool:
+    """Whether ``bisect ARGS`` with ``env`` can run in this process as it would in its own."""
+    return (_command(args) in IN_PROCESS
+            and threading.current_thread() is threading.main_thread()
+            and all({**os.environ, **(env or {})}.get(var) == value
+                    for var, value in _AS_IMPORTED.items()))
 GLOBAL_WITH_VALUE = frozenset({"--db"})
 
 
@@ -51,10 +74,9 @@ def _command(args: Sequence[str]) -> str | None:
 def run_cli(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
             exe: Sequence[str] = BISECT, check: bool = False,
             timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``bisect ARGS`` with this process's environment plus ``env``: a command that only
-    reads in-process (:func:`invoke`), any other in a subprocess (exit codes, signals,
-    several processes at once)."""
-    if exe == BISECT and _command(args) in READ_ONLY:
+    """``bisect ARGS`` with this process's environment plus ``env``: a command of IN_PROCESS
+    called from the main thread in-process (:func:`invoke`), any other in a subprocess."""
+    if exe == BISECT and _in_process(args, env):
         res = invoke(*args, cwd=cwd, env=dict(env or {}))
         r = subprocess.CompletedProcess([*exe, *args], res.exit_code, res.stdout, res.stderr)
     else:
@@ -94,11 +116,23 @@ def invoke(*args: str, cwd: Path | None = None, env: dict[str, str | None] | Non
                                   catch_exceptions=False, prog_name="bisect")
     finally:
         os.chdir(old)
+        _close_store()
+
+
+def _close_store() -> None:
+    """The command's store closed, as the installed ``bisect`` closes it before its process
+    ends: no connection of a finished command is left open on a file the test then changes."""
+    from bisector.cli.context import Ctx
+
+    store, Ctx.opened = Ctx.opened, None
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.engine.dispose()
 
 
 def start(db: Path, repo: Path, good: str, bad: str, oracle: str = "torchlet_norm",
           *extra: str) -> subprocess.CompletedProcess[str]:
-    """``bisect start ... --json`` in a subprocess: a whole bisection, as a user runs it."""
+    """``bisect start ... --json``: a whole bisection, as a user runs it (in-process)."""
     return run_cli("--db", str(db), "start", "--repo", str(repo), "--good", good, "--bad", bad,
                    "--oracle", oracle, "--json", *extra)
 

@@ -1,6 +1,6 @@
 """The Docker executor against the real engine, on images built here with no registry.
 
-The base image is a Debian rootfs made by debootstrap from this machine's apt sources and
+The base image is a Debian rootfs made by mmdebstrap from this machine's apt sources and
 ``docker import``-ed (docker/make-base.sh, skipped when the image exists); both production
 Dockerfiles are built on it with ``BASE_IMAGE``. No GPU here: ``--gpus`` is not passed.
 """

@@ -238,7 +238,7 @@ TEST_DEPS = ROOT / "scripts" / "test-deps"
 def tools_dir(tmp_path: Path, *names: str) -> Path:
     """A PATH holding only `id` and fakes of ``names`` (no apt-get: nothing can be installed)."""
     d = tmp_path / "bin"
-    d.mkdir()
+    d.mkdir(parents=True)
     (d / "id").symlink_to(shutil.which("id") or "/usr/bin/id")
     for name in names:
         (d / name).write_text("#!/bin/sh\nexit 0\n")
@@ -248,10 +248,12 @@ def tools_dir(tmp_path: Path, *names: str) -> Path:
 
 def test_deps_all_present_does_nothing(tmp_path: Path) -> None:
     assert os.access(TEST_DEPS, os.X_OK), "make and .ci/run call it directly"
-    path = tools_dir(tmp_path, "git", "gcc", "make", "initdb", "debootstrap", "chromium")
-    r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
-                       env={"PATH": str(path)}, check=False)
-    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    for bootstrap in ("mmdebstrap", "debootstrap"):  # either makes the Docker base image
+        path = tools_dir(tmp_path / bootstrap, "git", "gcc", "make", "initdb", bootstrap,
+                         "chromium")
+        r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
+                           env={"PATH": str(path)}, check=False)
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", ""), bootstrap
 
 
 def test_deps_missing_and_no_apt_names_them_in_one_line(tmp_path: Path) -> None:
@@ -259,9 +261,9 @@ def test_deps_missing_and_no_apt_names_them_in_one_line(tmp_path: Path) -> None:
     r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
                        env={"PATH": str(path)}, check=False)
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr == ("make test needs: gcc (the synthetic project's extension), debootstrap "
+    assert r.stderr == ("make test needs: gcc (the synthetic project's extension), mmdebstrap "
                         "(the Docker tests' base image), chromium (the web view's browser "
-                        "test): install them with: sudo apt-get install gcc debootstrap "
+                        "test): install them with: sudo apt-get install gcc mmdebstrap "
                         "chromium\n")
 
 
