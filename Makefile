@@ -29,14 +29,14 @@ demo: $(STAMP) ## Bisect the bundled demo history end to end (SQLite, no GPU, no
 	@echo 'served from 127.0.0.1, a range of dates, every probe a nightly wheel or an overlay on one:'
 	@echo '  BISECTOR_HOME=$(DEMO_HOME) $(BIN)/bisect demo --nightlies'
 
-# Five pytest workers on two cores: most integration tests wait on processes (workers, oracles,
-# containers, a PostgreSQL restart), so five overlap the waits the two cores would otherwise idle through.
+# Four pytest workers on two cores: most integration tests wait on processes (workers, oracles,
+# containers, a PostgreSQL restart), so four overlap the waits (a fresh machine: 15.1 min with five).
 test: $(STAMP) ## Run lint, types, the docs site (strict) and every test this machine can run (Docker ones when `docker info` works)
 	scripts/test-deps
 	$(BIN)/ruff check bisector tests proofs migrations bench scripts
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir $$(mktemp -d)
-	$(BIN)/pytest -m "not gpu" -n 5 --dist loadfile --no-loadscope-reorder --durations=20 \
+	$(BIN)/pytest -m "not gpu" -n 4 --dist loadfile --no-loadscope-reorder --durations=20 \
 	  $$(docker info >/dev/null 2>&1 && echo --run-docker)
 
 test-unit: $(STAMP) ## Only the fast, pure tests
