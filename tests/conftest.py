@@ -26,7 +26,6 @@ os.environ.setdefault("BISECTOR_PREFETCH_PER_SLOT", "0")
 import json
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -42,24 +41,6 @@ from tests.support import make_world, private_cache  # noqa: F401  (a fixture fo
 
 # Modules whose bisections run with the shipped --prefetch default (2 per probe slot).
 PREFETCH_ON = frozenset({"test_prefetch.py", "test_bisect.py", "test_demo_nightlies.py"})
-
-
-def _before_shims(path: str, real_bin: str) -> str:
-    """``path`` with ``real_bin`` ahead of the first version manager's ``shims`` folder (pyenv,
-    asdf). A shim re-resolves its interpreter at every call through a dozen shell scripts:
-    about 50 bash processes for one ``python3 -c``, 40,000 in a run of the suite and a CPU
-    minute on two cores. The tests meet that same interpreter straight away; shim resolution
-    itself is tested on shims of their own (test_first_use.py)."""
-    entries = path.split(os.pathsep)
-    shims = [i for i, e in enumerate(entries) if os.path.basename(e.rstrip("/")) == "shims"]
-    if not shims or real_bin in entries[:shims[0]]:
-        return path
-    return os.pathsep.join([*entries[:shims[0]], real_bin, *entries[shims[0]:]])
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    os.environ["PATH"] = _before_shims(os.environ.get("PATH", ""),
-                                       os.path.join(os.path.realpath(sys.base_prefix), "bin"))
 
 
 @pytest.fixture(autouse=True)

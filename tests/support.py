@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import json
 import os
 import pickle
-import re
 import shutil
 import socket
 import sqlite3
@@ -29,6 +27,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from bisector.app.demo.torchlet import SyntheticHistory, generate
+from bisector.base import defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 BISECT = [sys.executable, "-m", "bisector"]
@@ -46,12 +45,9 @@ ORACLES = ROOT / "tests" / "oracles"
 # process that started it lives, and a test's process never ends.
 IN_PROCESS = frozenset({"show", "list", "log", "watch", "du", "workers", "plan", "oracles",
                         "start", "resume", "check", "cancel", "trust"})
-# The variables bisector.base.defaults reads once, on import: a call that sets one otherwise
-# than this process imported it with runs in a process of its own, where it counts.
-_DEFAULTS_PY = (ROOT / "bisector" / "base" / "defaults.py").read_text()
-IMPORT_TIME_VARS = frozenset(re.findall(r'os\.environ\.get\("(\w+)"', _DEFAULTS_PY))
-importlib.import_module("bisector.base.defaults")  # read now, with the values below
-_AS_IMPORTED = {var: os.environ.get(var) for var in IMPORT_TIME_VARS}
+# A call that sets one of the variables bisector.base.defaults read on import otherwise than
+# this process had them runs in a process of its own, where it counts.
+_AS_IMPORTED = {var: os.environ.get(var) for var in defaults.FROM_ENV}
 
 
 def _in_process(args: Sequence[str], env: dict[str, str] | None) -> bool:
@@ -116,18 +112,9 @@ def invoke(*args: str, cwd: Path | None = None, env: dict[str, str | None] | Non
                                   catch_exceptions=False, prog_name="bisect")
     finally:
         os.chdir(old)
-        _close_store()
+        from bisector.cli import close_store
 
-
-def _close_store() -> None:
-    """The command's store closed, as the installed ``bisect`` closes it before its process
-    ends: no connection of a finished command is left open on a file the test then changes."""
-    from bisector.cli.context import Ctx
-
-    store, Ctx.opened = Ctx.opened, None
-    if store is not None:
-        with contextlib.suppress(Exception):
-            store.engine.dispose()
+        close_store()  # as the installed `bisect` does before it exits
 
 
 def start(db: Path, repo: Path, good: str, bad: str, oracle: str = "torchlet_norm",

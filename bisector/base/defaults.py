@@ -5,6 +5,16 @@ from __future__ import annotations
 
 import os
 
+# The variables read below, once, when this module is imported: a process that set one later
+# (a test running commands in its own process) would not see it, and must ask for one of its own.
+FROM_ENV: set[str] = set()
+
+
+def _env(name: str, default: str) -> str:
+    FROM_ENV.add(name)
+    return os.environ.get(name, default)
+
+
 RUNTIME_IMAGE = "bisector/runtime:latest"
 BUILDER_IMAGE = "bisector/builder:latest"
 MEMORY = "16g"  # memory limit of each oracle container
@@ -32,16 +42,16 @@ DEMO_NIGHTLY_EVERY = 16  # `bisect demo --nightlies`: one nightly per this many 
 CONTAINER_GRACE_S = 10  # SIGTERM -> SIGKILL for a container past its deadline
 PROCESS_GRACE_S = 5.0  # the same for a local process group
 # ccache's default 5 GB holds about one PyTorch CUDA configuration; a bisection walks many.
-CCACHE_MAXSIZE = os.environ.get("BISECTOR_CCACHE_MAXSIZE", "25G")
+CCACHE_MAXSIZE = _env("BISECTOR_CCACHE_MAXSIZE", "25G")
 # A lease beats while its run lives (also during an hour-long build); one whose beat is older
 # than LEASE_STALE_S belongs to a controller that is gone and may be taken over.
-LEASE_BEAT_S = float(os.environ.get("BISECTOR_LEASE_BEAT_S", "30"))
-LEASE_STALE_S = float(os.environ.get("BISECTOR_LEASE_STALE_S", "600"))
+LEASE_BEAT_S = float(_env("BISECTOR_LEASE_BEAT_S", "30"))
+LEASE_STALE_S = float(_env("BISECTOR_LEASE_STALE_S", "600"))
 # How often a coordinator looks whether `bisect cancel` asked: a cancel stops it this fast.
-CANCEL_POLL_S = float(os.environ.get("BISECTOR_CANCEL_POLL_S", "1"))
+CANCEL_POLL_S = float(_env("BISECTOR_CANCEL_POLL_S", "1"))
 # How long a store call waits for a database server that went away (a restart) before the
 # coordinator gives up, saying `bisect resume N`; the wait between tries doubles up to the cap.
-STORE_RETRY_S = float(os.environ.get("BISECTOR_STORE_RETRY_S", "60"))
+STORE_RETRY_S = float(_env("BISECTOR_STORE_RETRY_S", "60"))
 STORE_RETRY_CAP_S = 5.0
 # A command that only reads (list, show, log, serve...) has SQLite's quick_check read every page
 # of a store this small (under ~20 ms); of a larger one, only its header and schema, since
@@ -120,9 +130,9 @@ MAX_CACHE: str | None = None
 # Workers (`bisect worker`, PostgreSQL): each beats every WORKER_BEAT_S; one silent for
 # WORKER_STALE_S is gone, and its job is handed to another worker (the attempt that was running
 # can then write nothing). The coordinator looks at its round's probes every TASK_POLL_S.
-WORKER_BEAT_S = float(os.environ.get("BISECTOR_WORKER_BEAT_S", "10"))
-WORKER_STALE_S = float(os.environ.get("BISECTOR_WORKER_STALE_S", "60"))
-TASK_POLL_S = float(os.environ.get("BISECTOR_TASK_POLL_S", "1"))
+WORKER_BEAT_S = float(_env("BISECTOR_WORKER_BEAT_S", "10"))
+WORKER_STALE_S = float(_env("BISECTOR_WORKER_STALE_S", "60"))
+TASK_POLL_S = float(_env("BISECTOR_TASK_POLL_S", "1"))
 # SIGTERM (systemctl stop): a worker finishes its probe for this long, then hands it back.
 WORKER_SHUTDOWN_S = 240.0
 
@@ -131,16 +141,16 @@ WORKER_SHUTDOWN_S = 240.0
 PRIOR_WEIGHT = 0.5
 # How often a running bisection's page in `bisect serve` asks whether it moved on (a new probe,
 # an end); it reloads itself only then, and stops asking once the bisection is not running.
-PAGE_POLL_S = float(os.environ.get("BISECTOR_PAGE_POLL_S", "2"))
+PAGE_POLL_S = float(_env("BISECTOR_PAGE_POLL_S", "2"))
 
 # Never a silent wait (cli/progress.py). A download tells its progress at most every
 # DOWNLOAD_EVENT_S (a 2.5 GB wheel comes in 2,500 chunks). Where stderr is no terminal (a log,
 # CI), a step that has run STEP_LINE_AFTER_S gets a line, then one every STEP_LINE_EVERY_S,
 # and a download a line with bytes, speed and time left every DOWNLOAD_LINE_S.
 DOWNLOAD_EVENT_S = 0.2
-STEP_LINE_AFTER_S = float(os.environ.get("BISECTOR_STEP_LINE_AFTER_S", "1"))
+STEP_LINE_AFTER_S = float(_env("BISECTOR_STEP_LINE_AFTER_S", "1"))
 STEP_LINE_EVERY_S = 60.0
-DOWNLOAD_LINE_S = float(os.environ.get("BISECTOR_DOWNLOAD_LINE_S", "5"))
+DOWNLOAD_LINE_S = float(_env("BISECTOR_DOWNLOAD_LINE_S", "5"))
 
 # The oracle's environment (base/oracle_env.py): variables with these prefixes change what
 # torch, dynamo, inductor, Triton and CUDA do (TORCH_LOGS, TORCHINDUCTOR_FREEZING, ...), so the
@@ -162,7 +172,7 @@ WATCH_STEP_MOVE_BUILDS = 6
 # priced at SPECULATIVE_BUILD_PRICE of the GPU's (cores are cheaper than a GPU that waits):
 # with one GPU both halves' midpoints (0.5 each) pay, with three GPUs' twelve candidates (1/4
 # each) none does.
-PREFETCH_PER_SLOT = int(os.environ.get("BISECTOR_PREFETCH_PER_SLOT", "2"))
+PREFETCH_PER_SLOT = int(_env("BISECTOR_PREFETCH_PER_SLOT", "2"))
 PREFETCH_FREE_BYTES = 8 * 2**30
 SPECULATIVE_BUILD_PRICE = 0.25
 

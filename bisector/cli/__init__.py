@@ -341,12 +341,19 @@ def ending() -> None:
     models', GitPython's: ~100,000), a quarter of a second after every command here, none of
     it needed: the process ends. Only for a process's own command line; a caller running
     commands in its own process (the tests) keeps its collector."""
+    close_store()
+    gc.freeze()
+
+
+def close_store() -> None:
+    """The store the command opened, closed (SQLite folds its WAL back into the file); also
+    after each command a caller runs in its own process (the tests), so no connection of a
+    finished command stays open on a file."""
     store, Ctx.opened = Ctx.opened, None
     if store is not None:
         # A server gone meanwhile: the exit code stays the command's.
         with contextlib.suppress(Exception):
             store.engine.dispose()
-    gc.freeze()
 
 
 if __name__ == "__main__":
