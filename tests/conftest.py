@@ -22,7 +22,6 @@ import os
 # default, and the whole suite passed with it on everywhere before this was set.
 os.environ.setdefault("BISECTOR_PREFETCH_PER_SLOT", "0")
 
-
 import json
 import shutil
 import subprocess
