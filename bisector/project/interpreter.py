@@ -17,6 +17,7 @@ reason: a verdict from the wrong interpreter answers the wrong question.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -42,11 +43,15 @@ class Interpreter:
 def choose_python(given: str | None, package: str | None) -> Interpreter:
     """``given`` (``--python``) as is; else bisector's own interpreter when it imports
     ``package``; else the first python3, then python, on PATH that imports it (bisector's own
-    virtualenv left out: it lacks the package); else the first of them at all, said so."""
+    virtualenv left out: it lacks the package); else the first of them at all, said so.
+
+    Each candidate is started once, and that one run says both whether it imports the
+    package and which interpreter it is (a pyenv shim is about 50 bash processes a start;
+    asking the two apart started the first shim twice at every ``start``)."""
     if given:
         path = _given(given)
         return Interpreter(path, f"Python: {path} (from --python)")
-    if package is not None and imports(sys.executable, package):
+    if package is not None and own_imports(package):
         return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own, and it "
                            f"imports {package}; pass --python to choose another)")
     found = on_path()
@@ -57,13 +62,15 @@ def choose_python(given: str | None, package: str | None) -> Interpreter:
         first = resolve(found[0])
         return Interpreter(first, f"Python: {first} (the first python3 on PATH; pass "
                            f"--python to choose another)")
+    asked = []
     for cand in found:
-        if imports(cand, package):
-            cand = resolve(cand)
-            return Interpreter(cand, f"Python: {cand} (the first on PATH that imports "
-                               f"{package}; bisector's own does not; pass --python to choose "
-                               f"another)")
-    first = resolve(found[0])
+        said = ask(cand, package)
+        if said.imports:
+            return Interpreter(said.path, f"Python: {said.path} (the first on PATH that "
+                               f"imports {package}; bisector's own does not; pass --python "
+                               f"to choose another)")
+        asked.append(said)
+    first = asked[0].path
     return Interpreter(first, f"Python: {first} (neither bisector's own Python nor any python3 "
                        f"or python on PATH imports {package}; pass --python of the environment "
                        f"that has it)")
@@ -103,16 +110,7 @@ def resolve(python: str) -> str:
     """The interpreter behind a pyenv or asdf shim (a shim picks its Python per folder at every
     call; the store must record the one that ran). Anything else stays itself: a user's wrapper
     script may set up the environment it execs into, and a venv's python is the venv."""
-    if Path(python).parent.name != "shims":
-        return python
-    try:
-        r = subprocess.run([python, "-c", "import sys; print(sys.executable)"],
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                           timeout=PROBE_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return python
-    out = r.stdout.strip()
-    return out if r.returncode == 0 and out and Path(out).is_file() else python
+    return ask(python, None).path if _shim(python) else python
 
 
 def on_path() -> list[str]:
@@ -137,18 +135,54 @@ def on_path() -> list[str]:
     return found
 
 
-def imports(python: str, package: str) -> bool:
-    """Whether ``python -E -c "import package"`` succeeds from an empty folder (a broken or hung
-    interpreter: no). Neither the current folder (a source checkout's ``torch/``) nor
-    ``PYTHONPATH`` counts: the oracle runs elsewhere, with them scrubbed."""
+@dataclass(frozen=True)
+class Asked:
+    """What one run of a candidate said: the interpreter to record (a shim resolved, anything
+    else itself) and whether it imports the package asked about (False when none was)."""
+
+    path: str
+    imports: bool
+
+
+def ask(python: str, package: str | None) -> Asked:
+    """Run ``python -E`` once from an empty folder: it prints ``sys.executable``, then imports
+    ``package``. Neither the current folder (a source checkout's ``torch/``) nor
+    ``PYTHONPATH`` counts: the oracle runs elsewhere, with them scrubbed. A broken or hung
+    interpreter imports nothing and stays as named."""
+    code = "import sys; print(sys.executable, flush=True)"
+    code += f"; import {package}" if package else ""
     with tempfile.TemporaryDirectory(prefix="bisector-import-") as empty:
         try:
-            r = subprocess.run([python, "-E", "-c", f"import {package}"], capture_output=True,
-                               stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S, check=False,
-                               cwd=empty)
+            r = subprocess.run([python, "-E", "-c", code], capture_output=True, text=True,
+                               errors="replace", stdin=subprocess.DEVNULL,
+                               timeout=PROBE_TIMEOUT_S, check=False, cwd=empty)
         except (OSError, subprocess.TimeoutExpired):
+            return Asked(python, False)
+    said = (r.stdout.splitlines() or [""])[0].strip()
+    path = said if _shim(python) and said and Path(said).is_file() else python
+    return Asked(path, package is not None and r.returncode == 0)
+
+
+def _shim(python: str) -> bool:
+    return Path(python).parent.name == "shims"
+
+
+def imports(python: str, package: str) -> bool:
+    """Whether ``python`` imports ``package`` from an empty folder (see :func:`ask`)."""
+    return ask(python, package).imports
+
+
+def own_imports(package: str) -> bool:
+    """Whether bisector's own interpreter imports ``package``. A package its import system
+    cannot even find is a no without starting a process (this process's search path holds
+    everything ``-E`` from an empty folder would search, and more); one it finds is imported
+    in a fresh process, as any candidate is (found is not importable: a broken install)."""
+    try:
+        if importlib.util.find_spec(package.partition(".")[0]) is None:
             return False
-    return r.returncode == 0
+    except (ImportError, ValueError):
+        pass
+    return imports(sys.executable, package)
 
 
 def _own_bin() -> Path | None:

@@ -23,12 +23,12 @@ REPRO = "assert 1 + 1 == 3, 'the bug'\n"
 
 
 def fake_python(folder: Path, name: str, has_torch: bool) -> Path:
-    """A shell script posing as an interpreter: `[-E] -c "import torch"` succeeds only if
-    has_torch (bisector checks with -E, so PYTHONPATH cannot fake a torch)."""
+    """A shell script posing as an interpreter: `[-E] -c "...; import torch"` succeeds only
+    if has_torch (bisector checks with -E, so PYTHONPATH cannot fake a torch)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
-    path.write_text('#!/bin/sh\n[ "$1" = -E ] && shift\n[ "$1" = -c ] && '
-                    f'[ "$2" = "import torch" ] && exit {0 if has_torch else 1}\nexit 1\n')
+    path.write_text('#!/bin/sh\n[ "$1" = -E ] && shift\n[ "$1" = -c ] && case "$2" in '
+                    f'*"import torch") exit {0 if has_torch else 1};; esac\nexit 1\n')
     path.chmod(0o755)
     return path
 
@@ -77,12 +77,19 @@ def test_a_pyenv_shim_is_resolved_to_the_python_it_runs(
     (Path(site) / "only_in_v" / "__init__.py").write_text("")
     shim = tmp_path / "shims" / "python3"
     shim.parent.mkdir()
-    shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
+    starts = tmp_path / "starts"
+    shim.write_text(f'#!/bin/sh\necho . >> {starts}\nexec {target} "$@"\n')
     shim.chmod(0o755)
     monkeypatch.setenv("PATH", str(shim.parent))
     chosen = choose_python(None, "only_in_v")
-    # What ran, not the launcher that picks per folder.
+    # What ran, not the launcher that picks per folder; and the shim started once for both
+    # questions (a pyenv shim is some 50 processes a start).
     assert Path(chosen.path).parent == venv / "bin", chosen
+    assert starts.read_text().count(".") == 1
+    starts.unlink()
+    none = choose_python(None, "in_no_python_here")
+    assert Path(none.path).parent == venv / "bin" and "neither" in none.note, none
+    assert starts.read_text().count(".") == 1
     # A wrapper elsewhere is kept as it is: it may set up what it execs into.
     wrapper = tmp_path / "bin" / "python3"
     wrapper.parent.mkdir()
