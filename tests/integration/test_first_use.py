@@ -285,3 +285,32 @@ def test_deps_told_not_to_install_installs_nothing(tmp_path: Path) -> None:
     assert (r.returncode, r.stdout) == (1, "") and not called.exists()
     assert r.stderr == ("make test needs: chromium (the web view's browser test): install "
                         "them with: sudo apt-get install chromium\n")
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_deps_installing_says_one_line_and_keeps_apts_output_for_a_failure(
+        tmp_path: Path, works: bool) -> None:
+    """As root with apt-get: the one line of what and why, not dpkg's hundreds; a failed
+    install shows apt's last lines, where its whole output is, and exits 1."""
+    path = tools_dir(tmp_path, "git", "make", "initdb", "gcc", "debootstrap")
+    (path / "id").unlink()
+    (path / "id").write_text("#!/bin/sh\necho 0\n")  # root, as in CI
+    (path / "id").chmod(0o755)
+    for tool in ("mktemp", "tail", "rm"):
+        (path / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    (path / "apt-get").write_text("#!/bin/sh\nfor i in 1 2 3 4 5; do echo Unpacking $i; done\n"
+                                  f"{'exit 0' if works else 'echo E: no chromium; exit 100'}\n")
+    (path / "apt-get").chmod(0o755)
+    r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
+                       env={"PATH": str(path)}, check=False)
+    assert r.stdout == ("make test: installing with apt-get (root; BISECTOR_NO_APT=1 to be "
+                        "told instead): chromium (the web view's browser test)\n")
+    if works:
+        assert (r.returncode, r.stderr) == (0, "")
+    else:
+        assert r.returncode == 1 and "E: no chromium" in r.stderr
+        last = r.stderr.splitlines()[-1]
+        assert last.startswith("make test: apt-get failed (its whole output: /tmp/bisector-")
+        log = Path(last.split("output: ")[1].split(")")[0])
+        assert "Unpacking 5" in log.read_text()
+        log.unlink()
