@@ -176,9 +176,12 @@ def own_imports(package: str) -> bool:
     """Whether bisector's own interpreter imports ``package``. A package its import system
     cannot even find is a no without starting a process (this process's search path holds
     everything ``-E`` from an empty folder would search, and more); one it finds is imported
-    in a fresh process, as any candidate is (found is not importable: a broken install)."""
+    in a fresh process, as any candidate is (found is not importable: a broken install).
+    Started with ``-s`` or ``PYTHONNOUSERSITE``, this process lacks the user's site-packages
+    that ``-E`` keeps, so then it always asks a fresh process."""
     try:
-        if importlib.util.find_spec(package.partition(".")[0]) is None:
+        if not sys.flags.no_user_site and importlib.util.find_spec(
+                package.partition(".")[0]) is None:
             return False
     except (ImportError, ValueError):
         pass

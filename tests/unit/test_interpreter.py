@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -92,3 +93,10 @@ def test_bisectors_own_python_is_started_only_for_a_package_it_can_find(
     assert not own_imports("bisector_test_absent_package")
     assert not started.exists()
     assert own_imports("click") and started.read_text() == ".\n"
+    # Without the user's site-packages here (-s, PYTHONNOUSERSITE), -E would still search
+    # them: a fresh process is asked.
+    flags = {k: getattr(sys.flags, k) for k in dir(sys.flags)
+             if not k.startswith("_") and not callable(getattr(sys.flags, k))}
+    monkeypatch.setattr(sys, "flags", SimpleNamespace(**{**flags, "no_user_site": 1}))
+    assert not own_imports("bisector_test_absent_package")
+    assert started.read_text() == ".\n.\n"
