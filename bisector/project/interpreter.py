@@ -7,22 +7,21 @@ bisector installed into torch's own virtualenv is exactly the user's environment
 ``sys.executable`` comes first whenever it imports the package. Skipping it there ran a system
 ``python3`` without torch, and every probe said "bad: No module named 'torch'".
 
-Whether a candidate imports the package is asked from an empty folder with ``-E`` (no
-``PYTHONPATH``): ``python -c`` puts the current folder on ``sys.path``, so inside a source
-checkout the system ``python3`` "imports torch" from the checkout and then cannot in the
-scratch folder the oracle runs in. ``check``, ``start``, ``plan`` and the watch all call
+Whether a candidate imports the package is asked with ``-E`` (no ``PYTHONPATH``) and the
+current folder taken off ``sys.path``: ``python -c`` puts it there, so inside a source checkout
+the system ``python3`` "imports torch" from the checkout and then cannot in the scratch folder
+the oracle runs in. It is asked in the current folder all the same, since a pyenv or asdf shim
+picks its Python by that folder. ``check``, ``start``, ``plan`` and the watch all call
 :func:`choose_python`, so they can never disagree, and the choice is always reported with its
 reason: a verdict from the wrong interpreter answers the wrong question.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,7 +50,7 @@ def choose_python(given: str | None, package: str | None) -> Interpreter:
     if given:
         path = _given(given)
         return Interpreter(path, f"Python: {path} (from --python)")
-    if package is not None and own_imports(package):
+    if package is not None and imports(sys.executable, package):
         return Interpreter(sys.executable, f"Python: {sys.executable} (bisector's own, and it "
                            f"imports {package}; pass --python to choose another)")
     found = on_path()
@@ -145,22 +144,26 @@ class Asked:
 
 
 def ask(python: str, package: str | None) -> Asked:
-    """Run ``python -E`` once from an empty folder: it prints ``sys.executable``, then imports
-    ``package``. Neither the current folder (a source checkout's ``torch/``) nor
-    ``PYTHONPATH`` counts: the oracle runs elsewhere, with them scrubbed. A broken or hung
-    interpreter imports nothing and stays as named."""
-    code = "import sys; print(sys.executable, flush=True)"
-    code += f"; import {package}" if package else ""
-    with tempfile.TemporaryDirectory(prefix="bisector-import-") as empty:
-        try:
-            r = subprocess.run([python, "-E", "-c", code], capture_output=True, text=True,
-                               errors="replace", stdin=subprocess.DEVNULL,
-                               timeout=PROBE_TIMEOUT_S, check=False, cwd=empty)
-        except (OSError, subprocess.TimeoutExpired):
-            return Asked(python, False)
-    said = (r.stdout.splitlines() or [""])[0].strip()
+    """Run ``python -E`` once: it prints ``sys.executable``, then imports ``package``. It runs
+    in the current folder, as the user's ``python3`` would (a pyenv or asdf shim picks its
+    Python by the folder's ``.python-version``), with that folder taken off ``sys.path``:
+    neither it (a source checkout's ``torch/``) nor ``PYTHONPATH`` counts, since the oracle
+    runs elsewhere with them scrubbed. A broken or hung interpreter imports nothing; a shim
+    stays as named unless its run said what it started."""
+    code = ("import sys; sys.path[0] == '' and sys.path.pop(0); "
+            "print(sys.executable, flush=True)")
+    code += f"; import {package}" if package is not None else ""
+    try:
+        r = subprocess.run([python, "-E", "-c", code], capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S, check=False)
+        out, imported = r.stdout, package is not None and r.returncode == 0
+    except subprocess.TimeoutExpired as e:  # torch cold from a slow disk: what it printed
+        out, imported = e.stdout or b"", False
+    except OSError:
+        out, imported = b"", False
+    said = (out.decode(errors="replace").splitlines() or [""])[0].strip()
     path = said if _shim(python) and said and Path(said).is_file() else python
-    return Asked(path, package is not None and r.returncode == 0)
+    return Asked(path, imported)
 
 
 def _shim(python: str) -> bool:
@@ -170,22 +173,6 @@ def _shim(python: str) -> bool:
 def imports(python: str, package: str) -> bool:
     """Whether ``python`` imports ``package`` from an empty folder (see :func:`ask`)."""
     return ask(python, package).imports
-
-
-def own_imports(package: str) -> bool:
-    """Whether bisector's own interpreter imports ``package``. A package its import system
-    cannot even find is a no without starting a process (this process's search path holds
-    everything ``-E`` from an empty folder would search, and more); one it finds is imported
-    in a fresh process, as any candidate is (found is not importable: a broken install).
-    Started with ``-s`` or ``PYTHONNOUSERSITE``, this process lacks the user's site-packages
-    that ``-E`` keeps, so then it always asks a fresh process."""
-    try:
-        if not sys.flags.no_user_site and importlib.util.find_spec(
-                package.partition(".")[0]) is None:
-            return False
-    except (ImportError, ValueError):
-        pass
-    return imports(sys.executable, package)
 
 
 def _own_bin() -> Path | None:

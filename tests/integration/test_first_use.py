@@ -90,10 +90,23 @@ def test_a_pyenv_shim_is_resolved_to_the_python_it_runs(
     none = choose_python(None, "in_no_python_here")
     assert Path(none.path).parent == venv / "bin" and "neither" in none.note, none
     assert starts.read_text().count(".") == 1
+    # A shim picks by the folder it is started in (pyenv's .python-version): asked where the
+    # user is, not in some other folder. That folder's own packages still do not count (the
+    # oracle runs elsewhere).
+    shim.write_text(f'#!/bin/sh\n[ -f .python-version ] && exec {target} "$@"\n'
+                    f'exec {sys.executable} "$@"\n')
+    project = tmp_path / "project"
+    (project / "checkout_only").mkdir(parents=True)
+    (project / "checkout_only" / "__init__.py").write_text("")
+    (project / ".python-version").write_text("v\n")
+    monkeypatch.chdir(project)
+    assert Path(choose_python(None, None).path).parent == venv / "bin"
+    assert Path(choose_python(None, "only_in_v").path).parent == venv / "bin"
+    assert "neither" in choose_python(None, "checkout_only").note
     # A wrapper elsewhere is kept as it is: it may set up what it execs into.
     wrapper = tmp_path / "bin" / "python3"
     wrapper.parent.mkdir()
-    wrapper.write_text(shim.read_text())
+    wrapper.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setenv("PATH", str(wrapper.parent))
     assert choose_python(None, "only_in_v").path == str(wrapper)
@@ -301,16 +314,18 @@ def test_deps_installing_says_one_line_and_keeps_apts_output_for_a_failure(
     (path / "apt-get").write_text("#!/bin/sh\nfor i in 1 2 3 4 5; do echo Unpacking $i; done\n"
                                   f"{'exit 0' if works else 'echo E: no chromium; exit 100'}\n")
     (path / "apt-get").chmod(0o755)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     r = subprocess.run(["/bin/bash", str(TEST_DEPS)], capture_output=True, text=True,
-                       env={"PATH": str(path)}, check=False)
+                       env={"PATH": str(path), "TMPDIR": str(temp)}, check=False)
     assert r.stdout == ("make test: installing with apt-get (root; BISECTOR_NO_APT=1 to be "
                         "told instead): chromium (the web view's browser test)\n")
+    logs = list(temp.glob("bisector-test-deps.*.log"))
     if works:
-        assert (r.returncode, r.stderr) == (0, "")
+        assert (r.returncode, r.stderr, logs) == (0, "", [])
     else:
-        assert r.returncode == 1 and "E: no chromium" in r.stderr
-        last = r.stderr.splitlines()[-1]
-        assert last.startswith("make test: apt-get failed (its whole output: /tmp/bisector-")
-        log = Path(last.split("output: ")[1].split(")")[0])
-        assert "Unpacking 5" in log.read_text()
-        log.unlink()
+        assert r.returncode == 1 and "E: no chromium" in r.stderr and len(logs) == 1
+        assert r.stderr.splitlines()[-1] == (f"make test: apt-get failed (its whole output: "
+                                             f"{logs[0]}); install chromium and run make "
+                                             f"test again")
+        assert "Unpacking 5" in logs[0].read_text()

@@ -217,7 +217,8 @@ def test_check_wheel_and_system(home: Path, hist: SyntheticHistory, shared_cache
     if not list(shared_cache.glob(pattern)):  # run alone: build it
         ok(invoke("check", "--oracle", "torchlet_norm", "--commit", good, "--repo",
                   str(hist.path), "--profile", "torchlet"))
-    wheel = next(shared_cache.glob(pattern))
+    wheel = next(shared_cache.glob(pattern), None)
+    assert wheel, f"no {pattern} in the shared cache after the check built it"
     r = invoke("check", "--oracle", "torchlet_norm", "--wheel", str(wheel), "--profile",
                "torchlet", "--json")
     assert (r.exit_code, json.loads(r.stdout)["verdict"]) == (0, "good"), r.stderr

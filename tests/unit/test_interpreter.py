@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from bisector.base.errors import UsageError
-from bisector.project.interpreter import choose_python, on_path, own_imports
+from bisector.project.interpreter import choose_python, on_path
 
 
 def _exe(path: Path) -> Path:
@@ -79,24 +78,3 @@ def test_no_python_on_path_falls_back_to_bisectors_own(tmp_path: Path,
     monkeypatch.setenv("PATH", str(tmp_path))
     chosen = choose_python(None, None)
     assert chosen.path == sys.executable and "no python3 or python on PATH" in chosen.note
-
-
-def test_bisectors_own_python_is_started_only_for_a_package_it_can_find(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A package this process cannot even find is a no without a process (every ``start``
-    asked bisector's venv, which never has torch); one it finds is still imported for real."""
-    started = tmp_path / "started"
-    own = tmp_path / "python"
-    own.write_text(f"#!/bin/sh\necho . >> {started}\nexec {sys.executable} \"$@\"\n")
-    own.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(own))
-    assert not own_imports("bisector_test_absent_package")
-    assert not started.exists()
-    assert own_imports("click") and started.read_text() == ".\n"
-    # Without the user's site-packages here (-s, PYTHONNOUSERSITE), -E would still search
-    # them: a fresh process is asked.
-    flags = {k: getattr(sys.flags, k) for k in dir(sys.flags)
-             if not k.startswith("_") and not callable(getattr(sys.flags, k))}
-    monkeypatch.setattr(sys, "flags", SimpleNamespace(**{**flags, "no_user_site": 1}))
-    assert not own_imports("bisector_test_absent_package")
-    assert started.read_text() == ".\n.\n"
