@@ -61,15 +61,14 @@ def choose_python(given: str | None, package: str | None) -> Interpreter:
         first = resolve(found[0])
         return Interpreter(first, f"Python: {first} (the first python3 on PATH; pass "
                            f"--python to choose another)")
-    asked = []
+    first = ""  # the first candidate as its run named it (a shim resolved)
     for cand in found:
         said = ask(cand, package)
         if said.imports:
             return Interpreter(said.path, f"Python: {said.path} (the first on PATH that "
                                f"imports {package}; bisector's own does not; pass --python "
                                f"to choose another)")
-        asked.append(said)
-    first = asked[0].path
+        first = first or said.path
     return Interpreter(first, f"Python: {first} (neither bisector's own Python nor any python3 "
                        f"or python on PATH imports {package}; pass --python of the environment "
                        f"that has it)")
@@ -171,7 +170,8 @@ def _shim(python: str) -> bool:
 
 
 def imports(python: str, package: str) -> bool:
-    """Whether ``python`` imports ``package`` from an empty folder (see :func:`ask`)."""
+    """Whether ``python`` imports ``package``, the current folder not counting (see
+    :func:`ask`)."""
     return ask(python, package).imports
 
 

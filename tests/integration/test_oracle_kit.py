@@ -210,15 +210,15 @@ def test_check_commit_good_and_bad_with_facts(home: Path, hist: SyntheticHistory
 
 
 def test_check_wheel_and_system(home: Path, hist: SyntheticHistory, shared_cache: Path) -> None:
-    # The wheel of a good commit of this module's history: any wheel of the shared cache
-    # was whatever other tests had built by then (once one the oracle skipped).
+    # The wheel of a good commit of this module's history (the check builds it, or finds it
+    # cached): the shared cache's first wheel was whatever other tests had built by then,
+    # once one the oracle skipped.
     good = hist.main[14]
+    ok(invoke("check", "--oracle", "torchlet_norm", "--commit", good, "--repo", str(hist.path),
+              "--profile", "torchlet"))
     pattern = f"wheels/*/*/torchlet-*+git{good[:7]}-*.whl"
-    if not list(shared_cache.glob(pattern)):  # run alone: build it
-        ok(invoke("check", "--oracle", "torchlet_norm", "--commit", good, "--repo",
-                  str(hist.path), "--profile", "torchlet"))
     wheel = next(shared_cache.glob(pattern), None)
-    assert wheel, f"no {pattern} in the shared cache after the check built it"
+    assert wheel, f"no {pattern} in the shared cache after the check"
     r = invoke("check", "--oracle", "torchlet_norm", "--wheel", str(wheel), "--profile",
                "torchlet", "--json")
     assert (r.exit_code, json.loads(r.stdout)["verdict"]) == (0, "good"), r.stderr
